@@ -1,0 +1,15 @@
+"""omniplane: a control plane for serving omni / any-to-any multimodal models.
+
+Layers (each imports only from the layers above it):
+``spec`` -> ``perf`` -> ``sim`` -> ``plan`` / ``sched`` -> integrations (``vllm``, ``gpu``,
+``deploy``) -> ``cli``. The core layers never import torch, CUDA, vLLM or Ray.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("omniplane")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
+    __version__ = "0.0.0+unknown"
+
+__all__ = ["__version__"]

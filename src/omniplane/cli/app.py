@@ -1,0 +1,42 @@
+"""The ``omniplane`` command. Every command is registered here, in one place."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from omniplane import __version__
+from omniplane.cli import catalog
+
+app = typer.Typer(
+    name="omniplane",
+    help="Plan and schedule serving of omni / any-to-any multimodal models.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"omniplane {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    """omniplane: deployment planning and SLO-aware scheduling for omni models."""
+
+
+app.command("models")(catalog.models)
+app.command("show")(catalog.show)
+app.command("validate")(catalog.validate)
+
+
+def main() -> None:
+    app()

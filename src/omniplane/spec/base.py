@@ -1,0 +1,104 @@
+"""Base classes shared by every spec: frozen, strict about unknown fields, provenance for numbers."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, ClassVar
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
+
+Name = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+\-]*$", min_length=1, max_length=80),
+]
+"""Identifiers: components, request types, GPUs, executor types, plan nodes."""
+
+PositiveFloat = Annotated[float, Field(gt=0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+_SOURCE_RE = re.compile(r"^(https?://\S+|arXiv:\S+|doi:\S+|[A-Za-z0-9_./\-]+\.(md|csv|json|jsonl|txt)(#.*)?|measured:.+|derived:.+|assumption:.+)")
+
+
+def check_source(text: str) -> str:
+    """A source is a URL, an arXiv/doi id, a shipped data file, or an explicit
+    ``measured:``, ``derived:`` or ``assumption:`` note saying how the number was obtained."""
+    text = text.strip()
+    if not _SOURCE_RE.match(text):
+        raise ValueError(
+            "a source must be a URL, 'arXiv:ID', 'doi:ID', a shipped data file, or start with "
+            f"'measured:', 'derived:' or 'assumption:' (got {text!r})"
+        )
+    return text
+
+
+Source = Annotated[str, AfterValidator(check_source)]
+
+
+class SpecModel(BaseModel):
+    """Frozen, validated at construction, unknown fields rejected. Never does I/O."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class Sourced(SpecModel):
+    """Numbers with provenance: ``source`` covers every number of the record, ``sources``
+    overrides it per field. Every numeric field that is set must end up with a source."""
+
+    source: Source
+    sources: dict[str, Source] = Field(default_factory=dict)
+
+    _unsourced: ClassVar[frozenset[str]] = frozenset()
+
+    @model_validator(mode="after")
+    def _check_sources(self) -> Sourced:
+        numeric = self.numeric_fields()
+        unknown = sorted(set(self.sources) - set(numeric))
+        if unknown:
+            raise ValueError(
+                f"sources names unknown field(s) {unknown}; numeric fields are {sorted(numeric)}"
+            )
+        return self
+
+    def numeric_fields(self) -> dict[str, float]:
+        """Numeric fields that are set (None means 'not stated')."""
+        out: dict[str, float] = {}
+        for name in type(self).model_fields:
+            if name in ("source", "sources") or name in self._unsourced:
+                continue
+            value = getattr(self, name)
+            if isinstance(value, bool) or value is None:
+                continue
+            if isinstance(value, int | float):
+                out[name] = float(value)
+        return out
+
+    def source_of(self, field: str) -> str:
+        if field not in type(self).model_fields:
+            raise KeyError(field)
+        return self.sources.get(field, self.source)
+
+    def provenance(self) -> dict[str, dict[str, Any]]:
+        """``{field: {"value": v, "source": s}}`` for every number that is set."""
+        return {
+            name: {"value": value, "source": self.source_of(name)}
+            for name, value in self.numeric_fields().items()
+        }
+
+
+class Document(SpecModel):
+    """A top-level spec file. Top-level keys starting with ``x-`` are extension fields (for YAML
+    anchors shared by several entries) and are dropped before validation."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_extensions(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith("x-"))}
+        return data

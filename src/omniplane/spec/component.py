@@ -1,0 +1,154 @@
+"""Model components (encoders, autoregressive LLMs, generators) and their size facts."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, ClassVar
+
+from pydantic import Field, model_validator
+
+from omniplane.spec.base import Name, PositiveFloat, PositiveInt, Sourced, SpecModel
+
+
+class ComponentKind(StrEnum):
+    ENCODER = "encoder"  # image / video / audio encoder feeding an LLM
+    LLM = "llm"  # autoregressive transformer: thinker, talker, MoT backbone
+    GENERATOR = "generator"  # vocoder / code2wav, diffusion transformer, VAE decoder
+
+
+class Modality(StrEnum):
+    TEXT = "text"
+    IMAGE = "image"
+    VIDEO = "video"
+    AUDIO = "audio"
+
+
+class GeneratorKind(StrEnum):
+    VOCODER = "vocoder"  # waveform from codec tokens / mel (code2wav, token2wav, BigVGAN)
+    DIT = "dit"  # diffusion / flow-matching transformer, one forward per denoise step
+    VAE = "vae"  # latent -> pixels decoder
+
+
+class Size(Sourced):
+    """Size facts of one component. ``source`` covers all numbers; ``sources`` overrides per field.
+
+    ``params`` is the total parameter count; ``active_params`` the per-token active count of a
+    MoE (defaults to ``params``). Attention shape fields are required for LLMs (KV cache).
+    """
+
+    params: PositiveFloat
+    active_params: PositiveFloat | None = None
+    layers: PositiveInt | None = None
+    hidden: PositiveInt | None = None
+    heads: PositiveInt | None = None
+    kv_heads: PositiveInt | None = None
+    head_dim: PositiveInt | None = None
+    intermediate: PositiveInt | None = None
+    experts: PositiveInt | None = None
+    active_experts: PositiveInt | None = None
+    vocab: PositiveInt | None = None
+    bytes_per_param: PositiveFloat = 2.0
+    # encoder: vision patches folded into one LLM token (spatial merge), audio tokens per second
+    patches_per_token: PositiveFloat | None = None
+    patch_pixels: PositiveInt | None = None
+    tokens_per_second: PositiveFloat | None = None
+    # generator: codec frame rate, codebooks; DiT/VAE: pixels per latent token, latent channels
+    frame_rate_hz: PositiveFloat | None = None
+    codebooks: PositiveInt | None = None
+    pixels_per_token: PositiveFloat | None = None
+    latent_channels: PositiveInt | None = None
+
+    _unsourced: ClassVar[frozenset[str]] = frozenset({"bytes_per_param"})
+
+    @model_validator(mode="after")
+    def _moe(self) -> Size:
+        if self.active_params is not None and self.active_params > self.params:
+            raise ValueError(
+                f"active_params ({self.active_params:g}) must be <= params ({self.params:g})"
+            )
+        if (self.active_experts is None) != (self.experts is None):
+            raise ValueError("experts and active_experts must be given together")
+        if (self.experts is not None and self.active_experts is not None
+                and self.active_experts > self.experts):
+            raise ValueError("active_experts must be <= experts")
+        if self.heads is not None and self.kv_heads is not None and self.kv_heads > self.heads:
+            raise ValueError(f"kv_heads ({self.kv_heads}) must be <= heads ({self.heads})")
+        return self
+
+    @property
+    def active(self) -> float:
+        return self.active_params if self.active_params is not None else self.params
+
+    @property
+    def weight_bytes(self) -> float:
+        return self.params * self.bytes_per_param
+
+    @property
+    def attn_head_dim(self) -> int | None:
+        if self.head_dim is not None:
+            return self.head_dim
+        if self.hidden is not None and self.heads is not None:
+            return self.hidden // self.heads
+        return None
+
+    def kv_bytes_per_token(self, kv_bytes: float = 2.0) -> float:
+        """KV-cache bytes per token (all layers, K and V). Needs layers, kv_heads and a head dim."""
+        hd = self.attn_head_dim
+        if self.layers is None or self.kv_heads is None or hd is None:
+            raise ValueError("kv_bytes_per_token needs layers, kv_heads and head_dim/hidden+heads")
+        return 2.0 * self.layers * self.kv_heads * hd * kv_bytes
+
+
+class Edge(SpecModel):
+    """A directed data edge. ``colocatable``: the runtime can run both ends in one executor.
+    ``streaming``: the downstream component starts on the first chunk the upstream one emits
+    (e.g. a talker voicing thinker tokens as they come) instead of waiting for its whole output."""
+
+    to: Name
+    colocatable: bool = False
+    streaming: bool = False
+
+
+_REQUIRED_FOR_LLM = ("layers", "hidden", "heads", "kv_heads")
+
+
+class Component(SpecModel):
+    """One model part. ``edges`` are its outgoing data edges."""
+
+    name: Name
+    kind: ComponentKind
+    modalities: list[Modality] = Field(default_factory=list)  # encoders: what they encode
+    generator: GeneratorKind | None = None  # generators: which kind
+    description: str = ""
+    size: Size
+    edges: list[Edge] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> Component:
+        if self.kind is ComponentKind.ENCODER:
+            if not self.modalities or Modality.TEXT in self.modalities:
+                raise ValueError("an encoder needs modalities: one or more of image, video, audio")
+            if len(set(self.modalities)) != len(self.modalities):
+                raise ValueError("modalities lists a modality more than once")
+        elif self.modalities:
+            raise ValueError(f"modalities is only for encoders (this component is {self.kind})")
+        if self.kind is ComponentKind.GENERATOR:
+            if self.generator is None:
+                raise ValueError("a generator needs generator: vocoder, dit or vae")
+        elif self.generator is not None:
+            raise ValueError(f"generator is only for generators (this component is {self.kind})")
+        if self.kind is ComponentKind.LLM:
+            missing = [f for f in _REQUIRED_FOR_LLM if getattr(self.size, f) is None]
+            if missing:
+                raise ValueError(f"an llm needs size.{', size.'.join(missing)} (for its KV cache)")
+        return self
+
+    def encodes(self, modality: Modality) -> bool:
+        return modality in self.modalities
+
+    @property
+    def is_llm(self) -> bool:
+        return self.kind is ComponentKind.LLM
+
+
+ComponentList = Annotated[list[Component], Field(min_length=1)]

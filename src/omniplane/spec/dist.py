@@ -1,0 +1,138 @@
+"""Size distributions for per-request work (tokens, items, seconds, steps, pixels).
+
+Written in YAML either as a plain positive number (a constant) or as a mapping with a
+``dist`` tag. Every distribution is strictly positive: sizes of zero or below are rejected
+at load time, and truncation bounds (``min``/``max``) keep samples in range.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from omniplane.spec.base import PositiveFloat, SpecModel
+
+
+class _Bounded(SpecModel):
+    min: PositiveFloat | None = None
+    max: PositiveFloat | None = None
+
+    @model_validator(mode="after")
+    def _check_bounds(self) -> _Bounded:
+        if self.min is not None and self.max is not None and self.max < self.min:
+            raise ValueError(f"max ({self.max}) must be >= min ({self.min})")
+        return self
+
+    def _clip(self, x: np.ndarray) -> np.ndarray:
+        lo = self.min if self.min is not None else np.finfo(float).tiny
+        hi = self.max if self.max is not None else np.inf
+        return np.asarray(np.clip(x, lo, hi), dtype=float)
+
+
+class Constant(SpecModel):
+    dist: Literal["constant"] = "constant"
+    value: PositiveFloat
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return np.full(n, self.value, dtype=float)
+
+    def mean(self) -> float:
+        return self.value
+
+
+class Uniform(SpecModel):
+    dist: Literal["uniform"]
+    low: PositiveFloat
+    high: PositiveFloat
+
+    @model_validator(mode="after")
+    def _order(self) -> Uniform:
+        if self.high < self.low:
+            raise ValueError(f"high ({self.high}) must be >= low ({self.low})")
+        return self
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.uniform(self.low, self.high, n)
+
+    def mean(self) -> float:
+        return (self.low + self.high) / 2
+
+
+class Normal(_Bounded):
+    """Normal, truncated by clipping to [min, max] (min defaults to the smallest positive float)."""
+
+    dist: Literal["normal"]
+    mean_: PositiveFloat = Field(alias="mean")
+    std: Annotated[float, Field(ge=0)]
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return self._clip(rng.normal(self.mean_, self.std, n))
+
+    def mean(self) -> float:
+        return self.mean_
+
+
+class LogNormal(_Bounded):
+    """Log-normal given by its median and the std-dev of log(x) (``sigma``)."""
+
+    dist: Literal["lognormal"]
+    median: PositiveFloat
+    sigma: Annotated[float, Field(ge=0)]
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return self._clip(rng.lognormal(math.log(self.median), self.sigma, n))
+
+    def mean(self) -> float:
+        return self.median * math.exp(self.sigma**2 / 2)
+
+
+class Exponential(_Bounded):
+    dist: Literal["exponential"]
+    mean_: PositiveFloat = Field(alias="mean")
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return self._clip(rng.exponential(self.mean_, n))
+
+    def mean(self) -> float:
+        return self.mean_
+
+
+class Choice(SpecModel):
+    """A discrete distribution: ``values`` with ``weights`` (default: equal)."""
+
+    dist: Literal["choice"]
+    values: Annotated[list[PositiveFloat], Field(min_length=1)]
+    weights: list[Annotated[float, Field(gt=0)]] | None = None
+
+    @model_validator(mode="after")
+    def _weights(self) -> Choice:
+        if self.weights is not None and len(self.weights) != len(self.values):
+            raise ValueError(
+                f"weights has {len(self.weights)} entries but values has {len(self.values)}"
+            )
+        return self
+
+    def _p(self) -> np.ndarray:
+        w = np.ones(len(self.values)) if self.weights is None else np.asarray(self.weights, float)
+        return np.asarray(w / w.sum(), dtype=float)
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return np.asarray(rng.choice(np.asarray(self.values, dtype=float), size=n, p=self._p()))
+
+    def mean(self) -> float:
+        return float(np.dot(self._p(), np.asarray(self.values, dtype=float)))
+
+
+Distribution = Annotated[
+    Constant | Uniform | Normal | LogNormal | Exponential | Choice, Field(discriminator="dist")
+]
+
+
+def coerce_distribution(value: Any) -> Any:
+    """Accept a bare positive number as a constant distribution."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return {"dist": "constant", "value": value}
+    return value

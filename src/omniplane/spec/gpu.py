@@ -1,0 +1,85 @@
+"""GPU kinds: the hardware facts the cost model needs, each number with its source."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from omniplane.spec.base import Document, Name, PositiveFloat, PositiveInt, Sourced
+from omniplane.spec.errors import SpecFieldError
+
+
+class GPUKind(Sourced):
+    """One GPU model.
+
+    Units: ``memory_gb`` in GB (10^9 bytes) as printed in the datasheet; ``bf16_tflops`` dense
+    (no sparsity) BF16 tensor throughput in 10^12 FLOP/s; ``mem_bw_gbs`` and
+    ``interconnect_gbs`` in GB/s. ``interconnect_gbs`` is the datasheet's per-GPU figure
+    (NVLink: bidirectional aggregate; PCIe: bidirectional x16); the cost model uses half of
+    it per direction.
+    """
+
+    name: Name
+    aliases: list[Name] = Field(default_factory=list)
+    sms: PositiveInt
+    memory_gb: PositiveFloat
+    bf16_tflops: PositiveFloat
+    mem_bw_gbs: PositiveFloat
+    interconnect_gbs: PositiveFloat
+    interconnect: Literal["nvlink", "pcie"]
+    gpus_per_node: PositiveInt = 8
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.memory_gb * 1e9
+
+    @property
+    def flops(self) -> float:
+        return self.bf16_tflops * 1e12
+
+    @property
+    def mem_bw(self) -> float:
+        """Bytes per second."""
+        return self.mem_bw_gbs * 1e9
+
+    @property
+    def link_bw(self) -> float:
+        """Bytes per second per direction between two GPUs of one node."""
+        return self.interconnect_gbs * 1e9 / 2
+
+
+class GPUCatalog(Document):
+    """A file of GPU kinds (``kind: gpus``)."""
+
+    kind: Literal["gpus"] = "gpus"
+    gpus: Annotated[list[GPUKind], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _unique(self) -> GPUCatalog:
+        seen: dict[str, int] = {}
+        issues = []
+        for i, gpu in enumerate(self.gpus):
+            for key in (gpu.name, *gpu.aliases):
+                low = key.lower()
+                if low in seen and seen[low] != i:
+                    issues.append(
+                        ((("gpus", i, "name")), f"duplicate GPU name or alias {key!r} "
+                         f"(already used by gpus[{seen[low]}])")
+                    )
+                seen[low] = i
+        if issues:
+            raise SpecFieldError(issues)
+        return self
+
+    def get(self, name: str) -> GPUKind:
+        low = name.lower()
+        for gpu in self.gpus:
+            if gpu.name.lower() == low or low in (a.lower() for a in gpu.aliases):
+                return gpu
+        raise KeyError(
+            f"unknown GPU kind {name!r}; known: {', '.join(g.name for g in self.gpus)}"
+        )
+
+    def names(self) -> list[str]:
+        return [g.name for g in self.gpus]

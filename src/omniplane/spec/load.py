@@ -1,0 +1,270 @@
+"""Loading spec files: parse, validate at load time, resolve cross-file references.
+
+Errors are :class:`SpecError` listing ``file:line:col: field: message`` for every issue found.
+References to other files resolve relative to the referring file; a bare name resolves to the
+shipped catalog.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar, Union
+
+from pydantic import BaseModel, ValidationError
+
+from omniplane.spec.catalog import catalog_gpus_path, find_catalog_model
+from omniplane.spec.crosscheck import check_plan, check_workload
+from omniplane.spec.errors import Loc, SpecError, SpecFieldError, SpecIssue
+from omniplane.spec.gpu import GPUCatalog, GPUKind
+from omniplane.spec.model import ModelSpec
+from omniplane.spec.plan import PlanSpec
+from omniplane.spec.workload import WorkloadSpec
+from omniplane.spec.yamlio import Positions, dump_yaml, read_yaml
+
+T = TypeVar("T", bound=BaseModel)
+Document = ModelSpec | WorkloadSpec | GPUCatalog | PlanSpec
+KINDS: dict[str, type[BaseModel]] = {
+    "model": ModelSpec,
+    "workload": WorkloadSpec,
+    "gpus": GPUCatalog,
+    "plan": PlanSpec,
+}
+
+
+# ---- validation of parsed data ------------------------------------------------------------
+def parse(cls: type[T], data: Any, file: str | None = None, positions: Positions | None = None) -> T:
+    """Validate ``data`` as ``cls``; raise :class:`SpecError` naming file, field and position."""
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        issues = [_issue_from_pydantic(cls, data, err) for err in exc.errors()]
+    except SpecFieldError as exc:
+        issues = exc.issues
+    raise SpecError(file, [_place(i, data, positions or {}) for i in issues])
+
+
+def _clean_loc(loc: tuple[Any, ...], data: Any, keep_last: bool) -> Loc:
+    """Drop union tags and validator names that pydantic inserts into locations."""
+    out: list[str | int] = []
+    cur = data
+    for i, part in enumerate(loc):
+        last = i == len(loc) - 1
+        if isinstance(cur, dict):
+            if part in cur:
+                out.append(part)
+                cur = cur[part]
+            elif last and keep_last:
+                out.append(part)
+            continue
+        if isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
+            out.append(part)
+            cur = cur[part]
+            continue
+        if last and keep_last and isinstance(part, str | int):
+            out.append(part)
+    return tuple(out)
+
+
+def _issue_from_pydantic(cls: type[BaseModel], data: Any, err: Any) -> SpecIssue:
+    kind = err["type"]
+    keep_last = kind in ("missing", "extra_forbidden")
+    loc = _clean_loc(tuple(err["loc"]), data, keep_last)
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if kind == "missing":
+        msg = "required field is missing"
+    elif kind == "extra_forbidden":
+        allowed = _allowed_fields(cls, loc[:-1], data)
+        msg = f"unknown field {loc[-1]!r}" + (f"; allowed: {', '.join(allowed)}" if allowed else "")
+    else:
+        given = err.get("input")
+        if isinstance(given, str | int | float | bool) or given is None:
+            msg += f" (got {given!r})"
+    return SpecIssue(loc, msg)
+
+
+def _allowed_fields(cls: type[BaseModel], loc: Loc, data: Any) -> list[str] | None:
+    """Best effort: the field names accepted at ``loc`` (None when it cannot be told)."""
+    ann: Any = cls
+    cur = data
+    for part in loc:
+        ann = _resolve(ann, cur)
+        if ann is None:
+            return None
+        if isinstance(ann, type) and issubclass(ann, BaseModel) and isinstance(part, str):
+            field = ann.model_fields.get(part)
+            if field is None:
+                return None
+            ann = field.annotation
+        else:
+            origin, args = typing.get_origin(ann), typing.get_args(ann)
+            if origin is list and args:
+                ann = args[0]
+            elif origin is dict and len(args) == 2:
+                ann = args[1]
+            else:
+                return None
+        if isinstance(cur, dict):
+            cur = cur.get(part)
+        elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
+            cur = cur[part]
+        else:
+            cur = None
+    ann = _resolve(ann, cur)
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return [f.alias or name for name, f in ann.model_fields.items()]
+    return None
+
+
+def _resolve(ann: Any, cur: Any) -> Any:
+    """Unwrap Annotated/Optional; pick a union member by its ``dist``/``process``/``policy`` tag."""
+    while typing.get_origin(ann) is typing.Annotated:
+        ann = typing.get_args(ann)[0]
+    origin = typing.get_origin(ann)
+    if origin is Union or origin is types.UnionType:
+        members = [a for a in typing.get_args(ann) if a is not type(None)]
+        models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
+        if isinstance(cur, dict):
+            for m in models:
+                for tag in ("dist", "process", "policy"):
+                    f = m.model_fields.get(tag)
+                    if f is not None and tag in cur and cur[tag] in typing.get_args(f.annotation):
+                        return m
+        if len(members) == 1:
+            return _resolve(members[0], cur)
+        return models[0] if len(models) == 1 else None
+    return ann
+
+
+def _place(issue: SpecIssue, data: Any, positions: Positions) -> SpecIssue:
+    """Attach the line/column of the issue's field, or of its nearest present parent."""
+    loc = issue.loc
+    for n in range(len(loc), -1, -1):
+        if loc[:n] in positions:
+            line, col = positions[loc[:n]]
+            return SpecIssue(loc, issue.message, line, col)
+    return issue
+
+
+# ---- files ------------------------------------------------------------------------------------
+def load_document(path: str | Path) -> Document:
+    """Load any spec file by its top-level ``kind``, validating cross-file references too."""
+    path = Path(path)
+    data, positions = read_yaml(path)
+    kind = data.get("kind") if isinstance(data, dict) else None
+    if kind not in KINDS:
+        where = positions.get(("kind",), positions.get((), (1, 1)))
+        raise SpecError(
+            str(path),
+            [SpecIssue(("kind",), f"expected kind to be one of {sorted(KINDS)} (got {kind!r})",
+                       *where)],
+        )
+    if kind == "workload":
+        return load_workload(path).spec
+    if kind == "plan":
+        return load_plan(path).spec
+    return typing.cast(Document, parse(KINDS[kind], data, str(path), positions))
+
+
+def _load(cls: type[T], path: Path) -> tuple[T, Positions]:
+    data, positions = read_yaml(path)
+    return parse(cls, data, str(path), positions), positions
+
+
+def load_model(ref: str | Path, base_dir: Path | None = None) -> ModelSpec:
+    """A model by catalog name (``qwen3-omni``) or by file path (relative to ``base_dir``)."""
+    return _load(ModelSpec, _resolve_model_path(ref, base_dir))[0]
+
+
+def _resolve_model_path(ref: str | Path, base_dir: Path | None) -> Path:
+    text = str(ref)
+    if text.endswith((".yaml", ".yml")) or "/" in text:
+        p = Path(text)
+        return p if p.is_absolute() or base_dir is None else base_dir / p
+    found = find_catalog_model(text)
+    if found is None:
+        raise KeyError(f"no catalog model named {text!r} (see `omniplane models`)")
+    return found
+
+
+def load_gpus(path: str | Path | None = None) -> GPUCatalog:
+    return _load(GPUCatalog, Path(path) if path else catalog_gpus_path())[0]
+
+
+@dataclass(frozen=True)
+class ResolvedWorkload:
+    spec: WorkloadSpec
+    model: ModelSpec
+    path: Path | None
+
+    @property
+    def base_dir(self) -> Path | None:
+        return self.path.parent if self.path else None
+
+
+@dataclass(frozen=True)
+class ResolvedPlan:
+    spec: PlanSpec
+    model: ModelSpec
+    gpu: GPUKind
+    path: Path | None
+
+
+def _model_ref(spec_model: str, path: Path | None, positions: Positions, file: str) -> ModelSpec:
+    try:
+        return load_model(spec_model, path.parent if path else None)
+    except KeyError as exc:
+        line, col = positions.get(("model",), (None, None))
+        raise SpecError(file, [SpecIssue(("model",), str(exc.args[0]), line, col)]) from None
+
+
+def load_workload(path: str | Path) -> ResolvedWorkload:
+    path = Path(path)
+    spec, positions = _load(WorkloadSpec, path)
+    model = _model_ref(spec.model, path, positions, str(path))
+    return resolve_workload(spec, model, path, positions)
+
+
+def resolve_workload(
+    spec: WorkloadSpec, model: ModelSpec, path: Path | None = None, positions: Positions | None = None
+) -> ResolvedWorkload:
+    issues = check_workload(spec, model)
+    if issues:
+        raise SpecError(str(path) if path else None, [_place(i, None, positions or {}) for i in issues])
+    return ResolvedWorkload(spec, model, path)
+
+
+def load_plan(path: str | Path, gpus: GPUCatalog | None = None) -> ResolvedPlan:
+    path = Path(path)
+    spec, positions = _load(PlanSpec, path)
+    model = _model_ref(spec.model, path, positions, str(path))
+    return resolve_plan(spec, model, gpus or load_gpus(), path, positions)
+
+
+def resolve_plan(
+    spec: PlanSpec,
+    model: ModelSpec,
+    gpus: GPUCatalog,
+    path: Path | None = None,
+    positions: Positions | None = None,
+) -> ResolvedPlan:
+    issues = check_plan(spec, model, gpus)
+    if issues:
+        raise SpecError(str(path) if path else None, [_place(i, None, positions or {}) for i in issues])
+    return ResolvedPlan(spec, model, gpus.get(spec.gpu), path)
+
+
+def dump(spec: BaseModel) -> str:
+    """YAML text that loads back into an equal spec."""
+    return dump_yaml(spec.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+def validate_file(path: str | Path) -> list[SpecIssue]:
+    """All issues in a spec file (empty when valid)."""
+    try:
+        load_document(path)
+    except SpecError as exc:
+        return exc.issues
+    return []
