@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from omniplane import __version__
-from omniplane.cli import catalog
+from omniplane.cli import catalog, workload
 
 app = typer.Typer(
     name="omniplane",
@@ -36,6 +36,13 @@ def _root(
 app.command("models")(catalog.models)
 app.command("show")(catalog.show)
 app.command("validate")(catalog.validate)
+
+workload_app = typer.Typer(help="Inspect workloads and traces; write requests for replay.",
+                           no_args_is_help=True)
+workload_app.command("show")(workload.show)
+workload_app.command("plot")(workload.plot)
+workload_app.command("sample")(workload.sample)
+app.add_typer(workload_app, name="workload")
 
 
 def main() -> None:

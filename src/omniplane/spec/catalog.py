@@ -4,6 +4,16 @@ from __future__ import annotations
 
 from importlib.resources import files
 from pathlib import Path
+from types import MappingProxyType
+
+# Traces shipped in ``omniplane/data`` (see data/README.md for sources and licences):
+# name -> (path under data/, format).
+SHIPPED_TRACES = MappingProxyType({
+    "azure-conv": ("azure-llm-2023/AzureLLMInferenceTrace_conv.csv", "azure"),
+    "azure-code": ("azure-llm-2023/AzureLLMInferenceTrace_code.csv", "azure"),
+    "mooncake-conversation": ("mooncake/conversation_trace.jsonl", "mooncake"),
+    "servegen-mm-image": ("servegen-mm-image", "servegen"),
+})
 
 
 def catalog_dir() -> Path:
@@ -30,6 +40,26 @@ def find_catalog_model(name: str) -> Path | None:
 def find_catalog_workload(name: str) -> Path | None:
     path = catalog_dir() / "workloads" / f"{name.lower()}.yaml"
     return path if path.is_file() else None
+
+
+def data_dir() -> Path:
+    return Path(str(files("omniplane") / "data"))
+
+
+def find_trace(ref: str, base_dir: Path | None = None) -> tuple[Path, str | None]:
+    """A trace by shipped name (with its format) or by path relative to ``base_dir`` (format
+    None: the caller says it). Raises FileNotFoundError naming what was looked for."""
+    if ref in SHIPPED_TRACES:
+        rel, fmt = SHIPPED_TRACES[ref]
+        return data_dir() / rel, fmt
+    path = Path(ref)
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    if not path.exists():
+        raise FileNotFoundError(
+            f"no trace {ref!r}: not a shipped trace ({', '.join(SHIPPED_TRACES)}) and no file {path}"
+        )
+    return path, None
 
 
 def all_catalog_files() -> list[Path]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from omniplane.spec.catalog import find_trace
 from omniplane.spec.errors import SpecIssue
 from omniplane.spec.gpu import GPUCatalog
 from omniplane.spec.model import ModelSpec
@@ -47,13 +50,48 @@ def check_workload(spec: WorkloadSpec, model: ModelSpec) -> list[SpecIssue]:
             if t not in slo.targets_ms:
                 issues.append(SpecIssue(("slo", "targets_ms"),
                                         f"no target for request type {t!r}, which is in the mix"))
-    if isinstance(spec.arrival, TraceArrivals) and spec.arrival.mapping is not None:
-        for key in spec.arrival.mapping.sizes:
-            comp, _, q = key.partition(".")
-            if comp not in model.by_name:
-                issues.append(SpecIssue(("arrival", "mapping", "sizes", key),
-                                        f"unknown component {comp!r}"))
+    if isinstance(spec.arrival, TraceArrivals):
+        issues += _check_trace(spec, spec.arrival, model)
     return issues
+
+
+def _check_trace(spec: WorkloadSpec, arrival: TraceArrivals, model: ModelSpec) -> list[SpecIssue]:
+    issues: list[SpecIssue] = []
+    mapping = arrival.mapping
+    if mapping is None:
+        return issues
+    for key in mapping.sizes:
+        loc = ("arrival", "mapping", "sizes", key)
+        comp, _, q = key.partition(".")
+        if comp not in model.by_name:
+            issues.append(SpecIssue(loc, f"unknown component {comp!r}"))
+            continue
+        c = model.component(comp)
+        required, optional = work_keys(c.kind, c.generator)
+        if q not in required | optional:
+            issues.append(SpecIssue(loc, f"unknown work quantity {q!r} for {comp!r}; "
+                                         f"expected {sorted(required | optional)}"))
+    outputs = {rt.output for rt in model.request_types}
+    for m, f in (mapping.output_fractions or {}).items():
+        if f > 0 and m not in outputs:
+            issues.append(SpecIssue(("arrival", "mapping", "output_fractions", m.value),
+                                    f"no request type of {model.name!r} outputs {m.value}"))
+    if spec.mix is not None and (mapping.type_column or mapping.output_fractions):
+        issues.append(SpecIssue(("mix",), "mix and a mapping that assigns types (type_column or "
+                                          "output_fractions) are both given; keep one"))
+    return issues
+
+
+def check_trace_file(arrival: TraceArrivals, base_dir: Path | None) -> list[SpecIssue]:
+    """The trace exists (shipped name or file) and a shipped trace's format matches."""
+    try:
+        _, fmt = find_trace(arrival.trace, base_dir)
+    except FileNotFoundError as exc:
+        return [SpecIssue(("arrival", "trace"), str(exc))]
+    if fmt is not None and fmt != arrival.format:
+        return [SpecIssue(("arrival", "format"),
+                          f"shipped trace {arrival.trace!r} has format {fmt!r} (got {arrival.format!r})")]
+    return []
 
 
 def check_plan(spec: PlanSpec, model: ModelSpec, gpus: GPUCatalog) -> list[SpecIssue]:

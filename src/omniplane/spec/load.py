@@ -16,12 +16,12 @@ from typing import Any, TypeVar, Union
 from pydantic import BaseModel, ValidationError
 
 from omniplane.spec.catalog import catalog_gpus_path, find_catalog_model
-from omniplane.spec.crosscheck import check_plan, check_workload
+from omniplane.spec.crosscheck import check_plan, check_trace_file, check_workload
 from omniplane.spec.errors import Loc, SpecError, SpecFieldError, SpecIssue
 from omniplane.spec.gpu import GPUCatalog, GPUKind
 from omniplane.spec.model import ModelSpec
 from omniplane.spec.plan import PlanSpec
-from omniplane.spec.workload import WorkloadSpec
+from omniplane.spec.workload import TraceArrivals, WorkloadSpec
 from omniplane.spec.yamlio import Positions, dump_yaml, read_yaml
 
 T = TypeVar("T", bound=BaseModel)
@@ -231,6 +231,8 @@ def resolve_workload(
     spec: WorkloadSpec, model: ModelSpec, path: Path | None = None, positions: Positions | None = None
 ) -> ResolvedWorkload:
     issues = check_workload(spec, model)
+    if isinstance(spec.arrival, TraceArrivals):
+        issues += check_trace_file(spec.arrival, path.parent if path else None)
     if issues:
         raise SpecError(str(path) if path else None, [_place(i, None, positions or {}) for i in issues])
     return ResolvedWorkload(spec, model, path)

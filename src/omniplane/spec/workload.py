@@ -99,14 +99,31 @@ class TraceMapping(SpecModel):
 
 
 class TraceArrivals(SpecModel):
-    """Replay a trace file (path relative to the workload file, or a shipped trace name)."""
+    """Replay a trace file (path relative to the workload file, or a shipped trace name:
+    ``azure-conv``, ``azure-code``, ``mooncake-conversation``, ``servegen-mm-image``).
+
+    The run starts at trace time ``start_s``; trace time is stretched by ``time_scale`` (>1 means
+    a lower rate), or, when ``rate`` is given, scaled so the mean rate is ``rate`` requests per
+    second (request-level traces compress time; ServeGen scales its window rates instead).
+    ``clients`` picks ServeGen clients by chunk number (default: all 35).
+    """
 
     process: Literal["trace"]
     trace: str
     format: TraceFormat
     time_scale: PositiveFloat = 1.0  # >1 stretches time (lower rate)
+    rate: PositiveFloat | None = None  # replay at this mean rate instead (req/s)
     start_s: Annotated[float, Field(ge=0)] = 0.0
+    clients: Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)] | None = None
     mapping: TraceMapping | None = None
+
+    @model_validator(mode="after")
+    def _options(self) -> TraceArrivals:
+        if self.rate is not None and self.time_scale != 1.0:
+            raise ValueError("give either rate or time_scale, not both")
+        if self.clients is not None and self.format != "servegen":
+            raise ValueError(f"clients selects ServeGen clients; format is {self.format!r}")
+        return self
 
 
 Arrival = Annotated[
