@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-CORE = ["omniplane.spec", "omniplane.cli.app"]
+CORE = ["omniplane.spec", "omniplane.workload", "omniplane.cli.app"]
 FORBIDDEN = ["torch", "vllm", "ray", "cuda", "pynvml", "vllm_omni"]
 
 

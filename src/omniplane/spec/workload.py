@@ -117,13 +117,15 @@ class TraceArrivals(SpecModel):
     clients: Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)] | None = None
     mapping: TraceMapping | None = None
 
-    @model_validator(mode="after")
-    def _options(self) -> TraceArrivals:
+    def option_issues(self) -> list[tuple[tuple[str, ...], str]]:
+        """Conflicting options, located under ``arrival`` (checked by :class:`WorkloadSpec`)."""
+        issues: list[tuple[tuple[str, ...], str]] = []
         if self.rate is not None and self.time_scale != 1.0:
-            raise ValueError("give either rate or time_scale, not both")
+            issues.append((("arrival", "time_scale"), "give either rate or time_scale, not both"))
         if self.clients is not None and self.format != "servegen":
-            raise ValueError(f"clients selects ServeGen clients; format is {self.format!r}")
-        return self
+            issues.append((("arrival", "clients"),
+                           f"clients selects ServeGen clients; format is {self.format!r}"))
+        return issues
 
 
 Arrival = Annotated[
@@ -148,6 +150,8 @@ class WorkloadSpec(Document):
 
     @model_validator(mode="after")
     def _mix(self) -> WorkloadSpec:
+        if isinstance(self.arrival, TraceArrivals) and self.arrival.option_issues():
+            raise SpecFieldError(self.arrival.option_issues())
         if self.mix is not None:
             total = sum(self.mix.values())
             if abs(total - 1.0) > _SUM_TOL:
