@@ -129,6 +129,8 @@ def test_trace_rate_override_compresses_time() -> None:
     assert [r.work["llm"]["output_tokens"] for r in reqs[:50]] == trace.fields["output_tokens"][:50].tolist()
     with pytest.raises(ValueError, match="asked for"):
         generate(wl, n=len(trace) + 1)
+    within = generate(wl, n=10_000, duration_s=60.0)  # both: at most n within the duration
+    assert len(within) == int(np.searchsorted(trace.arrival, 60.0))
 
 
 def test_mooncake_replay_keeps_hash_ids() -> None:

@@ -16,6 +16,7 @@ from omniplane.spec.yamlio import read_yaml
 from omniplane.workload import (
     FORMATS,
     Summary,
+    Trace,
     TraceError,
     generate,
     load_servegen,
@@ -74,22 +75,28 @@ def _summary(target: str, fmt: str | None, n: int | None, duration: float | None
         s.extra.update({"workload": wl.spec.name, "model": wl.model.name,
                         "arrival": wl.spec.arrival.process})
         return s, reqs
+    trace, kind, extra = _trace(target, fmt, n, seed)
+    return summarize_trace(trace, {"format": kind, **extra}), None
+
+
+def _trace(
+    target: str, fmt: str | None, n: int | None, seed: int | None
+) -> tuple[Trace, str, dict[str, Any]]:
+    """The trace ``target`` names (its first ``n`` rows); ServeGen: a seeded realisation."""
     try:
         path, kind = resolve_trace(target, fmt)
-        trace = load_trace(path, kind, seed=seed or 0)
+        if kind != "servegen":
+            trace = load_trace(path, kind)
+            return (trace if n is None else trace.take(slice(0, n))), kind, {}
+        data = load_servegen(path)
+        trace = data.sample(np.random.default_rng(seed or 0), n=n)
     except (FileNotFoundError, TraceError, ValueError) as exc:
         fail(str(exc))
-    if n is not None:
-        trace = trace.take(slice(0, n))
-    extra: dict[str, Any] = {"format": kind}
-    if kind == "servegen":
-        data = load_servegen(path)
-        _, total = data.total_rate()
-        extra.update({"clients": len(data.clients), "published_rate_mean": float(total.mean()),
-                      "published_rate_min": float(total.min()),
-                      "published_rate_max": float(total.max()),
-                      "note": f"one seeded realisation (seed {seed or 0}) of the fitted distributions"})
-    return summarize_trace(trace, extra), None
+    _, total = data.total_rate()
+    return trace, kind, {
+        "clients": len(data.clients), "published_rate_mean": float(total.mean()),
+        "published_rate_min": float(total.min()), "published_rate_max": float(total.max()),
+        "note": f"one seeded realisation (seed {seed or 0}) of the fitted distributions"}
 
 
 def show(target: Target, json_out: JsonOpt = False, fmt: FormatOpt = None, n: NOpt = None,
@@ -148,13 +155,7 @@ def plot(target: Target, out: Annotated[Path, typer.Option("--out", help="PNG fi
         series = {k: np.asarray(v) for k, v in sizes.items()}
         title = wl.spec.name
     else:
-        try:
-            path, kind = resolve_trace(target, fmt)
-            trace = load_trace(path, kind, seed=seed or 0)
-        except (FileNotFoundError, TraceError, ValueError) as exc:
-            fail(str(exc))
-        if n is not None:
-            trace = trace.take(slice(0, n))
+        trace, _, _ = _trace(target, fmt, n, seed)
         times, series, title = trace.arrival, dict(trace.fields), target
     if len(times) < 2:
         fail("too few requests to plot")

@@ -118,9 +118,9 @@ class ServeGen:
         n: int | None = None,
         rate_scale: float = 1.0,
     ) -> Trace:
-        """Requests of every client in ``[start_s, end_s)`` (trace time, s), or the first ``n``
-        from ``start_s``; window rates multiplied by ``rate_scale``. Window by window in time
-        order, so a cut at ``n`` is exact; asking beyond the 24 h is an error."""
+        """Requests of every client in ``[start_s, end_s)`` (trace time, s) and/or the first
+        ``n`` from ``start_s``; window rates multiplied by ``rate_scale``. Window by window in
+        time order, so a cut at ``n`` is exact; asking beyond the 24 h is an error."""
         end = self.end_s if end_s is None else end_s
         if end > self.end_s + 1e-9:
             raise ValueError(f"{self.source} covers 0..{self.end_s:.0f} s; asked up to {end:.0f} s")
@@ -138,7 +138,7 @@ class ServeGen:
                 parts.append((t, c.id, c.pmf_at(w0)))
                 count += len(t)
             w0 += WINDOW_S
-        if n is not None and count < n:
+        if n is not None and end_s is None and count < n:
             raise ValueError(f"{self.source} has only {count} requests from {start_s} s to the end; "
                              f"asked for {n}")
         return self._rows(rng, parts, n)

@@ -103,8 +103,9 @@ class Trace:
         n: int | None = None,
     ) -> Trace:
         """Rows from trace time ``start_s`` on, re-timed to run time ``(t - start_s) * time_scale``
-        and cut to run-time ``duration_s`` and/or the first ``n``. Asking for more rows than
-        the trace has after ``start_s`` is an error (a trace is never silently repeated)."""
+        and cut to run-time ``duration_s`` and/or the first ``n`` (with both: at most ``n``
+        within ``duration_s``). Asking, with ``n`` alone, for more rows than the trace has
+        after ``start_s`` is an error (a trace is never silently repeated)."""
         first = int(np.searchsorted(self.arrival, start_s, side="left"))
         rest = self.take(slice(first, None))
         t = (rest.arrival - start_s) * time_scale
@@ -112,11 +113,10 @@ class Trace:
         if duration_s is not None:
             keep = int(np.searchsorted(t, duration_s, side="left"))
         if n is not None:
-            if n > keep:
-                span = f" within {duration_s} s" if duration_s is not None else ""
-                raise ValueError(f"trace {self.source} has {keep} request(s) after {start_s} s{span}; "
+            if n > keep and duration_s is None:
+                raise ValueError(f"trace {self.source} has {keep} request(s) after {start_s} s; "
                                  f"asked for {n}")
-            keep = n
+            keep = min(keep, n)
         cut = rest.take(slice(0, keep))
         return Trace(cut.source, cut.format, t[:keep], cut.fields, cut.meta, cut.lines)
 
