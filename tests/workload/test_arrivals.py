@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from omniplane.spec.workload import GammaArrivals, PiecewiseArrivals, Poisson, WeibullArrivals, Window
+from omniplane.spec.workload import (
+    GammaArrivals,
+    PiecewiseArrivals,
+    Poisson,
+    TraceArrivals,
+    WeibullArrivals,
+    Window,
+)
 from omniplane.workload import arrival_times, gamma_shape, mean_rate, weibull_cv, weibull_shape
 from omniplane.workload.arrivals import Renewal
 
@@ -148,6 +155,14 @@ def test_all_silent_windows_is_an_error() -> None:
     spec = PiecewiseArrivals(process="piecewise", windows=[Window(start=0, rate=0.0)], window_s=60)
     with pytest.raises(ValueError, match="rate 0"):
         arrival_times(spec, np.random.default_rng(0), n=10)
+    with pytest.raises(ValueError, match="rate 0"):
+        arrival_times(spec, np.random.default_rng(0), n=10, rate=5.0)
+
+
+def test_a_trace_is_not_generated() -> None:
+    trace = TraceArrivals(process="trace", trace="azure-conv", format="azure")
+    with pytest.raises(TypeError, match="replay a trace"):
+        arrival_times(trace, np.random.default_rng(0), n=10)  # type: ignore[arg-type]
 
 
 @settings(max_examples=25, deadline=None)

@@ -29,6 +29,7 @@ from scipy.special import gammaln
 from omniplane.spec.workload import GammaArrivals, PiecewiseArrivals, Poisson, WeibullArrivals
 
 GeneratedArrival = Poisson | GammaArrivals | WeibullArrivals | PiecewiseArrivals
+GENERATED = ("poisson", "gamma", "weibull", "piecewise")
 _K_LO, _K_HI = 0.05, 500.0  # Weibull shapes searched: CV from ~1.9e5 down to ~0.0026
 
 
@@ -164,7 +165,13 @@ def arrival_times(
         raise ValueError(f"n must be >= 0 (got {n})")
     if not rate_scale > 0:
         raise ValueError(f"rate_scale must be > 0 (got {rate_scale})")
-    scale = rate_scale * (rate / mean_rate(arrival_spec) if rate is not None else 1.0)
+    if not isinstance(arrival_spec, GeneratedArrival):
+        raise TypeError(f"arrival_times generates {', '.join(GENERATED)} processes; replay a trace "
+                        "with omniplane.workload.generate or load_trace")
+    base = mean_rate(arrival_spec)
+    if base <= 0:
+        raise ValueError("every window of the piecewise process has rate 0: no arrivals")
+    scale = rate_scale * (rate / base if rate is not None else 1.0)
     if isinstance(arrival_spec, PiecewiseArrivals):
         return _piecewise(arrival_spec, rng, duration_s, n, scale)
     process = renewal_of(arrival_spec, scale)
