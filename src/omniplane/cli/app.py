@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from omniplane import __version__
-from omniplane.cli import catalog
+from omniplane.cli import catalog, perf, profile
 
 app = typer.Typer(
     name="omniplane",
@@ -36,6 +36,14 @@ def _root(
 app.command("models")(catalog.models)
 app.command("show")(catalog.show)
 app.command("validate")(catalog.validate)
+
+perf_app = typer.Typer(help="The performance model: validation, fitting, solo latency.", no_args_is_help=True)
+perf_app.command("validate")(perf.validate)
+perf_app.command("fit")(perf.fit)
+perf_app.command("colocation-fit")(perf.colocation_fit)
+perf_app.command("solo")(perf.solo)
+app.add_typer(perf_app, name="perf")
+app.command("profile")(profile.profile)
 
 
 def main() -> None:
