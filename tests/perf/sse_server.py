@@ -88,8 +88,9 @@ class FakeServer:
                     if not self.delays.report_queue:
                         await self._send(writer, 404, "text/plain", "no metrics")
                     else:
-                        text = (f"vllm:request_queue_time_seconds_sum{{model_name=\"fake\"}} {self.queue_sum}\n"
-                                f"vllm:request_queue_time_seconds_count{{model_name=\"fake\"}} {self.queue_count}\n")
+                        name = "vllm:request_queue_time_seconds"
+                        text = (f"{name}_sum{{model_name=\"fake\"}} {self.queue_sum}\n"
+                                f"{name}_count{{model_name=\"fake\"}} {self.queue_count}\n")
                         await self._send(writer, 200, "text/plain", text)
                 elif method == "POST" and path == "/v1/chat/completions":
                     await self._complete(writer, json.loads(body or b"{}"))
@@ -115,7 +116,8 @@ class FakeServer:
         if d.fail_after is not None and self.completed >= d.fail_after:
             await self._send(writer, 500, "application/json", json.dumps({"error": "overloaded"}))
             return
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")
         await writer.drain()
         await asyncio.sleep(d.queue_s)
         self.queue_sum += d.queue_s

@@ -21,10 +21,10 @@ sharply once total pressure exceeds what the DRAM serves. ``P``, ``BW``, ``compu
 GPUs: ``eta_full`` normalises the model so that a stage alone on all SMs takes exactly the
 roofline's time (:class:`~omniplane.perf.costmodel.CostModel` and this model agree there).
 
-The DRAM busy fraction a stage causes is ``u = B / (BW x memory) / t`` (the time its bytes
-would take at full effective bandwidth, over its iteration time); the utilisation signal the
-HorizonServe controller reads (NVML "memory utilisation", a busy-time fraction) is
-``1 - (1 - u) (1 - min(1, q))`` for independent phases.
+The DRAM busy fraction a stage causes is ``u = min(1, t_m / t)``, the share of its iteration
+spent in its memory phase; the utilisation signal the HorizonServe controller reads (NVML
+"memory utilisation", the fraction of time device memory is being read or written) is
+``1 - (1 - u) (1 - min(1, q))`` for independent phases of the two stages.
 
 Calibrated by default to HorizonServe's Figure 4 (RTX 6000 Ada, Qwen2.5-Omni thinker) through
 :func:`fit_colocation`; a fixed-SM sweep from a real GPU (:class:`Sweep`) recalibrates it. The
@@ -117,7 +117,7 @@ class ColocationModel:
         ideal = work.bytes / cap_bw
         t_m = ideal / (share * eta) if work.bytes else 0.0
         t = max(t_c, t_m) + work.overhead_s + work.comm_s
-        busy = min(1.0, ideal / t) if t > 0 else 0.0
+        busy = min(1.0, t_m / t) if t > 0 else 0.0
         util = 1.0 - (1.0 - busy) * (1.0 - min(1.0, q))
         return StageTiming(t, work.bytes / t if t > 0 else 0.0, busy, util,
                            t_m / ideal if ideal > 0 else 1.0)

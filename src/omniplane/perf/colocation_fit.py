@@ -16,7 +16,8 @@ per-GPU ``flops`` / ``bytes`` (a synthetic memory- or compute-bound kernel). A p
 ``time_ms`` and/or ``bw_util`` (the DRAM busy fraction) is fitted unless it says
 ``"check": true``, in which case the fit reports it beside the model without using it.
 ``corun`` points run next to the sweep's co-runner, whose bandwidth demand is ``corun_bw_gbs``
-when given and is fitted otherwise (as a fraction of the GPU's effective bandwidth, in [0, 1]).
+(GB/s) or ``corun_demand`` (a fraction of the GPU's effective bandwidth) when given, and is
+fitted otherwise (as a fraction in [0, 1]).
 
 The fit has the two model parameters (``knee``, ``thrash``), one ``scale`` per kernel (the
 sweep's times over the roofline's: it absorbs the roofline's level error and iteration sizes the
@@ -135,8 +136,18 @@ def parse_sweep(data: dict[str, Any], file: str = "<sweep>", calibration: Calibr
     if not any(p.time_ms is not None and not p.check for p in points):
         raise _bad(file, "points", "no fitted point has time_ms: nothing to fit")
     bw = data.get("corun_bw_gbs")
-    return Sweep(gpu, works, tuple(points), None if bw is None else float(bw) * 1e9,
-                 str(data.get("source", "")), file)
+    demand = data.get("corun_demand")
+    if bw is not None and demand is not None:
+        raise _bad(file, "corun_demand", "give corun_bw_gbs or corun_demand, not both")
+    for key, v in (("corun_bw_gbs", bw), ("corun_demand", demand)):
+        if v is not None and (not isinstance(v, int | float) or v < 0):
+            raise _bad(file, key, f"expected a number >= 0, found {v!r}")
+    corun = None
+    if bw is not None:
+        corun = float(bw) * 1e9
+    elif demand is not None:
+        corun = float(demand) * gpu.mem_bw * cal.for_gpu(gpu).memory
+    return Sweep(gpu, works, tuple(points), corun, str(data.get("source", "")), file)
 
 
 def load_sweep(path: Path, calibration: Calibration | None = None) -> Sweep:
@@ -194,6 +205,8 @@ def fit_colocation(sweep: Sweep, calibration: Calibration | None = None) -> Colo
     hi = [1.0, 50.0] + [1e3] * len(kernels) + ([1.0] if fit_pressure else [])
     res = least_squares(residuals, np.array(x0), bounds=(np.array(lo), np.array(hi)))
     params, scales, pressure = unpack(res.x)
+    if sweep.corun_bw is not None:
+        pressure = sweep.corun_bw / cap  # given by the sweep, reported in the same unit
     names = ["knee", "thrash", *(f"scale[{k}]" for k in kernels)]
     names += ["co-runner demand"] if fit_pressure else []
     source = (f"fitted: {len(res.fun)} measurements of {sweep.source or sweep.file} on {sweep.gpu.name} "
