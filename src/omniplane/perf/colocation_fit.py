@@ -209,8 +209,9 @@ def fit_colocation(sweep: Sweep, calibration: Calibration | None = None) -> Colo
         pressure = sweep.corun_bw / cap  # given by the sweep, reported in the same unit
     names = ["knee", "thrash", *(f"scale[{k}]" for k in kernels)]
     names += ["co-runner demand"] if fit_pressure else []
-    source = (f"fitted: {len(res.fun)} measurements of {sweep.source or sweep.file} on {sweep.gpu.name} "
-              f"({len(names)} parameters: {', '.join(names)}); {date.today().isoformat()}")
+    source = (f"fitted: {len(res.fun)} measurements of {sweep.source or sweep.file} "
+              f"(GPU kind {sweep.gpu.name}; {len(names)} parameters: {', '.join(names)}); "
+              f"{date.today().isoformat()}")
     params = ColocationParams(params.knee, params.thrash, source,
                               tuple(f"{p.kernel}@{p.sms:g}{'+corun' if p.corun else ''}" for p in fitted))
     return ColocationFit(params, scales, pressure, _evaluate(sweep, eff, params, scales, pressure))

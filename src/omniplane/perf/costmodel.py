@@ -73,6 +73,7 @@ class CostModel:
         self.calibration = calibration or load_calibration()
         self.memory = memory or MemoryPolicy()
         self.strict_profiles = strict_profiles
+        self._profiled = bool(self.profiles)
         self._shapes = {c.name: shape_of(c) for c in model.components}
         self._passes = {c: p for (m, c), (p, _) in GUIDANCE_PASSES.items() if m == model.name}
         self._passes.update(guidance_passes or {})
@@ -131,7 +132,7 @@ class CostModel:
         """Roofline inputs of one iteration; scaled to the measured time when a table covers it."""
         work = self._coeffs(component, cfg).work(prefill_tokens, prefill_context, prefill_requests,
                                                  decode_batch, decode_context)
-        if not self.profiles:
+        if not self._profiled:
             return work
         t_roof = self.time_of(work, cfg)
         t = self.llm_iteration_time(component, cfg, prefill_tokens=prefill_tokens,
@@ -145,9 +146,9 @@ class CostModel:
         """One continuous-batching iteration: ``prefill_tokens`` new prompt tokens (from
         ``prefill_requests`` requests) attending to ``prefill_context`` cached tokens (sum), plus
         ``decode_batch`` sequences decoding one token each over ``decode_context`` KV tokens."""
-        co = self._coeffs(component, cfg)
+        co = self._llm.get((component, cfg.gpu.name, cfg.tp)) or self._coeffs(component, cfg)
         roof = co.time(prefill_tokens, prefill_context, prefill_requests, decode_batch, decode_context)
-        if not self.profiles:
+        if not self._profiled:
             return roof
         names = (cfg.gpu.name, *cfg.gpu.aliases)
         t_pf = t_dec = None
@@ -230,7 +231,7 @@ class CostModel:
     # ---- profile tables ---------------------------------------------------------------------
     def _timed(self, component: str, cfg: ExecutorConfig, op: str, batch: float, size: float,
                roofline: Callable[[float, float], float]) -> float:
-        if self.profiles and self.profiles.has(component, (cfg.gpu.name, *cfg.gpu.aliases), cfg.tp, op):
+        if self._profiled and self.profiles.has(component, (cfg.gpu.name, *cfg.gpu.aliases), cfg.tp, op):
             return self._measured(component, cfg, op, batch, size, roofline)
         return roofline(batch, size)
 

@@ -96,8 +96,19 @@ class LLMCoeffs:
 
     def time(self, prefill_tokens: int, prefill_context: int, prefill_requests: int,
              decode_batch: int, decode_context: int) -> float:
-        return time_of(self.work(prefill_tokens, prefill_context, prefill_requests,
-                                 decode_batch, decode_context), self.rates)
+        """``time_of(self.work(...))`` without building the Work (the planner's hot path)."""
+        tokens = prefill_tokens + decode_batch
+        if tokens <= 0:
+            return 0.0
+        r = prefill_requests if prefill_requests > 1 else 1
+        pairs = (prefill_tokens * prefill_context + 0.5 * prefill_tokens * prefill_tokens) / r
+        flops = self.flops_per_token * tokens + self.attn_flops_per_pair * (pairs + decode_context)
+        weights = self.shared_bytes + (self.expert_bytes * (1.0 - self.miss ** tokens) if self.moe else 0.0)
+        nbytes = weights + self.kv_bytes_per_token * (prefill_context + decode_context + tokens)
+        seqs = decode_batch + (r if prefill_tokens > 0 else 0)
+        t_c, t_m = flops / self.rates.flops, nbytes / self.rates.bytes
+        return ((t_c if t_c > t_m else t_m) + self.fixed_s + self.per_seq_s * seqs
+                + self.comm_latency_s + self.comm_s_per_token * tokens)
 
 
 def llm_coeffs(shape: Shape, gpu: GPUKind, tp: int, eff: Efficiency) -> LLMCoeffs:
