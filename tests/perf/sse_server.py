@@ -6,14 +6,16 @@ a GIL with it: ``python -m tests.perf.sse_server --first 0.1 --inter 0.03`` prin
 
 ``POST /v1/chat/completions`` waits ``queue_s`` (reported as queueing on ``/metrics`` like
 vLLM's ``vllm:request_queue_time_seconds``), then ``first_s`` before the first token, then
-``inter_s`` before each further token; ``GET /v1/models`` answers; after ``fail_after``
-completions every request gets HTTP 500.
+``inter_s`` before each further token (with ``"modalities": [..., "audio"]`` each chunk also
+carries 80 ms of 24 kHz 16-bit PCM in ``delta.audio.data``); ``GET /v1/models`` answers; after
+``fail_after`` completions every request gets HTTP 500.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import json
 import socket
@@ -23,6 +25,9 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+AUDIO_SECONDS = 0.08
+AUDIO_CHUNK = base64.b64encode(bytes(int(24000 * AUDIO_SECONDS) * 2)).decode()
 
 
 @dataclass
@@ -125,7 +130,10 @@ class FakeServer:
         prompt = len(str(req.get("messages", [{}])[0].get("content", "")).split())  # type: ignore[index, union-attr]
         for i in range(d.tokens):
             await asyncio.sleep(d.first_s if i == 0 else d.inter_s)
-            chunk = {"choices": [{"index": 0, "delta": {"content": f"t{i}"}}]}
+            delta: dict[str, object] = {"content": f"t{i}"}
+            if "audio" in req.get("modalities", []):  # type: ignore[operator]
+                delta["audio"] = {"data": AUDIO_CHUNK}
+            chunk = {"choices": [{"index": 0, "delta": delta}]}
             await self._chunk(writer, f"data: {json.dumps(chunk)}\n\n".encode())
         usage = {"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": d.tokens}}
         await self._chunk(writer, f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())

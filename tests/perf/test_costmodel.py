@@ -146,6 +146,12 @@ def test_wrong_component_kind_is_an_error(costs: dict[str, CostModel], gpus: GPU
         costs["qwen-image"].decode_step_time("nope", cfg, 1, 10)
 
 
+def test_executor_configs_key_dicts_by_value(gpus: GPUCatalog) -> None:
+    a, b = ExecutorConfig(gpus.get("h100"), 2, 8), ExecutorConfig(gpus.get("H100-SXM"), 2, 8)
+    assert a == b and hash(a) == hash(b) and len({a, b, ExecutorConfig(gpus.get("H200"), 2, 8)}) == 2
+    assert a != ExecutorConfig(gpus.get("H100-SXM"), 2, 16)
+
+
 def test_executor_config_is_validated(gpus: GPUCatalog) -> None:
     with pytest.raises(ValueError, match="power of two"):
         ExecutorConfig(gpus.get("A100"), 3)

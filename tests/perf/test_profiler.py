@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import socket
+import struct
 from pathlib import Path
 
 import pytest
@@ -17,8 +19,9 @@ from omniplane.perf.profiler import (
     run_profile,
     steady_window,
 )
+from omniplane.perf.profiler.client import audio_seconds
 from omniplane.spec import GPUCatalog
-from tests.perf.sse_server import Delays, serve_in_subprocess
+from tests.perf.sse_server import AUDIO_SECONDS, Delays, serve_in_subprocess
 
 FIRST, INTER, QUEUE, TOKENS = 0.20, 0.05, 0.03, 6
 
@@ -85,6 +88,23 @@ def test_an_erroring_endpoint_stops_and_keeps_what_was_measured() -> None:
     assert [p.concurrency for p in result.points] == [1, 2]
     assert result.points[0].n_errors == 0 and result.points[1].n_errors >= 1
     assert {r.op for r in result.rows} == {"prefill", "decode"}  # from the clean first point
+
+
+def test_audio_streams_give_ttfp_and_rtf() -> None:
+    with serve_in_subprocess(Delays(FIRST, INTER, 5, 0.0)) as url:
+        spec = RequestSpec("speech", 16, 5, ("text", "audio"))
+        [point] = run_profile(ProfileRun(url, "m", "talker", "H100-SXM", 1, (spec,), (1,), 3)).points
+    assert point.median("ttfp") == pytest.approx(FIRST, rel=0.05)
+    e2el = point.median("e2el")
+    assert e2el is not None and point.median("rtf") == pytest.approx(e2el / (5 * AUDIO_SECONDS), rel=0.01)
+
+
+def test_audio_chunk_durations() -> None:
+    pcm = base64.b64encode(bytes(48000)).decode()  # 1 s of 16-bit mono at 24 kHz
+    assert audio_seconds(pcm, 24000) == pytest.approx(1.0)
+    header = b"RIFF" + struct.pack("<I", 36 + 32000) + b"WAVEfmt " + struct.pack(
+        "<IHHIIHH", 16, 1, 1, 16000, 32000, 2, 16) + b"data" + struct.pack("<I", 32000)
+    assert audio_seconds(base64.b64encode(header + bytes(32000)).decode(), 24000) == pytest.approx(1.0)
 
 
 def test_steady_window_excludes_ramp_up_and_drain() -> None:

@@ -130,6 +130,28 @@ def test_cost_model_uses_the_table_inside_and_records_fallbacks_outside(costs: d
         strict.decode_step_time("thinker", cfg, 16, 16 * 1000)
 
 
+def test_prefill_and_mixed_iterations_with_tables(costs: dict[str, CostModel], gpus: GPUCatalog) -> None:
+    base = costs["qwen2.5-omni"]
+    cfg = ExecutorConfig(gpus.get("H100-SXM"), 1)
+    rows = [ProfileRow("thinker", "H100-SXM", 1, "prefill", 1, s, lat)
+            for s, lat in [(100, 20.0), (900, 60.0)]]
+    rows += [ProfileRow("thinker", "H100-SXM", 1, "decode", b, 500, lat)
+             for b, lat in [(1, 10.0), (8, 12.0)]]
+    cost = CostModel(base.model, profiles=ProfileSet(rows))
+    assert cost.prefill_time("thinker", cfg, 500) == pytest.approx(0.040)
+    # cached context adds the roofline's extra attention to the measured empty-cache prefill
+    extra = base.prefill_time("thinker", cfg, 500, 3000) - base.prefill_time("thinker", cfg, 500)
+    assert extra > 0
+    assert cost.prefill_time("thinker", cfg, 500, 3000) == pytest.approx(0.040 + extra)
+    # a mixed iteration: both measured parts, the fixed per-iteration time counted once
+    fixed = base.efficiency(cfg).layer_s * base.shape("thinker").layers
+    mixed = cost.llm_iteration_time("thinker", cfg, prefill_tokens=500, decode_batch=8, decode_context=4000)
+    assert mixed == pytest.approx(0.040 + 0.012 - fixed)
+    # the work handed to the co-location model is scaled to the measured time
+    work = cost.llm_iteration_work("thinker", cfg, decode_batch=8, decode_context=4000)
+    assert cost.time_of(work, cfg) == pytest.approx(0.012)
+
+
 def test_generator_tables_take_precedence(costs: dict[str, CostModel], gpus: GPUCatalog) -> None:
     cfg = ExecutorConfig(gpus.get("H100-SXM"), 1)
     rows = [ProfileRow("dit", "H100-SXM", 1, "dit_step", 1, s, lat)

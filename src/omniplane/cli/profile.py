@@ -39,6 +39,7 @@ def profile(
     concurrency: Annotated[str, typer.Option(help="Comma-separated concurrency sweep.")] = "1,2,4,8",
     requests_per_worker: Annotated[int, typer.Option(help="Requests each worker sends per point.")] = 4,
     timeout: Annotated[float, typer.Option(help="Per-request timeout, seconds.")] = 600.0,
+    sample_rate: Annotated[int, typer.Option(help="Sample rate of raw 16-bit PCM audio chunks.")] = 24000,
     out: Annotated[Path, typer.Option(help="Profile table (CSV) to write.")] = Path("profile.csv"),
     summary: Annotated[Path | None, typer.Option(help="Also write all metrics as JSON here.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
@@ -50,7 +51,8 @@ def profile(
     except ValueError:
         fail(f"--concurrency must be comma-separated whole numbers, got {concurrency!r}")
     specs = tuple(_request(r) for r in (request or ["default:256:128"]))
-    run = ProfileRun(url.rstrip("/"), model, component, gpu, tp, specs, levels, requests_per_worker, timeout)
+    run = ProfileRun(url.rstrip("/"), model, component, gpu, tp, specs, levels, requests_per_worker, timeout,
+                     sample_rate)
     cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*cols, console=err_console, transient=json_out) as bar:
         task = bar.add_task("profiling", total=None)

@@ -10,13 +10,16 @@ from types import MappingProxyType
 from omniplane.spec import GPUKind
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ExecutorConfig:
     """One executor: ``tp`` GPUs of kind ``gpu`` running up to ``max_batch`` requests at once.
 
     ``tp`` is the number of GPUs per executor. LLMs and encoders shard their weights over them
     (tensor parallelism); DiTs split the sequence (Ulysses-style sequence parallelism, weights
     replicated); VAEs and vocoders split the batch (weights replicated). See docs/perf.md.
+
+    Hashable and comparable by value (the GPU kind's name and hardware facts, ``tp``,
+    ``max_batch``), so configs can key caches and dicts.
     """
 
     gpu: GPUKind
@@ -31,8 +34,19 @@ class ExecutorConfig:
 
     @property
     def key(self) -> tuple[str, int]:
-        """Hashable identity for caches (the GPU kind by name, the TP degree)."""
+        """The GPU kind by name and the TP degree (what the cost model's caches key on)."""
         return (self.gpu.name, self.tp)
+
+    def _identity(self) -> tuple[object, ...]:
+        g = self.gpu
+        return (g.name, g.sms, g.memory_gb, g.bf16_tflops, g.mem_bw_gbs, g.interconnect_gbs,
+                g.interconnect, self.tp, self.max_batch)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ExecutorConfig) and self._identity() == other._identity()
+
+    def __hash__(self) -> int:
+        return hash(self._identity())
 
 
 @dataclass(frozen=True)
