@@ -44,11 +44,12 @@ def test_predicts_every_catalog_gpu(gpus: GPUCatalog, costs: dict[str, CostModel
     model = ColocationModel()
     work, cfg = _decode(gpus, costs, gpu)
     eff, kind = costs["qwen2.5-omni"].efficiency(cfg), cfg.gpu
-    full = model.stage(work, kind, eff, kind.sms)
+    full = model.stage(work, kind, kind.sms, eff=eff)
+    assert model.stage(work, kind, kind.sms) == full  # the shipped calibration's factors by default
     # alone on the whole GPU the co-location model is the roofline
     assert full.time_s == pytest.approx(costs["qwen2.5-omni"].time_of(work, cfg), rel=1e-9)
     knee = model.params.knee * kind.sms
-    times = {s: model.stage(work, kind, eff, s).time_s for s in range(8, kind.sms + 1, 4)}
+    times = {s: model.stage(work, kind, s, eff=eff).time_s for s in range(8, kind.sms + 1, 4)}
     assert all(math.isfinite(t) and t > 0 for t in times.values())
     # memory-bound decode saturates: the best SM count is near the knee, not the whole GPU
     best = min(times, key=lambda s: times[s])
@@ -56,18 +57,18 @@ def test_predicts_every_catalog_gpu(gpus: GPUCatalog, costs: dict[str, CostModel
     assert times[8] > times[best]
     # a co-runner's bandwidth demand slows the stage and raises the utilisation signal
     demand = 0.8 * kind.mem_bw * eff.memory
-    co = model.stage(work, kind, eff, kind.sms, demand)
+    co = model.stage(work, kind, kind.sms, demand, eff=eff)
     assert co.time_s > full.time_s and 1.0 >= co.utilization > full.utilization >= 0.0
     # and more SMs for the shared stage hurt more under co-running beyond the knee
-    at_knee = model.stage(work, kind, eff, knee, demand)
-    assert model.stage(work, kind, eff, kind.sms, demand).time_s > at_knee.time_s
+    at_knee = model.stage(work, kind, knee, demand, eff=eff)
+    assert model.stage(work, kind, kind.sms, demand, eff=eff).time_s > at_knee.time_s
 
 
 def test_compute_bound_work_scales_with_sms(gpus: GPUCatalog) -> None:
     model, gpu = ColocationModel(), gpus.get("H100-SXM")
     e = load_calibration().for_gpu(gpu)
     work = Work(1e14, 1e6, 0.0, 0.0)
-    half, full = model.stage(work, gpu, e, gpu.sms / 2), model.stage(work, gpu, e, gpu.sms)
+    half, full = model.stage(work, gpu, gpu.sms / 2, eff=e), model.stage(work, gpu, gpu.sms, eff=e)
     assert half.time_s == pytest.approx(2 * full.time_s, rel=1e-6)
 
 
@@ -76,9 +77,9 @@ def test_pair_solves_two_co_running_stages(gpus: GPUCatalog, costs: dict[str, Co
     eff, gpu = costs["qwen2.5-omni"].efficiency(cfg), cfg.gpu
     talker = costs["qwen2.5-omni"].llm_iteration_work("talker", cfg, decode_batch=4, decode_context=2000)
     model = ColocationModel()
-    a, b = model.pair(work, 80, talker, gpu.sms - 80, gpu, eff)
-    assert a.time_s > model.stage(work, gpu, eff, 80).time_s
-    assert b.time_s > model.stage(talker, gpu, eff, gpu.sms - 80).time_s
+    a, b = model.pair(work, 80, talker, gpu.sms - 80, gpu, eff=eff)
+    assert a.time_s > model.stage(work, gpu, 80, eff=eff).time_s
+    assert b.time_s > model.stage(talker, gpu, gpu.sms - 80, eff=eff).time_s
 
 
 def test_fit_recovers_known_parameters_from_a_synthetic_sweep(gpus: GPUCatalog) -> None:
@@ -91,10 +92,10 @@ def test_fit_recovers_known_parameters_from_a_synthetic_sweep(gpus: GPUCatalog) 
     points = []
     for s in (20, 40, 53, 66, 90, 132):
         w = Work(mem["flops"], mem["bytes"])
-        solo = model.stage(w, gpu, eff, s).time_s
+        solo = model.stage(w, gpu, s, eff=eff).time_s
         points.append({"sms": s, "kernel": "stream", "time_ms": 3.0 * solo * 1e3})
         points.append({"sms": s, "kernel": "stream", "corun": True,
-                       "time_ms": 3.0 * model.stage(w, gpu, eff, s, corun).time_s * 1e3})
+                       "time_ms": 3.0 * model.stage(w, gpu, s, corun, eff=eff).time_s * 1e3})
     sweep = parse_sweep({"kind": "omniplane-sm-sweep", "gpu": "H100-SXM", "works": {"stream": mem},
                          "corun_bw_gbs": corun / 1e9, "points": points})
     fit = fit_colocation(sweep)

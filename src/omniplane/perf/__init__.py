@@ -4,6 +4,7 @@ measurements, and a profiler that replaces it with measurements.
 Pure Python + numpy/scipy; never imports torch, CUDA, vLLM or Ray. See docs/perf.md.
 """
 
+from omniplane.perf.colocation import ColocationModel, ColocationParams, StageTiming
 from omniplane.perf.costmodel import GUIDANCE_PASSES, CostModel, Fallback
 from omniplane.perf.factors import Calibration, Efficiency, KindFactors, load_calibration
 from omniplane.perf.memory import MemoryPolicy
@@ -19,6 +20,8 @@ from omniplane.perf.types import (
 __all__ = [
     "GUIDANCE_PASSES",
     "Calibration",
+    "ColocationModel",
+    "ColocationParams",
     "CostModel",
     "Efficiency",
     "ExecutorConfig",
@@ -31,6 +34,7 @@ __all__ = [
     "ProfileFormatError",
     "ProfileRow",
     "ProfileSet",
+    "StageTiming",
     "Work",
     "load_calibration",
 ]

@@ -40,7 +40,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from omniplane.perf.factors import Efficiency
+from omniplane.perf.factors import Calibration, Efficiency, load_calibration
 from omniplane.perf.types import Work
 from omniplane.spec import GPUKind
 
@@ -87,10 +87,17 @@ class StageTiming:
 
 
 class ColocationModel:
-    """Stage iteration times under an SM share and a co-runner's bandwidth demand."""
+    """Stage iteration times under an SM share and a co-runner's bandwidth demand.
 
-    def __init__(self, params: ColocationParams | None = None) -> None:
+    ``params`` default to the shipped calibration (``perf/data/colocation.json``); the
+    efficiency factors of a GPU kind come from ``calibration`` (the shipped one by default)
+    unless a call passes ``eff``.
+    """
+
+    def __init__(self, params: ColocationParams | None = None,
+                 calibration: Calibration | None = None) -> None:
         self.params = params or load_colocation()
+        self._calibration = calibration
 
     @property
     def params(self) -> ColocationParams:
@@ -101,10 +108,16 @@ class ColocationModel:
         self._params = value
         self._full_excess = max(0.0, 1.0 / value.knee - 1.0) ** 2  # over-subscription alone on all SMs
 
-    def stage(self, work: Work, gpu: GPUKind, eff: Efficiency, sms: float,
-              corun_bw: float = 0.0) -> StageTiming:
+    def efficiency(self, gpu: GPUKind) -> Efficiency:
+        if self._calibration is None:
+            self._calibration = load_calibration()
+        return self._calibration.for_gpu(gpu)
+
+    def stage(self, work: Work, gpu: GPUKind, sms: float, corun_bw: float = 0.0, *,
+              eff: Efficiency | None = None) -> StageTiming:
         """``work`` (per GPU) on ``sms`` of ``gpu.sms`` SMs next to a co-runner drawing
-        ``corun_bw`` bytes/s."""
+        ``corun_bw`` bytes/s (see :meth:`demand`)."""
+        eff = eff or self.efficiency(gpu)
         total = gpu.sms
         s = min(max(sms, 1.0), float(total))
         cap_bw = gpu.mem_bw * eff.memory
@@ -122,18 +135,19 @@ class ColocationModel:
         return StageTiming(t, work.bytes / t if t > 0 else 0.0, busy, util,
                            t_m / ideal if ideal > 0 else 1.0)
 
-    def demand(self, work: Work, gpu: GPUKind, eff: Efficiency, sms: float) -> float:
+    def demand(self, work: Work, gpu: GPUKind, sms: float, *, eff: Efficiency | None = None) -> float:
         """Bytes/s a stage draws running alone on ``sms`` SMs (its co-runner's ``corun_bw``)."""
-        return self.stage(work, gpu, eff, sms).bandwidth
+        return self.stage(work, gpu, sms, eff=eff).bandwidth
 
-    def pair(self, a: Work, sms_a: float, b: Work, sms_b: float, gpu: GPUKind, eff: Efficiency,
-             rounds: int = 20) -> tuple[StageTiming, StageTiming]:
+    def pair(self, a: Work, sms_a: float, b: Work, sms_b: float, gpu: GPUKind, *,
+             eff: Efficiency | None = None, rounds: int = 20) -> tuple[StageTiming, StageTiming]:
         """Two stages co-running: each one's demand is the other's co-runner bandwidth; solved by
         fixed-point iteration from their solo demands."""
-        ta, tb = self.stage(a, gpu, eff, sms_a), self.stage(b, gpu, eff, sms_b)
+        eff = eff or self.efficiency(gpu)
+        ta, tb = self.stage(a, gpu, sms_a, eff=eff), self.stage(b, gpu, sms_b, eff=eff)
         for _ in range(rounds):
-            na = self.stage(a, gpu, eff, sms_a, tb.bandwidth)
-            nb = self.stage(b, gpu, eff, sms_b, ta.bandwidth)
+            na = self.stage(a, gpu, sms_a, tb.bandwidth, eff=eff)
+            nb = self.stage(b, gpu, sms_b, ta.bandwidth, eff=eff)
             done = (abs(na.time_s - ta.time_s) <= 1e-9 * ta.time_s
                     and abs(nb.time_s - tb.time_s) <= 1e-9 * tb.time_s)
             ta, tb = na, nb

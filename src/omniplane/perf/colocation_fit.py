@@ -162,7 +162,7 @@ def _evaluate(sweep: Sweep, eff: Efficiency, params: ColocationParams, scales: d
     corun_bw = sweep.corun_bw if sweep.corun_bw is not None else pressure * cap
     rows = []
     for p in sweep.points:
-        st = model.stage(sweep.works[p.kernel], sweep.gpu, eff, p.sms, corun_bw if p.corun else 0.0)
+        st = model.stage(sweep.works[p.kernel], sweep.gpu, p.sms, corun_bw if p.corun else 0.0, eff=eff)
         base = {"sms": p.sms, "kernel": p.kernel, "corun": p.corun, "role": "check" if p.check else "fitted"}
         for metric, measured, pred in (("time_ms", p.time_ms, scales.get(p.kernel, 1.0) * st.time_s * 1e3),
                                        ("bw_util", p.bw_util, st.utilization)):
@@ -193,7 +193,7 @@ def fit_colocation(sweep: Sweep, calibration: Calibration | None = None) -> Colo
         bw = sweep.corun_bw if sweep.corun_bw is not None else pressure * cap
         out = []
         for p in fitted:
-            st = model.stage(sweep.works[p.kernel], sweep.gpu, eff, p.sms, bw if p.corun else 0.0)
+            st = model.stage(sweep.works[p.kernel], sweep.gpu, p.sms, bw if p.corun else 0.0, eff=eff)
             if p.time_ms is not None:
                 out.append(math.log(scales[p.kernel] * st.time_s * 1e3 / p.time_ms))
             if p.bw_util is not None:

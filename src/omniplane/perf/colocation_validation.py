@@ -52,14 +52,14 @@ def per_gpu(params: ColocationParams, pressure: float, calibration: Calibration)
         eff = cost.efficiency(cfg)
         work = cost.llm_iteration_work(comp, cfg, decode_batch=batch, decode_context=context)
         corun = pressure * gpu.mem_bw * eff.memory
-        solo = {s: coloc.stage(work, gpu, eff, s).time_s for s in range(1, gpu.sms + 1)}
+        solo = {s: coloc.stage(work, gpu, s, eff=eff).time_s for s in range(1, gpu.sms + 1)}
         best = min(solo.values())
         cap = min(s for s, t in solo.items() if t <= NEAR_BEST * best)
         rows.append({
             "gpu": gpu.name, "sms": gpu.sms, "knee_sms": round(params.knee * gpu.sms, 1), "s_cap": cap,
             "solo_full_ms": round(1e3 * solo[gpu.sms], 3), "solo_best_ms": round(1e3 * best, 3),
-            "corun_cap_ms": round(1e3 * coloc.stage(work, gpu, eff, cap, corun).time_s, 3),
-            "corun_full_ms": round(1e3 * coloc.stage(work, gpu, eff, gpu.sms, corun).time_s, 3),
+            "corun_cap_ms": round(1e3 * coloc.stage(work, gpu, cap, corun, eff=eff).time_s, 3),
+            "corun_full_ms": round(1e3 * coloc.stage(work, gpu, gpu.sms, corun, eff=eff).time_s, 3),
         })
     return rows
 

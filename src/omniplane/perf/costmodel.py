@@ -61,8 +61,8 @@ class Fallback:
 
 
 class CostModel:
-    """Costs of one model's components. Cheap to call: per-(component, config) constants are
-    folded once and cached on the instance."""
+    """Costs of one model's components. Cheap to call: per-(component, GPU kind, TP) constants
+    are folded once and cached on the instance (GPU kinds are told apart by name)."""
 
     def __init__(self, model: ModelSpec, *, profiles: ProfileSet | None = None,
                  calibration: Calibration | None = None, memory: MemoryPolicy | None = None,
