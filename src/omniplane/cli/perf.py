@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,13 +25,19 @@ def validate(
     json_out: JsonOpt = False,
     calibration: Annotated[Path | None, typer.Option(help="Calibration file (default: shipped).")] = None,
     transfer: Annotated[bool, typer.Option(help="Also report cross-GPU transfer of the factors.")] = True,
+    markdown: Annotated[bool, typer.Option("--markdown",
+                                           help="Print the Markdown tables docs/perf.md quotes.")] = False,
 ) -> None:
     """Every public measurement the catalog can express beside the model's prediction."""
+    from omniplane.perf.validation.markdown import to_markdown
     from omniplane.perf.validation.report import validate as run
 
     report = run(load_calibration(calibration) if calibration else None, transfer=transfer)
     if json_out:
         print_json(report)
+        return
+    if markdown:
+        sys.stdout.write(to_markdown(report))
         return
     _print_report(report)
 

@@ -133,7 +133,10 @@ def _qwen3_omni(ctx: Context) -> list[Point]:
               Role.HELD_OUT, lambda ms: 1e3 * talker(ms), QWEN3_REPORT, flags, note),
         Point("qwen3-omni-report/code2wav-per-code", "qwen3-omni-report",
               "Qwen3-Omni code2wav time per codec frame at concurrency 1", gpu, 3.0, "ms", Role.HELD_OUT,
-              lambda ms: 1e3 * code(ms), QWEN3_REPORT, flags, note),
+              lambda ms: 1e3 * code(ms), QWEN3_REPORT, flags,
+              note + "; the last (3 ms) of the 72 + 88 + 57 + 14 + 3 ms first-packet parts, read as the "
+                     "codec decoder's time per code as the report's latency table labels it "
+                     "(data/README.md lists the parts without labels)"),
         Point("qwen3-omni-report/rtf", "qwen3-omni-report",
               "Qwen3-Omni speech real-time factor at concurrency 1 (talker step + code2wav per frame)",
               gpu, 0.47, "ratio", Role.HELD_OUT, lambda ms: (talker(ms) + code(ms)) / frame,
@@ -162,8 +165,9 @@ def published_points(ctx: Context) -> tuple[list[Point], list[NotExpressible]]:
                        "5,884 -> 631 ms, RTF 1.15 -> 0.47 at concurrency 64", 3,
                        "system metrics under load on an unnamed 3-GPU deployment: a simulator "
                        "question, not a per-iteration cost"),
-        NotExpressible("qwen3-omni-report", "first-packet latency parts 72 + 88 + 57 ms "
-                       "(preprocessing, thinker TTFT, talker TTFT) and MTP 14 ms/token", 4,
+        NotExpressible("qwen3-omni-report", "first-packet latency parts 72 + 88 + 57 + 14 ms "
+                       "(the report's table labels them tail-packet preprocessing, thinker TTFT, "
+                       "talker TTFT, MTP time per token)", 4,
                        "prompt sizes and the MTP module's shape are not published"),
     ]
     return points, missing
