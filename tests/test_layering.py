@@ -7,7 +7,14 @@ import sys
 
 import pytest
 
-CORE = ["omniplane.spec", "omniplane.workload", "omniplane.cli.app"]
+CORE = [
+    "omniplane.spec",
+    "omniplane.workload",
+    "omniplane.perf",
+    "omniplane.perf.profiler",
+    "omniplane.perf.validation.report",
+    "omniplane.cli.app",
+]
 FORBIDDEN = ["torch", "vllm", "ray", "cuda", "pynvml", "vllm_omni"]
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from omniplane import __version__
-from omniplane.cli import catalog, workload
+from omniplane.cli import catalog, perf, profile, workload
 
 app = typer.Typer(
     name="omniplane",
@@ -43,6 +43,13 @@ workload_app.command("show")(workload.show)
 workload_app.command("plot")(workload.plot)
 workload_app.command("sample")(workload.sample)
 app.add_typer(workload_app, name="workload")
+perf_app = typer.Typer(help="The performance model: validation, fitting, solo latency.", no_args_is_help=True)
+perf_app.command("validate")(perf.validate)
+perf_app.command("fit")(perf.fit)
+perf_app.command("colocation-fit")(perf.colocation_fit)
+perf_app.command("solo")(perf.solo)
+app.add_typer(perf_app, name="perf")
+app.command("profile")(profile.profile)
 
 
 def main() -> None:

@@ -1,0 +1,177 @@
+"""Efficiency factors per GPU kind: the few fitted numbers that turn peak FLOP/s and bandwidth
+into iteration times, each with the measurements it was fitted to.
+
+The shipped factors live in ``perf/data/calibration.json`` (written by ``omniplane perf fit``);
+:func:`load_calibration` reads them. A GPU kind without its own entry uses ``default``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from importlib.resources import files
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from omniplane.spec import GPUKind
+
+FACTOR_FIELDS = ("compute", "memory", "layer_s", "per_seq_s", "allreduce_s", "link")
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """The roofline's per-kind factors (see docs/perf.md for the equations).
+
+    compute      fraction of peak dense BF16 FLOP/s reached by the iteration's matmuls
+    memory       fraction of peak DRAM bandwidth reached streaming weights and KV cache
+    layer_s      fixed time per layer per iteration (kernel launch gaps and tails)
+    per_seq_s    time per sequence that emits a token in the iteration (sampling, bookkeeping)
+    allreduce_s  latency of one all-reduce per doubling of the TP degree (x log2 tp)
+    link         fraction of the per-direction link bandwidth an all-reduce achieves
+    """
+
+    compute: float
+    memory: float
+    layer_s: float
+    per_seq_s: float
+    allreduce_s: float
+    link: float
+
+    def __post_init__(self) -> None:
+        for name in ("compute", "memory", "link"):
+            v = getattr(self, name)
+            if not 0.0 < v <= 1.0:
+                raise ValueError(f"Efficiency.{name} must be in (0, 1], got {v}")
+        for name in ("layer_s", "per_seq_s", "allreduce_s"):
+            v = getattr(self, name)
+            if not (v >= 0.0 and math.isfinite(v)):
+                raise ValueError(f"Efficiency.{name} must be a finite number >= 0, got {v}")
+
+    @classmethod
+    def from_vector(cls, x: list[float] | tuple[float, ...]) -> Efficiency:
+        return cls(**dict(zip(FACTOR_FIELDS, (float(v) for v in x), strict=True)))
+
+    def vector(self) -> tuple[float, ...]:
+        return tuple(getattr(self, f) for f in FACTOR_FIELDS)
+
+
+@dataclass(frozen=True)
+class KindFactors:
+    """Factors of one GPU kind and where they come from.
+
+    ``source`` is ``fitted: ...`` (then ``fitted_to`` lists the measurement ids and
+    ``fit_median_abs_err`` the in-sample error) or ``assumption: ...``; ``factor_sources``
+    overrides it for single factors (e.g. one held fixed by assumption during a fit).
+    """
+
+    gpu: str
+    efficiency: Efficiency
+    source: str
+    fitted_to: tuple[str, ...] = ()
+    fit_median_abs_err: float | None = None
+    factor_sources: Mapping[str, str] = field(default_factory=dict)
+
+    def source_of(self, factor: str) -> str:
+        return self.factor_sources.get(factor, self.source)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Per-kind factors plus the default for kinds without their own entry."""
+
+    kinds: Mapping[str, KindFactors]
+    default: KindFactors
+    created: str = ""
+    command: str = ""
+    notes: tuple[str, ...] = ()
+    _lower: Mapping[str, KindFactors] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kinds", MappingProxyType(dict(self.kinds)))
+        object.__setattr__(self, "_lower", MappingProxyType({k.lower(): v for k, v in self.kinds.items()}))
+
+    def entry(self, gpu: GPUKind | str) -> KindFactors:
+        names = [gpu] if isinstance(gpu, str) else [gpu.name, *gpu.aliases]
+        for n in names:
+            hit = self._lower.get(n.lower())
+            if hit is not None:
+                return hit
+        return self.default
+
+    def for_gpu(self, gpu: GPUKind | str) -> Efficiency:
+        return self.entry(gpu).efficiency
+
+    # ---- JSON ---------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        def one(k: KindFactors) -> dict[str, Any]:
+            d: dict[str, Any] = {"factors": asdict(k.efficiency), "source": k.source}
+            if k.factor_sources:
+                d["factor_sources"] = dict(k.factor_sources)
+            if k.fitted_to:
+                d["fitted_to"] = list(k.fitted_to)
+            if k.fit_median_abs_err is not None:
+                d["fit_median_abs_err"] = round(k.fit_median_abs_err, 4)
+            return d
+
+        return {
+            "kind": "omniplane-perf-calibration",
+            "version": 1,
+            "created": self.created,
+            "command": self.command,
+            "notes": list(self.notes),
+            "factor_units": {
+                "compute": "fraction of peak dense BF16 FLOP/s",
+                "memory": "fraction of peak DRAM bandwidth",
+                "layer_s": "seconds per layer per iteration",
+                "per_seq_s": "seconds per sequence emitting a token",
+                "allreduce_s": "seconds per all-reduce per log2(tp)",
+                "link": "fraction of per-direction link bandwidth",
+            },
+            "kinds": {name: one(k) for name, k in self.kinds.items()},
+            "default": one(self.default),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], file: str = "<calibration>") -> Calibration:
+        def one(name: str, d: Any, where: str) -> KindFactors:
+            if not isinstance(d, Mapping) or "factors" not in d or "source" not in d:
+                raise ValueError(f"{file}: {where}: expected an object with 'factors' and 'source'")
+            f = d["factors"]
+            missing = [k for k in FACTOR_FIELDS if k not in f]
+            if missing:
+                raise ValueError(f"{file}: {where}.factors: missing {missing}")
+            try:
+                eff = Efficiency(**{k: float(f[k]) for k in FACTOR_FIELDS})
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{file}: {where}.factors: {exc}") from None
+            err = d.get("fit_median_abs_err")
+            return KindFactors(name, eff, str(d["source"]), tuple(d.get("fitted_to", ())),
+                               float(err) if err is not None else None,
+                               {str(a): str(b) for a, b in dict(d.get("factor_sources", {})).items()})
+
+        if data.get("kind") != "omniplane-perf-calibration":
+            raise ValueError(f"{file}: kind: expected 'omniplane-perf-calibration'")
+        kinds = {n: one(n, d, f"kinds.{n}") for n, d in dict(data.get("kinds", {})).items()}
+        return cls(kinds=kinds, default=one("default", data.get("default"), "default"),
+                   created=str(data.get("created", "")), command=str(data.get("command", "")),
+                   notes=tuple(data.get("notes", ())))
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
+
+
+def default_calibration_path() -> Path:
+    return Path(str(files("omniplane.perf") / "data" / "calibration.json"))
+
+
+def load_calibration(path: Path | None = None) -> Calibration:
+    """The shipped calibration, or one written by ``omniplane perf fit --out``."""
+    p = path or default_calibration_path()
+    try:
+        data = json.loads(p.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{p}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    return Calibration.from_json(data, str(p))

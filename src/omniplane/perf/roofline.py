@@ -1,0 +1,190 @@
+"""The roofline: per-iteration work of every component kind, and its time on a GPU.
+
+    time = max(flops / (peak_flops x compute), bytes / (peak_bw x memory)) + overhead + comm
+
+All quantities are per GPU of the executor. The per-(component, GPU kind, TP) constants are
+folded once into small frozen coefficient records so that the hot paths are a few float
+operations. Equations and their sources: docs/perf.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from omniplane.perf.factors import Efficiency
+from omniplane.perf.shapes import ACT_BYTES, VAE_WORK_PER_LATENT, VOCODER_WORK_PER_FRAME, Shape
+from omniplane.perf.types import Work
+from omniplane.spec import GPUKind
+
+ALLREDUCES_PER_LAYER = 2  # Megatron tensor parallelism: after attention and after the MLP
+ALLTOALLS_PER_LAYER = 4  # Ulysses sequence parallelism: q, k, v in, attention output back
+# assumption: kernels of one transformer layer in an inference engine (norms, QKV, rotary,
+# attention, output projection, residual adds, gate/up, activation, down); the per-layer fixed
+# time ``layer_s`` is spread over them (used to price single operators, e.g. Vidur's).
+KERNELS_PER_LAYER = 15
+# assumption: encoders attend within spans of at most 1024 positions: InternViT's 448 px tiles
+# (32 x 32 patches of 14 px), Whisper-style audio windows (1500 frames per 30 s) are of this
+# order, and Qwen2.5-VL's windowed ViT attends within even smaller windows in most layers.
+ENCODER_ATTN_SPAN = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """Achievable rates of one GPU: FLOP/s and bytes/s after efficiency factors."""
+
+    flops: float
+    bytes: float
+
+    @classmethod
+    def of(cls, gpu: GPUKind, eff: Efficiency) -> Rates:
+        return cls(gpu.flops * eff.compute, gpu.mem_bw * eff.memory)
+
+
+def time_of(work: Work, rates: Rates) -> float:
+    """Seconds for one iteration of ``work`` at ``rates``."""
+    return max(work.flops / rates.flops, work.bytes / rates.bytes) + work.overhead_s + work.comm_s
+
+
+def _collective_latency(n: int, tp: int, eff: Efficiency) -> float:
+    return n * eff.allreduce_s * math.log2(tp) if tp > 1 else 0.0
+
+
+def _allreduce_s_per_byte(gpu: GPUKind, tp: int, eff: Efficiency) -> float:
+    """Ring all-reduce: each GPU sends 2 (tp-1)/tp of the message over its link."""
+    return 2.0 * (tp - 1) / tp / (gpu.link_bw * eff.link) if tp > 1 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class LLMCoeffs:
+    """Constants of one autoregressive component on one executor config (per GPU)."""
+
+    rates: Rates
+    flops_per_token: float
+    attn_flops_per_pair: float
+    shared_bytes: float
+    expert_bytes: float
+    miss: float  # 1 - k/E for MoE (probability one token skips a given expert); 0 when dense
+    moe: bool
+    kv_bytes_per_token: float
+    fixed_s: float  # per-iteration fixed time: layer_s x layers
+    per_seq_s: float
+    comm_latency_s: float
+    comm_s_per_token: float
+
+    def work(self, prefill_tokens: int, prefill_context: int, prefill_requests: int,
+             decode_batch: int, decode_context: int) -> Work:
+        """One continuous-batching iteration (chunked prefill mixed with decode, as vLLM v1).
+
+        Attention of the prefill chunk: ``prefill_tokens x prefill_context / R`` pairs against
+        cached context plus ``prefill_tokens^2 / 2R`` causal pairs inside the chunk, for R equal
+        prefill requests; each decoding sequence reads its whole context.
+        """
+        tokens = prefill_tokens + decode_batch
+        if tokens <= 0:
+            return Work(0.0, 0.0, 0.0, 0.0)
+        r = max(1, prefill_requests)
+        pairs = (prefill_tokens * prefill_context + 0.5 * prefill_tokens * prefill_tokens) / r
+        flops = self.flops_per_token * tokens + self.attn_flops_per_pair * (pairs + decode_context)
+        weights = self.shared_bytes
+        if self.moe:
+            weights += self.expert_bytes * (1.0 - self.miss ** tokens)
+        kv = self.kv_bytes_per_token * (prefill_context + decode_context + tokens)
+        seqs = decode_batch + (r if prefill_tokens > 0 else 0)
+        return Work(flops, weights + kv, self.fixed_s + self.per_seq_s * seqs,
+                    self.comm_latency_s + self.comm_s_per_token * tokens)
+
+    def time(self, prefill_tokens: int, prefill_context: int, prefill_requests: int,
+             decode_batch: int, decode_context: int) -> float:
+        """``time_of(self.work(...))`` without building the Work (the planner's hot path)."""
+        tokens = prefill_tokens + decode_batch
+        if tokens <= 0:
+            return 0.0
+        r = prefill_requests if prefill_requests > 1 else 1
+        pairs = (prefill_tokens * prefill_context + 0.5 * prefill_tokens * prefill_tokens) / r
+        flops = self.flops_per_token * tokens + self.attn_flops_per_pair * (pairs + decode_context)
+        weights = self.shared_bytes + (self.expert_bytes * (1.0 - self.miss ** tokens) if self.moe else 0.0)
+        nbytes = weights + self.kv_bytes_per_token * (prefill_context + decode_context + tokens)
+        seqs = decode_batch + (r if prefill_tokens > 0 else 0)
+        t_c, t_m = flops / self.rates.flops, nbytes / self.rates.bytes
+        return ((t_c if t_c > t_m else t_m) + self.fixed_s + self.per_seq_s * seqs
+                + self.comm_latency_s + self.comm_s_per_token * tokens)
+
+
+def llm_coeffs(shape: Shape, gpu: GPUKind, tp: int, eff: Efficiency) -> LLMCoeffs:
+    """Tensor parallelism shards weights, heads and FLOPs over ``tp`` GPUs; KV heads are
+    replicated when tp exceeds their number."""
+    heads_per_rank = math.ceil(shape.kv_heads / tp)
+    moe = shape.experts > 0
+    return LLMCoeffs(
+        rates=Rates.of(gpu, eff),
+        flops_per_token=2.0 * shape.matmul_params / tp,
+        attn_flops_per_pair=shape.attn_flops_per_pair / tp,
+        shared_bytes=shape.shared_bytes / tp,
+        expert_bytes=shape.expert_bytes / tp,
+        miss=1.0 - shape.active_experts / shape.experts if moe else 0.0,
+        moe=moe,
+        kv_bytes_per_token=shape.kv_bytes_per_token * heads_per_rank / shape.kv_heads,
+        fixed_s=eff.layer_s * shape.layers,
+        per_seq_s=eff.per_seq_s,
+        comm_latency_s=_collective_latency(ALLREDUCES_PER_LAYER * shape.layers, tp, eff),
+        comm_s_per_token=ALLREDUCES_PER_LAYER * shape.layers * shape.hidden * ACT_BYTES
+        * _allreduce_s_per_byte(gpu, tp, eff),
+    )
+
+
+def encoder_work(shape: Shape, gpu: GPUKind, tp: int, eff: Efficiency, items: float,
+                 tokens: float) -> Work:
+    """A bidirectional encoder over ``tokens x seq_per_token`` positions (patches before the
+    spatial merge); each position attends within its input, at most ``ENCODER_ATTN_SPAN``
+    positions (tiles, windows, 30 s audio windows); tensor parallel like an LLM."""
+    if items <= 0 or tokens <= 0:
+        return Work(0.0, 0.0, 0.0, 0.0)
+    seq = tokens * shape.seq_per_token
+    span = min(seq / items, ENCODER_ATTN_SPAN)
+    flops = (2.0 * shape.matmul_params * seq + shape.attn_flops_per_pair * seq * span) / tp
+    comm = 0.0
+    if tp > 1:
+        n = ALLREDUCES_PER_LAYER * shape.layers
+        comm = (_collective_latency(n, tp, eff)
+                + n * seq * shape.hidden * ACT_BYTES * _allreduce_s_per_byte(gpu, tp, eff))
+    return Work(flops, shape.weight_bytes / tp, eff.layer_s * shape.layers, comm)
+
+
+def dit_work(shape: Shape, gpu: GPUKind, tp: int, eff: Efficiency, batch: int, tokens: float,
+             passes: float) -> Work:
+    """One denoising step: ``passes`` forwards (2 with classifier-free guidance) of ``batch``
+    sequences of ``tokens`` tokens. Multi-GPU = Ulysses sequence parallelism: FLOPs split,
+    weights replicated, four all-to-alls per layer."""
+    if batch <= 0 or tokens <= 0:
+        return Work(0.0, 0.0, 0.0, 0.0)
+    seqs = batch * passes
+    flops = seqs * (2.0 * shape.matmul_params * tokens
+                    + shape.attn_flops_per_pair * tokens * tokens) / tp
+    comm = 0.0
+    if tp > 1:
+        n = ALLTOALLS_PER_LAYER * shape.layers
+        per_gpu = tokens / tp * shape.attn_dim * ACT_BYTES * (tp - 1) / tp
+        comm = seqs * (_collective_latency(n, tp, eff) + n * per_gpu / (gpu.link_bw * eff.link))
+    return Work(flops, shape.weight_bytes, eff.layer_s * shape.layers, comm)
+
+
+def vae_work(shape: Shape, eff: Efficiency, tp: int, batch: int, pixels: float) -> Work:
+    """Decode ``batch`` latents of ``pixels`` output pixels; multi-GPU splits the batch."""
+    if batch <= 0 or pixels <= 0:
+        return Work(0.0, 0.0, 0.0, 0.0)
+    per_gpu = math.ceil(batch / tp)
+    latents = pixels / shape.pixels_per_token
+    flops = per_gpu * 2.0 * shape.params * latents * VAE_WORK_PER_LATENT
+    return Work(flops, shape.weight_bytes, eff.layer_s * shape.layers, 0.0)
+
+
+def vocoder_work(shape: Shape, eff: Efficiency, tp: int, batch: int, audio_seconds: float) -> Work:
+    """Voice ``audio_seconds`` for each of ``batch`` streams; multi-GPU splits the streams."""
+    if batch <= 0 or audio_seconds <= 0:
+        return Work(0.0, 0.0, 0.0, 0.0)
+    per_gpu = math.ceil(batch / tp)
+    frames = audio_seconds * shape.frame_rate_hz
+    flops = per_gpu * 2.0 * shape.params * frames * VOCODER_WORK_PER_FRAME
+    return Work(flops, shape.weight_bytes, eff.layer_s * shape.layers, 0.0)
+

@@ -1,0 +1,100 @@
+"""The validation report as Markdown tables (``omniplane perf validate --markdown``), the form
+docs/perf.md quotes."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from typing import Any
+
+
+def _summary(report: dict[str, Any]) -> list[str]:
+    out = ["| role | set | n | median abs. error | p90 abs. error |", "|---|---|---|---|---|"]
+    for role, s in report["summary"].items():
+        for name, st in [("all", s["all"]), ("excluding anomalous", s["excluding_anomalous"]),
+                         *s["by_dataset"].items()]:
+            if st.get("n"):
+                out.append(f"| {role} | {name} | {st['n']} | {st['median_abs_err']:.1%} | "
+                           f"{st['p90_abs_err']:.1%} |")
+    return out
+
+
+def _splitwise(report: dict[str, Any]) -> list[str]:
+    out = ["Splitwise, grouped (signed errors; every point is in the JSON output):", "",
+           "| role | model | GPU | TP | metric | points | median error | worst error |",
+           "|---|---|---|---|---|---|---|---|"]
+    groups: dict[tuple[str, ...], list[float]] = defaultdict(list)
+    for p in report["points"]:
+        if p["dataset"] == "splitwise" and "anomalous" not in p["flags"]:
+            parts = p["id"].split("/")
+            groups[(p["role"], parts[1], p["gpu"], parts[3][2:], parts[5])].append(p["rel_error"])
+    for (role, model, gpu, tp, metric), errs in sorted(groups.items()):
+        worst = max(errs, key=abs)
+        out.append(f"| {role} | {model} | {gpu} | {tp} | {metric} | {len(errs)} | "
+                   f"{statistics.median(errs):+.1%} | {worst:+.1%} |")
+    out += ["", "Flagged anomalous (shown, excluded from the fit and from the medians):", "",
+            "| id | measured | predicted | error |", "|---|---|---|---|"]
+    out += [f"| {p['id']} | {p['measured']:.4g} {p['unit']} | {p['predicted']:.4g} | {p['rel_error']:+.1%} |"
+            for p in report["points"] if "anomalous" in p["flags"]]
+    return out
+
+
+def _vidur(report: dict[str, Any]) -> list[str]:
+    rows: dict[tuple[str, str], dict[int, dict[str, Any]]] = defaultdict(dict)
+    for p in report["points"]:
+        if p["dataset"] == "vidur":
+            parts = p["id"].split("/")
+            rows[(p["gpu"], parts[3][2:])][int(parts[4][1:])] = p
+    tokens = sorted({t for r in rows.values() for t in r})
+    out = ["Vidur, Llama-2-7B (one layer's four linear operators: measured / signed error):", "",
+           "| GPU | TP | " + " | ".join(f"{t} tokens" for t in tokens) + " |",
+           "|---|---|" + "---|" * len(tokens)]
+    for (gpu, tp), r in sorted(rows.items()):
+        out.append(f"| {gpu} | {tp} | " + " | ".join(
+            f"{r[t]['measured']:.3f} ms / {r[t]['rel_error']:+.0%}" if t in r else "" for t in tokens) + " |")
+    return out
+
+
+def _single(report: dict[str, Any]) -> list[str]:
+    out = ["Single published measurements:", "", "| id | what | GPU | measured | predicted | error | flags |",
+           "|---|---|---|---|---|---|---|"]
+    for p in report["points"]:
+        if p["dataset"] not in ("splitwise", "vidur"):
+            out.append(f"| {p['id']} | {p['description']} | {p['gpu']} | {p['measured']:.4g} {p['unit']} | "
+                       f"{p['predicted']:.4g} | {p['rel_error']:+.1%} | {','.join(p['flags'])} |")
+    return out
+
+
+def _rest(report: dict[str, Any]) -> list[str]:
+    out = []
+    if report.get("transfer"):
+        out += ["Transfer check (one kind's factors applied to the other kind's Splitwise points):", "",
+                "| factors of | applied to | n | median abs. error | p90 |", "|---|---|---|---|---|"]
+        out += [f"| {t['factors_of']} | {t['applied_to']} | {t['n']} | {t['median_abs_err']:.1%} | "
+                f"{t['p90_abs_err']:.1%} |" for t in report["transfer"]]
+        out.append("")
+    out += ["Not expressible (counted, not dropped):", ""]
+    out += [f"- {m['dataset']}: {m['what']} ({m['count']} values): {m['reason']}"
+            for m in report["not_expressible"]]
+    return out
+
+
+def colocation_tables(report: dict[str, Any]) -> list[str]:
+    co = report["colocation"]
+    out = ["| kernel | SMs | co-run | metric | measured | predicted | error | role |",
+           "|---|---|---|---|---|---|---|---|"]
+    out += [f"| {r['kernel']} | {r['sms']:g} | {'yes' if r['corun'] else 'no'} | {r['metric']} | "
+            f"{r['measured']:g} | {r['predicted']:.4g} | {r['rel_error']:+.1%} | {r['role']} |"
+            for r in co["points"]]
+    out += ["", "| GPU | SMs | knee (SMs) | S_cap | solo, all SMs (ms) | solo, best (ms) | "
+                "co-run at S_cap (ms) | co-run, all SMs (ms) |", "|---|---|---|---|---|---|---|---|"]
+    out += [f"| {r['gpu']} | {r['sms']} | {r['knee_sms']:g} | {r['s_cap']} | {r['solo_full_ms']:.2f} | "
+            f"{r['solo_best_ms']:.2f} | {r['corun_cap_ms']:.2f} | {r['corun_full_ms']:.2f} |"
+            for r in co["per_gpu"]]
+    return out
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    coloc = ["Co-location (HorizonServe Figure 4 and every catalog GPU):", "", *colocation_tables(report)]
+    parts = [_summary(report), _splitwise(report), _vidur(report), _single(report), _rest(report), coloc]
+    return "\n\n".join("\n".join(p) for p in parts) + "\n"

@@ -1,0 +1,113 @@
+"""The profiler against a loopback server with known streaming delays."""
+
+from __future__ import annotations
+
+import base64
+import socket
+import struct
+from pathlib import Path
+
+import pytest
+
+from omniplane.perf import CostModel, ExecutorConfig, ProfileSet
+from omniplane.perf.profiler import (
+    ProfilerError,
+    ProfileRun,
+    RequestRecord,
+    RequestSpec,
+    SweepResult,
+    run_profile,
+    steady_window,
+)
+from omniplane.perf.profiler.client import audio_seconds
+from omniplane.spec import GPUCatalog
+from tests.perf.sse_server import AUDIO_SECONDS, Delays, serve_in_subprocess
+
+FIRST, INTER, QUEUE, TOKENS = 0.20, 0.05, 0.03, 6
+
+
+@pytest.fixture(scope="module")
+def profiled() -> SweepResult:
+    with serve_in_subprocess(Delays(FIRST, INTER, TOKENS, QUEUE)) as url:
+        run = ProfileRun(url, "fake", "thinker", "H100-SXM", 1, (RequestSpec("short", 64, TOKENS),),
+                         (1, 2), 3)
+        ticks: list[int] = []
+        result = run_profile(run, lambda done, total, label: ticks.append(done))
+        assert ticks[-1] == 3 * (1 + 2)
+        return result
+
+
+def test_recovers_the_controlled_delays_within_5_percent(profiled: SweepResult) -> None:
+    result = profiled
+    assert result.error is None and result.queue_reported
+    [c1, c2] = result.points
+    for p in (c1, c2):
+        assert p.n_window >= 1 and p.n_errors == 0
+        assert p.median("tpot") == pytest.approx(INTER, rel=0.05)
+        assert p.median("itl") == pytest.approx(INTER, rel=0.05)
+        assert p.queue_time_s == pytest.approx(QUEUE, rel=1e-6)
+        assert p.median("ttft") - p.queue_time_s == pytest.approx(FIRST, rel=0.05)
+    rows = {(r.op, r.batch): r for r in result.rows}
+    assert rows[("prefill", 1)].latency_ms == pytest.approx(FIRST * 1e3, rel=0.05)
+    assert rows[("prefill", 1)].size == 64  # the server's usage count
+    assert rows[("decode", 2)].latency_ms == pytest.approx(INTER * 1e3, rel=0.05)
+    assert rows[("decode", 2)].size == 64 + TOKENS / 2
+
+
+def test_the_written_table_replaces_the_roofline(profiled: SweepResult, tmp_path: Path,
+                                                 costs: dict[str, CostModel], gpus: GPUCatalog) -> None:
+    result = profiled
+    path = tmp_path / "thinker.csv"
+    ProfileSet(result.rows).save(path)
+    cost = CostModel(costs["qwen2.5-omni"].model, profiles=ProfileSet.load(path))
+    cfg = ExecutorConfig(gpus.get("H100-SXM"), 1)
+    assert cost.source_of("thinker", cfg, "decode") == "profile"
+    t = cost.decode_step_time("thinker", cfg, 1, 67)
+    assert t == pytest.approx(INTER, rel=0.05)
+    assert abs(costs["qwen2.5-omni"].decode_step_time("thinker", cfg, 1, 67) - INTER) > 0.02 * INTER
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_dead_endpoint_is_a_clear_error() -> None:
+    run = ProfileRun(f"http://127.0.0.1:{_free_port()}", "m", "thinker", "H100-SXM", 1,
+                     (RequestSpec("r", 8, 4),), (1,), 2, timeout_s=5)
+    with pytest.raises(ProfilerError, match=r"cannot reach http://127\.0\.0\.1"):
+        run_profile(run)
+
+
+def test_an_erroring_endpoint_stops_and_keeps_what_was_measured() -> None:
+    with serve_in_subprocess(Delays(0.02, 0.01, 4, 0.0, fail_after=4)) as url:
+        run = ProfileRun(url, "m", "thinker", "H100-SXM", 1, (RequestSpec("r", 8, 4),), (1, 2, 4), 2)
+        result = run_profile(run)
+    assert result.error is not None and "HTTP 500" in result.error and "c=2" in result.error
+    assert [p.concurrency for p in result.points] == [1, 2]
+    assert result.points[0].n_errors == 0 and result.points[1].n_errors >= 1
+    assert {r.op for r in result.rows} == {"prefill", "decode"}  # from the clean first point
+
+
+def test_audio_streams_give_ttfp_and_rtf() -> None:
+    with serve_in_subprocess(Delays(FIRST, INTER, 5, 0.0)) as url:
+        spec = RequestSpec("speech", 16, 5, ("text", "audio"))
+        [point] = run_profile(ProfileRun(url, "m", "talker", "H100-SXM", 1, (spec,), (1,), 3)).points
+    assert point.median("ttfp") == pytest.approx(FIRST, rel=0.05)
+    e2el = point.median("e2el")
+    assert e2el is not None and point.median("rtf") == pytest.approx(e2el / (5 * AUDIO_SECONDS), rel=0.01)
+
+
+def test_audio_chunk_durations() -> None:
+    pcm = base64.b64encode(bytes(48000)).decode()  # 1 s of 16-bit mono at 24 kHz
+    assert audio_seconds(pcm, 24000) == pytest.approx(1.0)
+    header = b"RIFF" + struct.pack("<I", 36 + 32000) + b"WAVEfmt " + struct.pack(
+        "<IHHIIHH", 16, 1, 1, 16000, 32000, 2, 16) + b"data" + struct.pack("<I", 32000)
+    assert audio_seconds(base64.b64encode(header + bytes(32000)).decode(), 24000) == pytest.approx(1.0)
+
+
+def test_steady_window_excludes_ramp_up_and_drain() -> None:
+    recs = [RequestRecord(0, 0.0, 1.0), RequestRecord(0, 1.0, 2.0), RequestRecord(0, 2.0, 3.0),
+            RequestRecord(1, 0.0, 1.5), RequestRecord(1, 1.5, 2.2), RequestRecord(1, 2.2, 2.6)]
+    assert steady_window(recs) == (1.5, 2.6)  # all workers done once; first worker finished
