@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from omniplane import __version__
-from omniplane.cli import catalog, perf, profile, workload
+from omniplane.cli import catalog, perf, profile, sim, workload
 
 app = typer.Typer(
     name="omniplane",
@@ -36,6 +36,7 @@ def _root(
 app.command("models")(catalog.models)
 app.command("show")(catalog.show)
 app.command("validate")(catalog.validate)
+app.add_typer(sim.app, name="sim")
 
 workload_app = typer.Typer(help="Inspect workloads and traces; write requests for replay.",
                            no_args_is_help=True)

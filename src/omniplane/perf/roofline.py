@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from omniplane.perf.factors import Efficiency
 from omniplane.perf.shapes import ACT_BYTES, VAE_WORK_PER_LATENT, VOCODER_WORK_PER_FRAME, Shape
 from omniplane.perf.types import Work
@@ -109,6 +111,17 @@ class LLMCoeffs:
         t_c, t_m = flops / self.rates.flops, nbytes / self.rates.bytes
         return ((t_c if t_c > t_m else t_m) + self.fixed_s + self.per_seq_s * seqs
                 + self.comm_latency_s + self.comm_s_per_token * tokens)
+
+
+def decode_times(co: LLMCoeffs, batch: int, context0: int, iterations: int) -> np.ndarray:
+    """``co.time(0, 0, 1, batch, context0 + i * batch)`` for i in 0..iterations-1, vectorised
+    (a decode-only span: the batch stays, each sequence's context grows by one per step)."""
+    ctx = context0 + batch * np.arange(iterations, dtype=float)
+    weights = co.shared_bytes + (co.expert_bytes * (1.0 - co.miss ** batch) if co.moe else 0.0)
+    t_c = (co.flops_per_token * batch + co.attn_flops_per_pair * ctx) / co.rates.flops
+    t_m = (weights + co.kv_bytes_per_token * (ctx + batch)) / co.rates.bytes
+    fixed = co.fixed_s + co.per_seq_s * batch + co.comm_latency_s + co.comm_s_per_token * batch
+    return np.maximum(t_c, t_m) + fixed
 
 
 def llm_coeffs(shape: Shape, gpu: GPUKind, tp: int, eff: Efficiency) -> LLMCoeffs:

@@ -32,6 +32,10 @@ def catalog_workload_paths() -> list[Path]:
     return sorted((catalog_dir() / "workloads").glob("*.yaml"))
 
 
+def catalog_plan_paths() -> list[Path]:
+    return sorted((catalog_dir() / "plans").glob("*.yaml"))
+
+
 def find_catalog_model(name: str) -> Path | None:
     path = catalog_dir() / "models" / f"{name.lower()}.yaml"
     return path if path.is_file() else None
@@ -63,4 +67,5 @@ def find_trace(ref: str, base_dir: Path | None = None) -> tuple[Path, str | None
 
 
 def all_catalog_files() -> list[Path]:
-    return [catalog_gpus_path(), *catalog_model_paths(), *catalog_workload_paths()]
+    return [catalog_gpus_path(), *catalog_model_paths(), *catalog_workload_paths(),
+            *catalog_plan_paths()]

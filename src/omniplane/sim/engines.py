@@ -1,0 +1,236 @@
+"""Engines: how one executor runs one component, step by step.
+
+An engine keeps its waiting jobs, forms the next step's batch (``start``), and applies the
+step's effects when it ends (``finish``), reporting each job's first output and completion to
+the simulation. Batch engines live here; the continuous-batching LLM engine in ``llm.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from omniplane.sim.costs import CostSource
+from omniplane.sim.job import Job, JobQueue
+
+
+class Reporter(Protocol):
+    """Receives job milestones (the simulation)."""
+
+    def first_output(self, job: Job, now: float) -> None: ...
+
+    def done(self, job: Job, now: float) -> None: ...
+
+    def failed(self, job: Job, now: float, reason: str) -> None: ...
+
+
+@dataclass(slots=True)
+class Step:
+    duration: float  # seconds, running alone on the executor's GPUs
+    batch: int
+    kind: str  # for traces: prefill/decode/mixed, encode, denoise, vocode, vae
+    work: Any = None  # roofline work for co-location (perf.Work), when known
+    sm_cap: int | None = None
+    iterations: int = 1  # > 1: a span of identical-shape decode iterations run as one step
+    bounds: list[float] | None = None  # a span's iteration end times, relative to its start
+
+
+class _Unbound:
+    def first_output(self, job: Job, now: float) -> None:
+        raise RuntimeError("engine is not attached to a simulation")
+
+    def done(self, job: Job, now: float) -> None:
+        raise RuntimeError("engine is not attached to a simulation")
+
+    def failed(self, job: Job, now: float, reason: str) -> None:
+        raise RuntimeError("engine is not attached to a simulation")
+
+
+_UNBOUND = _Unbound()
+
+
+class Engine:
+    """Base class: a component's queue and the executor-independent step protocol."""
+
+    kind = "engine"
+
+    def __init__(self, comp: str, queue: JobQueue, cost: CostSource, cfg: Any, max_batch: int) -> None:
+        self.comp = comp
+        self.queue = queue
+        self.cost = cost
+        self.cfg = cfg
+        self.max_batch = max_batch
+        self.report: Reporter = _UNBOUND  # the simulation binds itself here
+        self.current: list[Job] = []
+        self.executor: Any = None  # set by the executor that owns this engine
+        self.want_work = False  # co-located engines also report each step's roofline work
+
+    def add(self, job: Job, shared: bool) -> None:
+        """A job is ready here (to the shared group queue, or pinned to this executor)."""
+        if shared and self.queue.shared is not None:
+            self.queue.shared.append(job)
+        else:
+            self.queue.private.append(job)
+
+    def has_work(self) -> bool:
+        return bool(self.queue)
+
+    def active(self) -> int:
+        """Requests this engine holds (waiting or in progress)."""
+        q = self.queue
+        return len(q.private) + (len(q.shared) if q.shared is not None else 0) + len(self.current)
+
+    def start(self, now: float) -> Step | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def finish(self, now: float) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def extend(self, step: Step) -> None:
+        """Let a step cover several iterations when nothing can change in between (LLM only)."""
+        return None
+
+    def cut(self, iterations: int) -> None:
+        """The multi-iteration step in flight ends after ``iterations`` (LLM only)."""
+        raise NotImplementedError(f"{type(self).__name__} does not run multi-iteration steps")
+
+
+class EncoderEngine(Engine):
+    """Batches of up to ``max_batch`` requests; GPU time by items and tokens. CPU preprocessing
+    happens before a job becomes ready (see ``Simulation``), so it overlaps with a busy GPU
+    and adds to the latency of a request that finds the executor idle (Cornfigurator 5.2)."""
+
+    kind = "encode"
+
+    def start(self, now: float) -> Step | None:
+        jobs = self.queue.popleft_n(self.max_batch)
+        if not jobs:
+            return None
+        self.current = jobs
+        items = sum(int(j.req.work[self.comp]["items"]) for j in jobs)
+        tokens = sum(int(j.req.work[self.comp]["tokens"]) for j in jobs)
+        step = Step(self.cost.encoder_time(self.comp, self.cfg, items, tokens), len(jobs), "encode")
+        if self.want_work:
+            step.work = self.cost.encoder_work(self.comp, self.cfg, items, tokens)  # type: ignore[attr-defined]
+        return step
+
+    def finish(self, now: float) -> None:
+        jobs, self.current = self.current, []
+        for j in jobs:
+            self.report.first_output(j, now)
+            self.report.done(j, now)
+
+
+class VAEEngine(Engine):
+    kind = "vae"
+
+    def start(self, now: float) -> Step | None:
+        jobs = self.queue.popleft_n(self.max_batch)
+        if not jobs:
+            return None
+        self.current = jobs
+        pixels = max(j.req.work[self.comp]["pixels"] for j in jobs)
+        step = Step(self.cost.vae_time(self.comp, self.cfg, len(jobs), pixels), len(jobs), "vae")
+        if self.want_work:
+            step.work = self.cost.vae_work(self.comp, self.cfg, len(jobs), pixels)  # type: ignore[attr-defined]
+        return step
+
+    def finish(self, now: float) -> None:
+        jobs, self.current = self.current, []
+        for j in jobs:
+            self.report.first_output(j, now)
+            self.report.done(j, now)
+
+
+class DiTEngine(Engine):
+    """Step-batched diffusion: images join and leave at denoising-step boundaries; a step runs
+    every image in the batch once (padded to the largest latent)."""
+
+    kind = "denoise"
+
+    def has_work(self) -> bool:
+        return bool(self.current) or bool(self.queue)
+
+    def start(self, now: float) -> Step | None:
+        room = self.max_batch - len(self.current)
+        if room > 0 and self.queue:
+            for j in self.queue.popleft_n(room):
+                j.remaining = j.req.work[self.comp]["steps"]
+                self.current.append(j)
+        if not self.current:
+            return None
+        tokens = int(max(j.req.work[self.comp]["tokens"] for j in self.current))
+        t = self.cost.dit_step_time(self.comp, self.cfg, len(self.current), tokens)
+        step = Step(t, len(self.current), "denoise")
+        if self.want_work:
+            step.work = self.cost.dit_work(self.comp, self.cfg, len(self.current), tokens)  # type: ignore[attr-defined]
+        return step
+
+    def finish(self, now: float) -> None:
+        keep = []
+        for j in self.current:
+            j.remaining -= 1
+            if j.remaining <= 0:
+                self.report.first_output(j, now)
+                self.report.done(j, now)
+            else:
+                keep.append(j)
+        self.current = keep
+
+
+class VocoderEngine(Engine):
+    """Turns codec frames into audio. A job fed by a streaming edge comes in two parts: its
+    first chunk (one frame, ready as soon as the first frame exists; its end is the first
+    audio out, TTFO) and the rest (ready once the upstream LLM has finished). A job fed by a
+    non-streaming edge is voiced whole; its first audio is the whole utterance."""
+
+    kind = "vocode"
+
+    def __init__(self, *args: Any, frame_seconds: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.frame_seconds = frame_seconds
+
+    def prepare(self, job: Job, streaming: bool) -> None:
+        total = job.req.work[self.comp]["audio_seconds"]
+        if streaming and total > self.frame_seconds:
+            job.phase, job.size, job.upstream_done = 1, self.frame_seconds, False
+            job.remaining = total - self.frame_seconds
+        else:
+            job.phase, job.size, job.remaining = 0, total, 0.0
+
+    def start(self, now: float) -> Step | None:
+        jobs = self.queue.popleft_n(self.max_batch)
+        if not jobs:
+            return None
+        self.current = jobs
+        for j in jobs:
+            j.engine = self
+        seconds = max(j.size for j in jobs)
+        step = Step(self.cost.vocoder_time(self.comp, self.cfg, len(jobs), seconds), len(jobs), "vocode")
+        if self.want_work:
+            step.work = self.cost.vocoder_work(self.comp, self.cfg, len(jobs), seconds)  # type: ignore[attr-defined]
+        return step
+
+    def finish(self, now: float) -> None:
+        jobs, self.current = self.current, []
+        for j in jobs:
+            if j.phase == 1:  # first chunk voiced
+                self.report.first_output(j, now)
+                j.phase, j.size = 2, j.remaining
+                if j.upstream_done:
+                    j.ready = now
+                    self.queue.private.append(j)
+            elif j.phase == 2:
+                self.report.done(j, now)
+            else:
+                self.report.first_output(j, now)
+                self.report.done(j, now)
+
+    def upstream_finished(self, job: Job, now: float) -> bool:
+        """The feeding LLM is done: the rest of the audio may be voiced. True if queued now."""
+        job.upstream_done = True
+        if job.phase == 2:  # its first chunk is out and waited for the rest
+            job.ready = now
+            self.queue.private.append(job)
+            return True
+        return False

@@ -1,0 +1,258 @@
+"""The continuous-batching LLM engine (like vLLM v1's scheduler, FCFS).
+
+Every iteration runs the decode continuations (one token each) plus prefill chunks under a
+token budget: partial prefills first, then waiting requests admitted in FCFS order among those
+the policy leaves visible, while the batch has room (``max_batch`` sequences) and the KV cache
+has room (``kv_capacity`` tokens). When decoding would overflow the KV cache, the most recently
+admitted sequence is preempted and later recomputed from scratch (vLLM's recompute mode).
+
+Decode progress is kept lazily: with ``iters`` decode iterations done so far, a sequence that
+joined decoding at iteration ``i0`` has generated ``1 + iters - i0`` tokens; a heap of finish
+iterations and running sums of context make each iteration O(1) plus the sequences that end.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+from omniplane.sim.engines import Engine, Step
+from omniplane.sim.job import Job
+from omniplane.sim.policy import (
+    FCFS,
+    Policy,
+    SeqInfo,
+    StepContext,
+    StepDecision,
+    StepOutcome,
+    visible_waiting,
+)
+
+WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3
+DEFAULT_TOKEN_BUDGET = 8192  # vLLM v1 max_num_batched_tokens default for online serving
+MAX_SPAN = 512  # most decode iterations simulated as one event
+
+
+class LLMEngine(Engine):
+    kind = "llm"
+
+    def __init__(self, *args: Any, kv_capacity: int, token_budget: int = DEFAULT_TOKEN_BUDGET,
+                 policy: Policy | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.kv_capacity = kv_capacity
+        self.token_budget = token_budget
+        self.policy: Policy = policy or FCFS()
+        self.fast = type(self.policy) is FCFS  # the default: skip building views
+        self.prefilling: list[Job] = []
+        self.decoding: dict[int, Job] = {}
+        self._finish_heap: list[tuple[int, int, Job]] = []
+        self.iters = 0
+        self._ctx_const = 0  # sum over decoding of (prompt + 1 - i0)
+        self._admits = 0
+        self.step_no = 0
+        self.preemptions = 0
+        self.context_provider: Any = None  # set by the simulation for co-located stages
+        # the step in flight
+        self._chunks: list[tuple[Job, int]] = []
+        self._decode_n = 0
+        self._span = 1  # decode iterations the step in flight covers
+        self._sm_cap: int | None = None
+
+    # ---- bookkeeping ------------------------------------------------------------------
+    def add(self, job: Job, shared: bool) -> None:
+        w = job.req.work[self.comp]
+        job.prompt, job.out = int(w["prompt_tokens"]), int(w["output_tokens"])
+        job.target, job.state = job.prompt, WAITING
+        if job.prompt + job.out > self.kv_capacity:
+            # like vLLM refusing a sequence longer than the KV cache can ever hold
+            self.report.failed(job, job.ready, f"{job.prompt + job.out} tokens exceed the KV "
+                               f"capacity of {self.kv_capacity} tokens of {self.comp}")
+            return
+        super().add(job, shared)
+        if not self.fast:
+            self.policy.on_arrival(self._info(job), job.ready)
+
+    def has_work(self) -> bool:
+        return bool(self.decoding) or bool(self.prefilling) or bool(self.queue)
+
+    def active(self) -> int:
+        return len(self.queue) + len(self.prefilling) + len(self.decoding)
+
+    def _decode_context(self) -> int:
+        return self._ctx_const + len(self.decoding) * self.iters
+
+    def kv_used(self) -> int:
+        return sum(j.computed for j in self.prefilling) + self._decode_context()
+
+    def _generated(self, job: Job) -> int:
+        return 1 + self.iters - job.dec_i0 if job.state == DECODE else job.generated
+
+    def _info(self, job: Job) -> SeqInfo:
+        return SeqInfo(job.rid, job.req.type, job.req.arrival, job.prompt, job.computed, job.out,
+                       self._generated(job))
+
+    def _join_decode(self, job: Job, generated: int) -> None:
+        job.state = DECODE
+        job.dec_i0 = self.iters - (generated - 1)
+        self.decoding[id(job)] = job
+        self._ctx_const += job.prompt + 1 - job.dec_i0
+        heapq.heappush(self._finish_heap, (job.dec_i0 + job.out - 1, job.admit, job))
+
+    def _leave_decode(self, job: Job) -> None:
+        del self.decoding[id(job)]
+        self._ctx_const -= job.prompt + 1 - job.dec_i0
+
+    def _preempt_latest(self) -> bool:
+        running = list(self.prefilling) + list(self.decoding.values())
+        if not running:
+            return False
+        victim = max(running, key=lambda j: j.admit)
+        if victim.state == DECODE:
+            victim.generated = self._generated(victim)
+            self._leave_decode(victim)  # its heap entry is skipped lazily (state check)
+        else:
+            self.prefilling.remove(victim)
+        # recompute: the prompt and the tokens generated so far are prefilled again
+        victim.target = victim.prompt + victim.generated
+        victim.computed, victim.state = 0, WAITING
+        self.queue.private.appendleft(victim)
+        self.preemptions += 1
+        return True
+
+    # ---- one iteration ----------------------------------------------------------------
+    def _decide(self, now: float) -> StepDecision:
+        if self.fast:
+            return FCFS._DECISION
+        running = [self._info(j) for j in self.prefilling] + [self._info(j) for j in self.decoding.values()]
+        waiting = [self._info(j) for j in self.queue.in_order()]
+        downstream, bw = self.context_provider() if self.context_provider else (0, 0.0)
+        ctx = StepContext(now, self.step_no, waiting, running, downstream, bw,
+                          getattr(getattr(self.cfg, "gpu", None), "sms", 0))
+        return self.policy.decide(ctx)
+
+    def start(self, now: float) -> Step | None:
+        decision = self._decide(now)
+        # the running sequences must be able to take a step: each decode one more KV token, the
+        # oldest partial prefill at least one; otherwise preempt the most recently admitted
+        while len(self.decoding) + len(self.prefilling) > 1:
+            need = len(self.decoding) + (1 if self.prefilling else 0)
+            if self.kv_used() + need <= self.kv_capacity or not self._preempt_latest():
+                break
+        decode_n = len(self.decoding)
+        budget = self.token_budget - decode_n
+        kv_free = self.kv_capacity - self.kv_used() - decode_n
+        chunks: list[tuple[Job, int]] = []
+        prefill_ctx = 0
+        for job in self.prefilling:
+            if budget <= 0 or kv_free <= 0:
+                break
+            n = min(job.target - job.computed, budget, kv_free)
+            chunks.append((job, n))
+            prefill_ctx += job.computed
+            budget -= n
+            kv_free -= n
+        room = self.max_batch - decode_n - len(self.prefilling)
+        if room > 0 and budget > 0 and kv_free > 0 and self.queue:
+            candidates = self.queue.in_order() if self.fast else self._visible(decision)
+            taken: set[int] = set()
+            for job in candidates:
+                if room <= 0 or budget <= 0 or kv_free <= 0:
+                    break
+                n = min(job.target, budget, kv_free)
+                self._admits += 1
+                job.admit, job.state = self._admits, PREFILL
+                self.prefilling.append(job)
+                chunks.append((job, n))
+                taken.add(id(job))
+                room -= 1
+                budget -= n
+                kv_free -= n
+            self.queue.remove(taken)
+        if not chunks and not decode_n:
+            return None
+        sizes = {"prefill_tokens": sum(n for _, n in chunks), "prefill_context": prefill_ctx,
+                 "decode_batch": decode_n,
+                 "decode_context": self._decode_context() if decode_n else 0}
+        t = self.cost.llm_iteration_time(self.comp, self.cfg, **sizes)
+        self._chunks, self._decode_n, self._sm_cap = chunks, decode_n, decision.sm_cap
+        kind = "mixed" if chunks and decode_n else ("prefill" if chunks else "decode")
+        step = Step(t, len(chunks) + decode_n, kind, sm_cap=decision.sm_cap)
+        if self.want_work:
+            step.work = self.cost.llm_iteration_work(self.comp, self.cfg, **sizes)  # type: ignore[attr-defined]
+        return step
+
+    def extend(self, step: Step) -> None:
+        """Run a decode-only step as a span of iterations up to the next sequence finish (or KV
+        limit): with nothing waiting, every iteration in between has the same batch and a
+        context growing by one token per sequence. The executor cuts the span short at the
+        next iteration boundary if work arrives meanwhile (``cut``), so admission times are
+        exactly those of iteration-by-iteration simulation."""
+        n = self._decode_n
+        if not self.fast or step.kind != "decode" or self.queue or not self._finish_heap:
+            return
+        k = min(self._finish_heap[0][0] - self.iters, MAX_SPAN)
+        kv_room = self.kv_capacity - self.kv_used()
+        k = min(k, kv_room // n) if n else 0
+        if k <= 1:
+            return
+        ctx = self._decode_context()
+        span = getattr(self.cost, "llm_decode_span", None)
+        if span is not None:
+            bounds = span(self.comp, self.cfg, n, ctx, k)
+        else:
+            bounds, t = [], 0.0
+            for i in range(k):
+                t += self.cost.llm_iteration_time(self.comp, self.cfg, decode_batch=n,
+                                                  decode_context=ctx + i * n)
+                bounds.append(t)
+        t = bounds[-1]
+        step.duration, step.iterations, step.bounds = t, k, bounds
+        self._span = k
+
+    def cut(self, iterations: int) -> None:
+        """The span in flight ends after ``iterations`` iterations instead."""
+        self._span = iterations
+
+    def _visible(self, decision: StepDecision) -> list[Job]:
+        jobs = list(self.queue.in_order())
+        by_rid = {j.rid: j for j in jobs}
+        infos = [self._info(j) for j in jobs]
+        return [by_rid[s.rid] for s in visible_waiting(infos, decision)]
+
+    def finish(self, now: float) -> None:
+        self.step_no += 1
+        first: list[int] = []
+        if self._decode_n:
+            self.iters += self._span
+            self._span = 1
+            heap = self._finish_heap
+            while heap and heap[0][0] <= self.iters:
+                key, _, job = heapq.heappop(heap)
+                if job.state != DECODE or key != job.dec_i0 + job.out - 1:
+                    continue  # stale: the job was preempted after this entry was pushed
+                self._leave_decode(job)
+                job.state = DONE
+                self._done(job, now)
+        for job, n in self._chunks:
+            job.computed += n
+            if job.computed < job.target:
+                continue
+            self.prefilling.remove(job)
+            job.generated += 1  # a prefill ends by sampling the next token
+            if job.generated == 1:
+                first.append(job.rid)
+                self.report.first_output(job, now)
+            if job.generated >= job.out:
+                job.state = DONE
+                self._done(job, now)
+            else:
+                self._join_decode(job, job.generated)
+        if not self.fast:
+            scheduled = tuple(j.rid for j, _ in self._chunks)
+            self.policy.on_step(StepOutcome(now, 0.0, scheduled, tuple(first), self._sm_cap))
+        self._chunks, self._decode_n = [], 0
+
+    def _done(self, job: Job, now: float) -> None:
+        if not self.fast:
+            self.policy.on_finish(job.rid, now)
+        self.report.done(job, now)

@@ -1,0 +1,162 @@
+"""What a simulation measures: per request type first-response latency (TTFT / TTFO / E2E),
+end-to-end latency, TPOT, SLO attainment and goodput; per executor utilisation and queue
+length over time."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from omniplane.sim.engines import Step
+from omniplane.sim.request import SimRequest
+
+
+class ExecutorStats:
+    """Busy time and a queue-length timeline of one executor; optionally a trace of steps."""
+
+    __slots__ = ("busy", "by_kind", "name", "next_sample", "queue", "steps", "trace")
+    SAMPLE_S = 0.05  # queue-length timeline resolution (seconds)
+
+    def __init__(self, name: str, trace: bool = False) -> None:
+        self.name = name
+        self.busy = 0.0
+        self.steps = 0
+        self.by_kind: dict[str, int] = {}
+        self.queue: list[tuple[float, int]] = []  # (time, outstanding requests), sampled
+        self.next_sample = 0.0
+        self.trace: list[tuple[float, float, str, str, int]] | None = [] if trace else None
+
+    def record(self, start: float, end: float, step: Step, comp: str) -> None:
+        self.busy += end - start
+        self.steps += step.iterations
+        self.by_kind[step.kind] = self.by_kind.get(step.kind, 0) + step.iterations
+        if self.trace is not None:
+            self.trace.append((start, end, comp, step.kind, step.batch))
+
+    def sample(self, now: float, outstanding: int) -> None:
+        """Queue length at a step end, at most every ``SAMPLE_S`` seconds."""
+        self.next_sample = now + self.SAMPLE_S
+        if not self.queue or self.queue[-1][1] != outstanding:
+            self.queue.append((now, outstanding))
+
+    def summary(self, horizon: float) -> dict[str, Any]:
+        q = np.array([n for _, n in self.queue]) if self.queue else np.zeros(1)
+        return {
+            "utilisation": self.busy / horizon if horizon > 0 else 0.0,
+            "steps": self.steps,
+            "steps_by_kind": dict(self.by_kind),
+            "queue_mean": float(_time_weighted_mean(self.queue, horizon)),
+            "queue_max": int(q.max()),
+        }
+
+
+def _time_weighted_mean(points: Sequence[tuple[float, int]], horizon: float) -> float:
+    if not points or horizon <= 0:
+        return 0.0
+    total, prev_t, prev_n = 0.0, 0.0, 0
+    for t, n in points:
+        total += prev_n * (min(t, horizon) - prev_t)
+        prev_t, prev_n = min(t, horizon), n
+    total += prev_n * (horizon - prev_t)
+    return total / horizon
+
+
+def _pct(values: Sequence[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if len(values) else None
+
+
+@dataclass(frozen=True)
+class TypeMetrics:
+    arrived: int
+    completed: int
+    met_slo: int
+    latency_ms: dict[str, float | None]  # first-response: mean, p50, p90, p95, p99
+    e2e_ms: dict[str, float | None]
+    tpot_ms: dict[str, float | None]  # of the type's last LLM: p50, p95
+    attainment: float | None
+    goodput: float  # requests/s meeting the SLO over the measurement window
+
+
+@dataclass(frozen=True)
+class SimResult:
+    window_s: float
+    horizon_s: float
+    per_type: dict[str, TypeMetrics]
+    executors: dict[str, dict[str, Any]]
+    arrived: int
+    completed: int  # including failed
+    failed: int
+    in_flight: int
+    events: int
+    wall_s: float
+    trace: list[dict[str, Any]] = field(default_factory=list, repr=False)
+
+    @property
+    def goodput(self) -> float:
+        return sum(m.goodput for m in self.per_type.values())
+
+    @property
+    def attainment(self) -> float | None:
+        arrived = sum(m.arrived for m in self.per_type.values())
+        return sum(m.met_slo for m in self.per_type.values()) / arrived if arrived else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "window_s": self.window_s,
+            "horizon_s": self.horizon_s,
+            "arrived": self.arrived,
+            "completed": self.completed,
+            "failed": self.failed,
+            "in_flight": self.in_flight,
+            "goodput": self.goodput,
+            "attainment": self.attainment,
+            "per_type": {t: m.__dict__ for t, m in self.per_type.items()},
+            "executors": self.executors,
+            "events": self.events,
+            "wall_s": self.wall_s,
+            "events_per_s": self.events / self.wall_s if self.wall_s > 0 else None,
+        }
+
+
+def _stats_ms(values: Sequence[float]) -> dict[str, float | None]:
+    ms = [v * 1e3 for v in values]
+    return {"mean": float(np.mean(ms)) if ms else None, "p50": _pct(ms, 50), "p90": _pct(ms, 90),
+            "p95": _pct(ms, 95), "p99": _pct(ms, 99)}
+
+
+def summarise(
+    requests: Sequence[SimRequest],
+    slo_s: Mapping[str, float] | None,
+    window: tuple[float, float],
+    tpot_component: Mapping[str, str | None],
+) -> dict[str, TypeMetrics]:
+    """Per-type metrics over requests that arrived within ``window``; a request that has not
+    produced its first response counts as missing its SLO."""
+    lo, hi = window
+    span = max(hi - lo, 1e-12)
+    by_type: dict[str, list[SimRequest]] = {}
+    for r in requests:
+        if lo <= r.arrival <= hi:
+            by_type.setdefault(r.type, []).append(r)
+    out: dict[str, TypeMetrics] = {}
+    for t, rs in sorted(by_type.items()):
+        lat = [r.first_response - r.arrival for r in rs if r.first_response is not None]
+        e2e = [r.finish - r.arrival for r in rs if r.finish is not None and not r.failed]
+        comp = tpot_component.get(t)
+        tp = [x for r in rs if comp and (x := r.tpot(comp)) is not None]
+        target = slo_s.get(t) if slo_s else None
+        met = sum(1 for x in lat if x <= target) if target is not None else 0
+        out[t] = TypeMetrics(
+            arrived=len(rs),
+            completed=len(e2e),
+            met_slo=met,
+            latency_ms=_stats_ms(lat),
+            e2e_ms=_stats_ms(e2e),
+            tpot_ms={"p50": _pct([x * 1e3 for x in tp], 50), "p95": _pct([x * 1e3 for x in tp], 95)},
+            attainment=met / len(rs) if target is not None else None,
+            goodput=met / span,
+        )
+    return out
