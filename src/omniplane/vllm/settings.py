@@ -89,7 +89,7 @@ class LadderSettings(SpecModel):
 
 
 class SchedulerSettings(SpecModel):
-    policy: Name = "fcfs"
+    policy: Annotated[str, Field(min_length=1)] = "fcfs"
     policy_options: dict[str, Any] = Field(default_factory=dict)
     on_policy_error: Literal["fcfs", "raise"] = "fcfs"
     classes: Annotated[dict[Name, RequestClass], Field(min_length=1)] = Field(
