@@ -15,6 +15,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from omniplane.gpu.errors import GpuUnavailable
 
@@ -82,9 +83,14 @@ class MpsLauncher:
             )
 
     def launch(
-        self, cmd: Sequence[str], percent: float | None = None, base_env: Mapping[str, str] | None = None
+        self,
+        cmd: Sequence[str],
+        percent: float | None = None,
+        base_env: Mapping[str, str] | None = None,
+        **popen: Any,
     ) -> subprocess.Popen[bytes]:
-        """Start ``cmd`` as an MPS client limited to ``percent`` of the SMs (None: unlimited)."""
+        """Start ``cmd`` as an MPS client limited to ``percent`` of the SMs (None: unlimited);
+        ``popen`` goes to :class:`subprocess.Popen` (e.g. ``stdout``)."""
         if not self.daemon_running():
             raise GpuUnavailable(f"MPS: no control daemon at {self.pipe_dir} (call start_daemon() first)")
-        return subprocess.Popen(list(cmd), env=mps_env(percent, base_env, pipe_dir=self.pipe_dir))
+        return subprocess.Popen(list(cmd), env=mps_env(percent, base_env, pipe_dir=self.pipe_dir), **popen)

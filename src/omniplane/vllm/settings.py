@@ -99,9 +99,7 @@ class SchedulerSettings(SpecModel):
     default_class: Name = "text"
     class_source: Literal["auto", "priority", "metadata"] = "auto"
     metadata_key: str = "omniplane_output"
-    output_classes: dict[str, Name] = Field(
-        default_factory=lambda: {"text": "text", "audio": "audio", "image": "image"}
-    )
+    output_classes: dict[str, Name] = Field(default_factory=dict)
     role: Literal["shared", "downstream"] = "shared"
     control: Name | None = None
     control_dir: str | None = None
@@ -114,6 +112,15 @@ class SchedulerSettings(SpecModel):
     streams: Literal["auto", "cuda", "torch", "null"] = "auto"
     sampler: Literal["auto", "nvml", "null"] = "auto"
     sample_interval_s: Annotated[float, Field(ge=0)] = 0.1
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_outputs(cls, data: Any) -> Any:
+        """Without ``output_classes``, each output type that is also a class name maps to it."""
+        if isinstance(data, dict) and "output_classes" not in data:
+            names = data.get("classes") or DEFAULT_CLASSES
+            data = {**data, "output_classes": {m: m for m in ("text", "audio", "image") if m in names}}
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> SchedulerSettings:
