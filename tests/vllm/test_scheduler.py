@@ -10,6 +10,7 @@ request finished exactly once, and the policy saw each arrival and finish exactl
 from __future__ import annotations
 
 import random
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -77,7 +78,10 @@ def test_mixed_classes_hundreds_of_cycles_finish_exactly_once(configs: dict[str,
     assert sched.omniplane.bridge.by_id == {}
     assert preempted, "the test meant to exercise vLLM's preemption did not preempt"
     assert sum(hiding_steps) >= 50, "the policy rarely hid anything: the view checks prove little"
-    assert any(o.first_tokens for o in policy.outcomes)
+    firsts = Counter(r for o in policy.outcomes for r in o.first_tokens)
+    assert len(firsts) == 120 and set(firsts.values()) == {1}, (
+        "first tokens must be reported once per request"
+    )
     # classes from priority, in rid (= add_request) order
     reqs = [r for step in sorted(trace) for r in trace[step]]
     assert [policy.info[i].type for i in range(120)] == [PRIORITY_CLASS[r.priority] for r in reqs]

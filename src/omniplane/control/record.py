@@ -28,9 +28,9 @@ import struct
 import tempfile
 import time
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import NamedTuple
 
 MAGIC = b"OMNIPLN1"
 VERSION = 1
@@ -40,6 +40,8 @@ CRC = struct.Struct("<I")
 PAYLOAD = struct.Struct("<IIQQiIdd")
 SLOT_SIZE = 64
 _BODY = CRC.size + PAYLOAD.size  # bytes after seq covered by one copy
+_PACK, _UNPACK = PAYLOAD.pack, PAYLOAD.unpack
+_CRC_PACK, _CRC_UNPACK = CRC.pack, CRC.unpack_from
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,100}$")
 assert HEADER.size == 64 and SEQ.size + _BODY <= SLOT_SIZE
 
@@ -61,9 +63,9 @@ class RecordBusy(RuntimeError):
     or writes never pause)."""
 
 
-@dataclass(frozen=True, slots=True)
-class SlotState:
-    """What one stage publishes. ``sm_level`` is an index into the SM ladder (None: no cap)."""
+class SlotState(NamedTuple):
+    """What one stage publishes. ``sm_level`` is an index into the SM ladder (None: no cap).
+    A named tuple: immutable and cheap to build on every scheduling step."""
 
     pid: int = 0
     active: int = 0
@@ -75,27 +77,27 @@ class SlotState:
     bw_util: float = 0.0
 
     def pack(self) -> bytes:
-        payload = PAYLOAD.pack(
+        level = -1 if self.sm_level is None else self.sm_level
+        payload = _PACK(
             self.pid,
             self.active,
             self.step,
             self.updated_ns,
-            -1 if self.sm_level is None else self.sm_level,
+            level,
             self.sm_count,
             self.pressure,
             self.bw_util,
         )
-        return CRC.pack(zlib.crc32(payload)) + payload
+        return _CRC_PACK(zlib.crc32(payload)) + payload
 
     @classmethod
     def unpack(cls, body: bytes) -> SlotState | None:
         """None when the CRC does not match the payload."""
-        (crc,) = CRC.unpack_from(body)
-        payload = body[CRC.size :]
-        if zlib.crc32(payload) != crc:
+        payload = body[4:]
+        if zlib.crc32(payload) != _CRC_UNPACK(body)[0]:
             return None
-        pid, active, step, updated_ns, level, sm_count, pressure, bw = PAYLOAD.unpack(payload)
-        return cls(pid, active, step, updated_ns, None if level < 0 else level, sm_count, pressure, bw)
+        f = _UNPACK(payload)
+        return cls(f[0], f[1], f[2], f[3], None if f[4] < 0 else f[4], f[5], f[6], f[7])
 
 
 class ControlRecord:

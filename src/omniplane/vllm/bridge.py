@@ -42,6 +42,7 @@ class Tracked:
     cls: str
     arrival: float
     deadline: float
+    first_out: bool = False
 
 
 class LazyInfos(Sequence[SeqInfo]):
@@ -174,20 +175,21 @@ class PolicyBridge:
         by_id, last = self.by_id, len(rank)
         return sorted(visible, key=lambda r: rank.get(by_id[r.request_id].rid, last))
 
-    def outcome(
-        self,
-        *,
-        now: float,
-        duration: float,
-        scheduled: list[str],
-        first_tokens: list[str],
-        sm_cap: int | None,
-    ) -> None:
+    def outcome(self, *, now: float, duration: float, prefill: list[str], sm_cap: int | None) -> None:
+        """Report a step: ``prefill`` are the ids that got prompt tokens; a request's first
+        token can only come out of such a step, so only they are checked for one (once)."""
         by_id = self.by_id
-        rid = [by_id[i].rid for i in scheduled if i in by_id]
-        first = [by_id[i].rid for i in first_tokens if i in by_id]
+        rids, first = [], []
+        for i in prefill:
+            t = by_id.get(i)
+            if t is None:
+                continue
+            rids.append(t.rid)
+            if not t.first_out and t.request.num_output_tokens > 0:
+                t.first_out = True
+                first.append(t.rid)
         self._guard(
-            "on_step", self.policy.on_step, StepOutcome(now, duration, tuple(rid), tuple(first), sm_cap)
+            "on_step", self.policy.on_step, StepOutcome(now, duration, tuple(rids), tuple(first), sm_cap)
         )
         self.step += 1
 

@@ -52,7 +52,6 @@ class OmniplaneState:
     control: StageControl
     pending: dict[int, _Pending] = field(default_factory=dict)
     last_decision: StepDecision = field(default_factory=StepDecision)
-    last_visible: frozenset[str] = frozenset()  # waiting request ids vLLM could admit last step
     last_hidden: frozenset[str] = frozenset()
     last_sms: int | None = None
 
@@ -136,9 +135,8 @@ class PolicySchedulerMixin:
             if touched:
                 queues.restore(sched.waiting, waiting, hidden)
         level, sms = control.snap(decision.sm_cap)
-        hidden_ids = frozenset(r.request_id for r in hidden)
-        op.last_decision, op.last_hidden, op.last_sms = decision, hidden_ids, sms
-        op.last_visible = frozenset(r.request_id for r in waiting) - hidden_ids
+        op.last_decision, op.last_sms = decision, sms
+        op.last_hidden = frozenset(r.request_id for r in hidden) if hidden else frozenset()
         if len(op.pending) >= MAX_PENDING:  # outputs never reported back (engine errors): drop the oldest
             del op.pending[next(iter(op.pending))]
         op.pending[id(out)] = _Pending(now, sms, self._prefill_ids(out))
@@ -149,34 +147,22 @@ class PolicySchedulerMixin:
         """Requests that got prompt tokens in ``out`` (``schedule()`` has already advanced
         ``num_computed_tokens`` by the scheduled count)."""
         reqs = self.requests  # type: ignore[attr-defined]
-        ids = []
-        for rid, n in out.num_scheduled_tokens.items():
-            r = reqs.get(rid)
-            if r is not None and r.num_computed_tokens - n < r.num_prompt_tokens:
-                ids.append(rid)
-        return ids
+        return [
+            rid
+            for rid, n in out.num_scheduled_tokens.items()
+            if (r := reqs.get(rid)) is not None and r.num_computed_tokens - n < r.num_prompt_tokens
+        ]
 
     def update_from_output(self, scheduler_output: Any, model_runner_output: Any) -> Any:
         op = self.omniplane
-        reqs = self.requests  # type: ignore[attr-defined]
-        ids = list(scheduler_output.num_scheduled_tokens)
-        before = [(rid, reqs.get(rid)) for rid in ids]
-        zero = [(rid, r) for rid, r in before if r is not None and r.num_output_tokens == 0]
         base: Any = super()
         result = base.update_from_output(scheduler_output, model_runner_output)
         now = op.bridge.clock()
         pend = op.pending.pop(id(scheduler_output), None)
-        first = [rid for rid, r in zero if r.num_output_tokens > 0]
-        op.bridge.outcome(
-            now=now,
-            duration=now - pend.started if pend else 0.0,
-            scheduled=pend.prefill if pend else [],
-            first_tokens=first,
-            sm_cap=pend.sms if pend else None,
-        )
-        for rid, r in before:
-            if r is not None and r.is_finished():
-                op.bridge.finish(rid, now)
+        if pend is not None:
+            op.bridge.outcome(now=now, duration=now - pend.started, prefill=pend.prefill, sm_cap=pend.sms)
+        else:
+            op.bridge.outcome(now=now, duration=0.0, prefill=[], sm_cap=None)
         self._report_finished(now)
         if op.settings.role == "downstream":
             op.control.publish(step=op.bridge.step, active=_active(self), level=None, sms=None, bw=0.0)
