@@ -67,7 +67,7 @@ def main() -> None:
     print(f"  write (state built per call)      {mk:7.2f} us")
     print(f"  read, no writer                   {r:7.2f} us")
     print(f"  read, another process writing     {rc:7.2f} us")
-    print(f"  HorizonServe Table 4: 33 us (RTX 6000 Ada), 35 us (RTX PRO 6000) per monitor update")
+    print("  HorizonServe Table 4: 33 us (RTX 6000 Ada), 35 us (RTX PRO 6000) per monitor update")
 
 
 if __name__ == "__main__":

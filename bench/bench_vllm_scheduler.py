@@ -32,17 +32,23 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 try:
-    import vllm  # noqa: F401
+    import vllm
 except ImportError:
     print("bench_vllm_scheduler: skipped: needs vLLM (run it with .venv-vllm/bin/python; make vllm-extra)")
     sys.exit(0)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from omniplane.sim.policy import StepContext, StepDecision  # noqa: E402
-from omniplane.vllm.scheduler import OmniplaneScheduler  # noqa: E402
-from tests.vllm.harness import make_config, make_request, make_scheduler, synthetic_output  # noqa: E402
-from tests.vllm.harness import write_model_dir  # noqa: E402
-from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
+from tests.vllm.harness import (
+    make_config,
+    make_request,
+    make_scheduler,
+    synthetic_output,
+    write_model_dir,
+)
+from vllm.v1.core.sched.scheduler import Scheduler
+
+from omniplane.sim.policy import StepContext, StepDecision
+from omniplane.vllm.scheduler import OmniplaneScheduler
 
 
 class HideHalf:
@@ -162,26 +168,25 @@ def main() -> None:
                     res[k].setdefault(key, []).extend(v)
     calls = len(res["bare"]["schedule"])
     print(
-        f"vLLM {vllm.__version__} CPU scheduler, {n} requests per round (priorities 0/10/20), max_num_seqs 64, "
-        f"{rounds} rounds, {calls} calls per variant; per call: whole call (outer) and vLLM's own "
+        f"vLLM {vllm.__version__} CPU scheduler, {n} requests per round (priorities 0/10/20), "
+        f"max_num_seqs 64, {rounds} rounds, {calls} calls per variant; per call: whole call (outer) and vLLM's own "
         "Scheduler method inside it (inner), in the same call"
     )
-    print(
-        "| variant | call | outer median | inner median | added (outer - inner) median | total outer / total inner |"
-    )
+    print("| variant | call | outer median | inner median | added (outer - inner) median "
+          "| total outer / total inner |")
     print("|---|---|---|---|---|---|")
     for k, d in res.items():
         for call in ("schedule", "update"):
             o, i = d[call], d[f"{call}.inner"]
             added = statistics.median(a - b for a, b in zip(o, i, strict=True))
             print(
-                f"| {k} | {call} | {statistics.median(o) * 1e6:.0f} us | {statistics.median(i) * 1e6:.0f} us | "
-                f"{added * 1e6:.1f} us | {sum(o) / sum(i):.3f} |"
+                f"| {k} | {call} | {statistics.median(o) * 1e6:.0f} us "
+                f"| {statistics.median(i) * 1e6:.0f} us | {added * 1e6:.1f} us | {sum(o) / sum(i):.3f} |"
             )
     b, f = res["bare"]["schedule"], res["fcfs"]["schedule"]
     print(
-        f"across runs (noisier): median schedule() fcfs / bare = {statistics.median(f) / statistics.median(b):.3f}, "
-        f"half / bare = {statistics.median(res['half']['schedule']) / statistics.median(b):.3f}"
+        "across runs (noisier): median schedule() fcfs / bare = "
+        f"{statistics.median(f) / statistics.median(b):.3f}, half / bare = {statistics.median(res['half']['schedule']) / statistics.median(b):.3f}"
     )
 
 
