@@ -169,11 +169,13 @@ def main() -> None:
     calls = len(res["bare"]["schedule"])
     print(
         f"vLLM {vllm.__version__} CPU scheduler, {n} requests per round (priorities 0/10/20), "
-        f"max_num_seqs 64, {rounds} rounds, {calls} calls per variant; per call: whole call (outer) and vLLM's own "
-        "Scheduler method inside it (inner), in the same call"
+        f"max_num_seqs 64, {rounds} rounds, {calls} calls per variant; per call: whole call (outer) "
+        "and vLLM's own Scheduler method inside it (inner), in the same call"
     )
-    print("| variant | call | outer median | inner median | added (outer - inner) median "
-          "| total outer / total inner |")
+    print(
+        "| variant | call | outer median | inner median | added (outer - inner) median "
+        "| total outer / total inner |"
+    )
     print("|---|---|---|---|---|---|")
     for k, d in res.items():
         for call in ("schedule", "update"):
@@ -183,11 +185,9 @@ def main() -> None:
                 f"| {k} | {call} | {statistics.median(o) * 1e6:.0f} us "
                 f"| {statistics.median(i) * 1e6:.0f} us | {added * 1e6:.1f} us | {sum(o) / sum(i):.3f} |"
             )
-    b, f = res["bare"]["schedule"], res["fcfs"]["schedule"]
-    print(
-        "across runs (noisier): median schedule() fcfs / bare = "
-        f"{statistics.median(f) / statistics.median(b):.3f}, half / bare = {statistics.median(res['half']['schedule']) / statistics.median(b):.3f}"
-    )
+    bare = statistics.median(res["bare"]["schedule"])
+    fcfs, half = (statistics.median(res[k]["schedule"]) / bare for k in ("fcfs", "half"))
+    print(f"across runs (noisier): median schedule() fcfs / bare = {fcfs:.3f}, half / bare = {half:.3f}")
 
 
 if __name__ == "__main__":
