@@ -56,7 +56,7 @@ $(VVENV)/.test: pyproject.toml $(VVENV)/.vllm
 vllm-extra: $(VVENV)/.test
 
 lint: $(VENV)/.test
-	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff check src tests bench scripts
 
 typecheck: $(VENV)/.test
 	$(VENV)/bin/mypy

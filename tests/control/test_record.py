@@ -8,6 +8,7 @@ import multiprocessing as mp
 import struct
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -16,7 +17,9 @@ from hypothesis import strategies as st
 from omniplane.control import ControlRecord, RecordBusy, RecordFormatError, SlotState
 from omniplane.control.record import HEADER, SLOT_SIZE
 
-N_WRITES = 50_000
+MAX_WRITES = 5_000_000  # bounds the writer if the reader never finishes
+WANT_DISTINCT = 2_000  # distinct writes the reader must see while the writer runs
+DEADLINE_S = 60
 
 
 def state_for(k: int) -> SlotState:
@@ -36,17 +39,22 @@ def consistent(s: SlotState) -> bool:
     return s == state_for(s.step)
 
 
-def _writer(directory: str, n: int) -> None:
+def _writer(directory: str, ready: Any, stop: Any, out: Any) -> None:
     with ControlRecord.open("stress", slots=2, directory=Path(directory), create=False) as rec:
-        for k in range(1, n + 1):
+        ready.wait(DEADLINE_S)
+        k = 0
+        while not stop.is_set() and k < MAX_WRITES:
+            k += 1
             rec.write(1, state_for(k))
+    out.put(("writer", k))
 
 
-def _reader(directory: str, n: int, out: mp.Queue) -> None:  # type: ignore[type-arg]
+def _reader(directory: str, ready: Any, stop: Any, out: Any) -> None:
     bad, reads, distinct, last = 0, 0, set(), -1
-    deadline = time.monotonic() + 120
     with ControlRecord.open("stress", slots=2, directory=Path(directory), create=False) as rec:
-        while last != n and time.monotonic() < deadline:
+        ready.set()
+        deadline = time.monotonic() + DEADLINE_S
+        while len(distinct) < WANT_DISTINCT and time.monotonic() < deadline:
             s = rec.read(1)
             if s is None:
                 continue
@@ -55,25 +63,28 @@ def _reader(directory: str, n: int, out: mp.Queue) -> None:  # type: ignore[type
                 bad += 1
             last = s.step
             distinct.add(s.step)
-    out.put((bad, reads, len(distinct), last))
+    stop.set()
+    out.put(("reader", (bad, reads, len(distinct))))
 
 
 def test_concurrent_writer_and_reader_never_tear(tmp_path: Path) -> None:
+    """The reader starts reading, then the writer writes until the reader has seen
+    WANT_DISTINCT different writes (bounded by MAX_WRITES and DEADLINE_S)."""
     rec = ControlRecord.open("stress", slots=2, directory=tmp_path)
     ctx = mp.get_context("spawn")
-    out: mp.Queue = ctx.Queue()  # type: ignore[type-arg]
-    reader = ctx.Process(target=_reader, args=(str(tmp_path), N_WRITES, out))
-    writer = ctx.Process(target=_writer, args=(str(tmp_path), N_WRITES))
-    reader.start()
-    writer.start()
-    writer.join(180)
-    bad, reads, distinct, last = out.get(timeout=180)
-    reader.join(10)
+    ready, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=f, args=(str(tmp_path), ready, stop, out)) for f in (_reader, _writer)]
+    for p in procs:
+        p.start()
+    got = dict(out.get(timeout=DEADLINE_S + 60) for _ in procs)
+    for p in procs:
+        p.join(30)
     rec.close()
-    assert writer.exitcode == 0 and reader.exitcode == 0
-    assert last == N_WRITES, "the reader never saw the final write"
+    bad, reads, distinct = got["reader"]
+    assert all(p.exitcode == 0 for p in procs)
     assert bad == 0, f"{bad} torn or out-of-order reads out of {reads}"
-    assert distinct > 100, f"the reader saw only {distinct} distinct writes: the test did not overlap"
+    assert distinct >= WANT_DISTINCT, f"the reader saw only {distinct} distinct writes in {DEADLINE_S} s"
+    assert got["writer"] >= distinct
 
 
 def test_checker_detects_a_mixed_payload() -> None:
