@@ -103,7 +103,7 @@ def one_round(sched: Any, arrivals: dict[int, list[Any]]) -> dict[str, list[floa
     """Run the stream through ``sched`` with the garbage collector off (its pauses land in no
     variant's calls); per call: outer (what the engine sees) and inner (vLLM's own) times."""
     rng = random.Random(0)
-    out_t: dict[str, list[float]] = {"schedule": [], "update": []}
+    out_t: dict[str, list[float]] = {"schedule": [], "update": [], "waiting": [], "running": []}
     for v in INNER.values():
         v.clear()
     step, last = 0, max(arrivals)
@@ -113,6 +113,8 @@ def one_round(sched: Any, arrivals: dict[int, list[Any]]) -> dict[str, list[floa
         while step <= last or sched.has_requests():
             for r in arrivals.get(step, []):
                 sched.add_request(r)
+            out_t["waiting"].append(len(sched.waiting))
+            out_t["running"].append(len(sched.running))
             t0 = time.perf_counter()
             out = sched.schedule()
             t1 = time.perf_counter()
@@ -187,6 +189,9 @@ def main() -> None:
             )
     bare = statistics.median(res["bare"]["schedule"])
     fcfs, half = (statistics.median(res[k]["schedule"]) / bare for k in ("fcfs", "half"))
+    for k, d in res.items():
+        print(f"{k}: mean queue before schedule(): {statistics.fmean(d['waiting']):.0f} waiting, "
+              f"{statistics.fmean(d['running']):.0f} running")
     print(f"across runs (noisier): median schedule() fcfs / bare = {fcfs:.3f}, half / bare = {half:.3f}")
 
 

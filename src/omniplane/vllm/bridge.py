@@ -43,6 +43,8 @@ class Tracked:
     arrival: float
     deadline: float
     first_out: bool = False
+    info: SeqInfo | None = None
+    info_key: tuple[int, int] = (-1, -1)
 
 
 class LazyInfos(Sequence[SeqInfo]):
@@ -109,19 +111,20 @@ class PolicyBridge:
         return t if t is not None else self.admit(request) or self.by_id[request.request_id]
 
     def seq_info(self, request: Any) -> SeqInfo:
+        """The policy's view of ``request``; cached per request while its progress is unchanged
+        (a waiting request's view is the same step after step)."""
         t = self.by_id.get(request.request_id)
         if t is None:
             t = self.tracked(request)
+        computed, generated = request.num_computed_tokens, request.num_output_tokens
+        info = t.info
+        if info is not None and t.info_key == (computed, generated):
+            return info
         prompt = int(request.num_prompt_tokens)
-        return SeqInfo(
-            t.rid,
-            t.cls,
-            t.arrival,
-            prompt,
-            min(int(request.num_computed_tokens), prompt),
-            int(getattr(request, "max_tokens", 0) or 0),
-            int(request.num_output_tokens),
-        )
+        info = SeqInfo(t.rid, t.cls, t.arrival, prompt, min(int(computed), prompt),
+                       int(getattr(request, "max_tokens", 0) or 0), int(generated))
+        t.info, t.info_key = info, (computed, generated)
+        return info
 
     def finish(self, request_id: str, now: float | None = None) -> bool:
         """Tell the policy ``request_id`` is done here; False if it was not tracked (or already
