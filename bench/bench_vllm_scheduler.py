@@ -128,6 +128,8 @@ def one_round(sched: Any, arrivals: dict[int, list[Any]]) -> dict[str, list[floa
     finally:
         gc.enable()
     return {
+        "waiting": out_t["waiting"],
+        "running": out_t["running"],
         "schedule": out_t["schedule"],
         "schedule.inner": list(INNER["schedule"]),
         "update": out_t["update"],
