@@ -22,7 +22,7 @@ from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
 from vllm.v1.request import RequestStatus  # noqa: E402
 
 from omniplane.control import ControlRecord, SlotState  # noqa: E402
-from omniplane.vllm.scheduler import OmniplaneScheduler  # noqa: E402
+from omniplane.vllm.scheduler import OmniplaneAsyncScheduler, OmniplaneScheduler  # noqa: E402
 from tests.vllm.harness import make_request, make_scheduler, run, synthetic_output  # noqa: E402
 
 POLICIES = "import:tests.vllm.policies:"
@@ -220,3 +220,14 @@ def test_sm_cap_is_snapped_and_published_for_the_workers(configs: dict[str, Any]
     assert shared.omniplane.bridge.policy.downstream[-1] == 3
     assert state is not None and state.sm_count == 64 and state.sm_level == 7  # levels 8, 16, ..., 120
     down.close()
+
+
+def test_async_scheduler_variant_keeps_the_invariants(configs: dict[str, Any]) -> None:
+    sched = make_scheduler(
+        OmniplaneAsyncScheduler, configs["fcfs"], {"policy": POLICIES + "HideEveryOther", "sampler": "null"}
+    )
+    steps = run(sched, arrivals(45, seed=11), after=check_view)
+    policy = sched.omniplane.bridge.policy
+    assert not sched.has_requests() and steps > 45
+    assert len(policy.finishes) == 45 and set(policy.finishes.values()) == {1}
+    assert set(Counter(r for o in policy.outcomes for r in o.first_tokens).values()) == {1}
