@@ -90,3 +90,16 @@ def test_sample_tokens_runs_on_the_level_execute_model_chose(tmp_path: Path) -> 
 def test_without_a_record_or_ladder_nothing_is_chosen() -> None:
     a = SmApplier(None, None)
     assert a.run(lambda x: x + 1, 1) == 2 and a.level is None and a.describe()["streams"] is None
+
+
+def test_auto_backend_without_gpu_or_sm_count_controls_nothing(tmp_path: Path) -> None:
+    cfg = SimpleNamespace(
+        additional_config={"omniplane": {"streams": "auto", "total_sms": 0}},
+        model_config=SimpleNamespace(enforce_eager=False),
+    )
+    w = Worker(cfg)
+    w.init_device()
+    if w.omniplane_sm.streams is not None and w.omniplane_sm.streams.backend != "null":
+        return  # a GPU is present
+    w.execute_model("step")
+    assert w.omniplane_sm.streams is None and w.seen[-1] == ("execute", None)

@@ -39,6 +39,8 @@ def make_streams(
                 return make(spec, role=role, device=device)
             except GpuUnavailable as exc:
                 reasons.append(str(exc))
+        if total_sms < 2 * rule.min_sms:
+            raise GpuUnavailable("no GPU (" + "; ".join(reasons) + ") and no SM count for a null ladder")
         return NullStreams(total_sms, rule, spec, role=role, reason="no GPU: " + "; ".join(reasons))
     raise ValueError(f"SM ladder backend {name!r}: expected one of {STREAMS}")
 

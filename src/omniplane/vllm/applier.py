@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from omniplane.control import ControlRecord
 from omniplane.gpu.backends import make_streams
+from omniplane.gpu.errors import GpuUnavailable
 from omniplane.gpu.green import StreamLadder
 from omniplane.vllm.settings import SchedulerSettings
 
@@ -52,14 +53,19 @@ class SmApplier:
             )
         streams = None
         if settings.total_sms or settings.streams != "null":
-            streams = make_streams(
-                settings.streams,
-                settings.ladder.spec(),
-                role=settings.role,
-                device=settings.device,
-                total_sms=settings.total_sms,
-                rule=settings.rule(),
-            )
+            try:
+                streams = make_streams(
+                    settings.streams,
+                    settings.ladder.spec(),
+                    role=settings.role,
+                    device=settings.device,
+                    total_sms=settings.total_sms,
+                    rule=settings.rule(),
+                )
+            except GpuUnavailable as exc:
+                if settings.streams != "auto":
+                    raise
+                log.warning("omniplane worker: no SM control: %s", exc)
         applier = cls(streams, record)
         log.info(
             "omniplane worker: SM ladder %s, control record %s",
