@@ -13,7 +13,7 @@ class Job:
     """Mutable progress of a request at a component. Fields used depend on the engine kind."""
 
     __slots__ = ("admit", "comp", "computed", "dec_i0", "engine", "generated", "out", "phase",
-                 "prompt", "ready", "remaining", "req", "size", "state", "target", "upstream_done")
+                 "prompt", "prompt_cut", "ready", "remaining", "req", "size", "state", "target", "upstream_done")
 
     def __init__(self, req: SimRequest, comp: str, ready: float) -> None:
         self.req = req
@@ -24,6 +24,7 @@ class Job:
         self.state = 0  # engine-specific
         # LLM
         self.prompt = 0
+        self.prompt_cut = 0  # prompt tokens not there yet when a streaming LLM feed starts it
         self.target = 0  # tokens to prefill: the prompt, plus generated tokens after a preemption
         self.computed = 0
         self.out = 0

@@ -61,7 +61,8 @@ class LLMEngine(Engine):
     # ---- bookkeeping ------------------------------------------------------------------
     def add(self, job: Job, shared: bool) -> None:
         w = job.req.work[self.comp]
-        job.prompt, job.out = int(w["prompt_tokens"]), int(w["output_tokens"])
+        job.prompt = max(1, int(w["prompt_tokens"]) - job.prompt_cut)
+        job.out = int(w["output_tokens"])
         job.target, job.state = job.prompt, WAITING
         if job.prompt + job.out > self.kv_capacity:
             # like vLLM refusing a sequence longer than the KV cache can ever hold

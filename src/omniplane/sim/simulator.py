@@ -111,10 +111,18 @@ class Simulation:
             streaming = bool(feeders) and dict(req.path.succs[feeders[0]])[comp]
             engine.prepare(job, streaming)
             job.upstream_done = not streaming or feeders[0] in req.done
+        elif kind == "llm":
+            feeder = req.path.llm_stream_feeder.get(comp)
+            if feeder is not None:  # only the feeding LLM's first token exists when this starts
+                job.prompt_cut = int(req.work[feeder]["output_tokens"]) - 1
         if kind == "encode":
             cpu = self.cpu_seconds[comp] * req.work[comp]["items"]
-            if cpu > 0:  # preprocessing overlaps with whatever the GPU is doing
-                job.ready = now + cpu
+            if cpu > 0:
+                # preprocessing overlaps with whatever the GPU is doing; one request's inputs on
+                # one executor are preprocessed one after another
+                key = (node.name, id(executors[0]) if len(executors) == 1 else 0)
+                start = max(now, req.cpu_free.get(key, now))
+                job.ready = req.cpu_free[key] = start + cpu
                 self.loop.at(job.ready, self._enqueue, (engine, job, executors, node.shared_queue),
                              DISPATCH)
                 return
