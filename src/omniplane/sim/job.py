@@ -13,7 +13,8 @@ class Job:
     """Mutable progress of a request at a component. Fields used depend on the engine kind."""
 
     __slots__ = ("admit", "comp", "computed", "dec_i0", "engine", "generated", "out", "phase",
-                 "prompt", "prompt_cut", "ready", "remaining", "req", "size", "state", "target", "upstream_done")
+                 "prompt", "prompt_cut", "ready", "remaining", "req", "size", "state", "target",
+                 "upstream_done")
 
     def __init__(self, req: SimRequest, comp: str, ready: float) -> None:
         self.req = req

@@ -61,8 +61,9 @@ class TypePath:
 class SimRequest:
     """Mutable state of one request in a simulation (plain slots: there are many of them)."""
 
-    __slots__ = ("arrival", "cpu_free", "done", "executors", "failed", "finish", "first_out", "first_response",
-                 "groups", "jobs", "nodes", "path", "rid", "started", "type", "waiting_on", "work")
+    __slots__ = ("arrival", "cpu_free", "done", "executors", "failed", "finish", "first_out",
+                 "first_response", "groups", "jobs", "nodes", "path", "rid", "started", "type",
+                 "waiting_on", "work")
 
     def __init__(self, rid: int, type_name: str, arrival: float, work: ResolvedWork, path: TypePath,
                  nodes: dict[str, str]) -> None:
