@@ -32,7 +32,7 @@ class Step:
     work: Any = None  # roofline work for co-location (perf.Work), when known
     sm_cap: int | None = None
     iterations: int = 1  # > 1: a span of identical-shape decode iterations run as one step
-    bounds: list[float] | None = None  # a span's iteration end times, relative to its start
+    bounds: Any = None  # a span's iteration end times (perf.span.DecodeSpan), from its start
 
 
 class _Unbound:

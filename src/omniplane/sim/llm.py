@@ -16,6 +16,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
+from omniplane.perf.span import TableSpan
 from omniplane.sim.engines import Engine, Step
 from omniplane.sim.job import Job
 from omniplane.sim.policy import (
@@ -197,17 +198,17 @@ class LLMEngine(Engine):
         if k <= 1:
             return
         ctx = self._decode_context()
-        span = getattr(self.cost, "llm_decode_span", None)
-        if span is not None:
-            bounds = span(self.comp, self.cfg, n, ctx, k)
+        maker = getattr(self.cost, "llm_decode_span", None)
+        if maker is not None:
+            span = maker(self.comp, self.cfg, n, ctx, k)
         else:
             bounds, t = [], 0.0
             for i in range(k):
                 t += self.cost.llm_iteration_time(self.comp, self.cfg, decode_batch=n,
                                                   decode_context=ctx + i * n)
                 bounds.append(t)
-        t = bounds[-1]
-        step.duration, step.iterations, step.bounds = t, k, bounds
+            span = TableSpan(tuple(bounds))
+        step.duration, step.iterations, step.bounds = span.total, k, span
         self._span = k
 
     def cut(self, iterations: int) -> None:
