@@ -29,7 +29,7 @@ def main() -> None:
     t0 = time.perf_counter()
     requests = generate(wl, n=n, rate=rate, seed=1)
     t1 = time.perf_counter()
-    result, sim = simulate(plan, requests, CostModel(plan.model))
+    result, _ = simulate(plan, requests, CostModel(plan.model))
     t2 = time.perf_counter()
     steps = sum(e["steps"] for e in result.executors.values())
     print(f"{n} Qwen3-Omni requests at {rate} req/s on 16 x A100 (3 nodes, 16 executors)")
