@@ -20,7 +20,7 @@ class Job:
         self.req = req
         self.comp = comp
         self.ready = ready
-        self.engine: Any = None  # the engine that took it (set when a step starts it)
+        self.engine: Any = None  # the engine that took it into a step (None while waiting)
         self.admit = 0  # admission sequence number (LLM preemption picks the latest)
         self.state = 0  # engine-specific
         # LLM

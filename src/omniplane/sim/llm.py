@@ -162,7 +162,7 @@ class LLMEngine(Engine):
                     break
                 n = min(job.target, budget, kv_free)
                 self._admits += 1
-                job.admit, job.state = self._admits, PREFILL
+                job.admit, job.state, job.engine = self._admits, PREFILL, self
                 self.prefilling.append(job)
                 chunks.append((job, n))
                 taken.add(id(job))

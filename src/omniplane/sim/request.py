@@ -62,8 +62,8 @@ class SimRequest:
     """Mutable state of one request in a simulation (plain slots: there are many of them)."""
 
     __slots__ = ("arrival", "cpu_free", "done", "executors", "failed", "finish", "first_out",
-                 "first_response", "groups", "jobs", "nodes", "path", "rid", "started", "type",
-                 "waiting_on", "work")
+                 "first_response", "groups", "jobs", "node_left", "nodes", "path", "rid", "started",
+                 "type", "waiting_on", "work")
 
     def __init__(self, rid: int, type_name: str, arrival: float, work: ResolvedWork, path: TypePath,
                  nodes: dict[str, str]) -> None:
@@ -80,6 +80,7 @@ class SimRequest:
         self.jobs: dict[str, Any] = {}  # component -> its Job
         self.groups: dict[str, int] = {}  # node -> chosen executor group
         self.executors: dict[str, int] = {}  # node -> pinned executor index (merged nodes)
+        self.node_left: dict[str, int] = {}  # pinned node -> components still to finish there
         self.cpu_free: dict[Any, float] = {}  # executor -> end of this request's preprocessing
         self.first_response: float | None = None
         self.finish: float | None = None
