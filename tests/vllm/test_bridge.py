@@ -43,6 +43,7 @@ def test_ids_stamps_and_deadlines() -> None:
     assert b.admit(FakeRequest("a")) is None  # vLLM re-adding a streaming session
     assert [(t.rid, t.cls, t.arrival) for t in b.by_id.values()] == [(0, "text", 100.0), (1, "audio", 101.5)]
     assert b.by_id["a"].deadline == 101.0 and math.isinf(b.by_id["b"].deadline)
+    assert (b.by_id["a"].path, b.by_id["b"].path) == ("short", "long")
     assert (
         policy.info[1].type == "audio"
         and policy.info[1].arrival == 101.5

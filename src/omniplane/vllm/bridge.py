@@ -42,6 +42,7 @@ class Tracked:
     cls: str
     arrival: float
     deadline: float
+    path: str = "short"  # "short": ends at this stage; "long": continues downstream
     first_out: bool = False
     info: SeqInfo | None = None
     info_key: tuple[int, int] = (-1, -1)
@@ -98,8 +99,10 @@ class PolicyBridge:
         cls = self.resolver.resolve(
             int(getattr(request, "priority", 0) or 0), getattr(request, "additional_information", None)
         )
-        slo = self.settings.slo_s(cls)
-        t = Tracked(self._next_rid, request, cls, now, now + slo if slo is not None else math.inf)
+        c = self.settings.classes[cls]
+        t = Tracked(
+            self._next_rid, request, cls, now, now + c.slo_s if c.slo_s is not None else math.inf, c.path
+        )
         self._next_rid += 1
         self.by_id[request.request_id] = t
         self.by_rid[t.rid] = t
@@ -121,8 +124,15 @@ class PolicyBridge:
         if info is not None and t.info_key == (computed, generated):
             return info
         prompt = int(request.num_prompt_tokens)
-        info = SeqInfo(t.rid, t.cls, t.arrival, prompt, min(int(computed), prompt),
-                       int(getattr(request, "max_tokens", 0) or 0), int(generated))
+        info = SeqInfo(
+            t.rid,
+            t.cls,
+            t.arrival,
+            prompt,
+            min(int(computed), prompt),
+            int(getattr(request, "max_tokens", 0) or 0),
+            int(generated),
+        )
         t.info, t.info_key = info, (computed, generated)
         return info
 
