@@ -13,6 +13,7 @@ CORE = [
     "omniplane.perf",
     "omniplane.perf.profiler",
     "omniplane.perf.validation.report",
+    "omniplane.sched",
     "omniplane.cli.app",
 ]
 FORBIDDEN = ["torch", "vllm", "ray", "cuda", "pynvml", "vllm_omni"]
