@@ -14,6 +14,7 @@ CORE = [
     "omniplane.perf.profiler",
     "omniplane.perf.validation.report",
     "omniplane.sched",
+    "omniplane.sched.experiment",
     "omniplane.cli.app",
 ]
 FORBIDDEN = ["torch", "vllm", "ray", "cuda", "pynvml", "vllm_omni"]
