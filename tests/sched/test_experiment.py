@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path as FilePath
 
 import pytest
 from typer.testing import CliRunner
 
 from omniplane.cli.app import app
+from omniplane.perf.colocation import default_colocation_path
 from omniplane.sched.experiment import (
     SingleGPU,
     SweepSpec,
@@ -65,7 +67,7 @@ def test_sweep_json_has_the_documented_shape(testbed: SingleGPU) -> None:
     assert {r.long_fraction for r in results} == {0.2, 0.6} and {r.rate for r in results} == {0.35}
 
 
-def test_cli_prints_one_json_document(tmp_path: object) -> None:
+def test_cli_prints_one_json_document() -> None:
     res = CliRunner().invoke(app, ["experiment", "horizon", "--sweep", "rate", "--xs", "0.3",
                                    "--policies", "horizon,vanilla", "--requests", "12", "--json"])
     assert res.exit_code == 0, res.output
@@ -82,3 +84,16 @@ def test_cli_refuses_bad_options() -> None:
     assert res.exit_code == 2 and "unknown ['sjf']" in res.output
     res = CliRunner().invoke(app, ["experiment", "horizon", "--sweep", "long-fraction", "--xs", "0.5,1.5"])
     assert res.exit_code == 2 and "fractions must be in [0, 1]" in res.output
+
+
+def test_cli_calibrates_s_cap_from_a_real_sweep_file(tmp_path: FilePath) -> None:
+    fig4 = default_colocation_path().parent / "horizonserve_fig4.json"
+    res = CliRunner().invoke(app, ["experiment", "horizon", "--xs", "0.3", "--policies", "horizon",
+                                   "--requests", "10", "--sm-sweep", str(fig4), "--json"])
+    assert res.exit_code == 0, res.output
+    meta = json.loads(res.stdout)["meta"]
+    assert meta["ladder"][-1] == 64 and meta["sweep_source"] == str(fig4)  # S_cap from Figure 4(b)
+    bad = tmp_path / "sweep.json"
+    bad.write_text('{"kind": "omniplane-sm-sweep", "gpu": "RTX6000Ada", "works": {}, "points": []}')
+    res = CliRunner().invoke(app, ["experiment", "horizon", "--requests", "10", "--sm-sweep", str(bad)])
+    assert res.exit_code == 2 and "sweep.json: points:" in res.output  # names the file and the field

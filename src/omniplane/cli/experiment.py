@@ -42,6 +42,8 @@ def horizon(
                         ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the arrival stream (same for every policy).")] = 0,
     max_seqs: Annotated[int, typer.Option(help="max_num_seqs of each LLM stage (vLLM-Omni stock: 1).")] = 1,
+    sm_sweep: Annotated[Path | None, typer.Option(help="A real fixed-SM sweep (perf sweep format) for S_cap.")
+                        ] = None,
     jobs: Annotated[int, typer.Option(help="Worker processes.")] = 1,
     figures: Annotated[Path | None, typer.Option("--figures", help="Write Figures 8-11 here.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
@@ -67,7 +69,12 @@ def horizon(
         fail("--xs: rates must be > 0")
     if jobs < 1 or max_seqs < 1 or duration <= 0 or (requests is not None and requests < 10):
         fail("need --jobs >= 1, --max-seqs >= 1, --duration > 0 and --requests >= 10")
-    spec = ex.SweepSpec(model, gpu, sweep, values, names, duration, requests, seed, max_seqs)
+    sweep_file = str(sm_sweep) if sm_sweep is not None else None
+    try:
+        testbed = ex.single_gpu(model, gpu, max_seqs, sweep_file)
+    except ValueError as exc:
+        fail(str(exc))
+    spec = ex.SweepSpec(model, gpu, sweep, values, names, duration, requests, seed, max_seqs, sweep_file)
     t0 = time.perf_counter()
     done = [0]
     total = len(names) * len(values)
@@ -77,7 +84,6 @@ def horizon(
         err_console.print(f"  {done[0]}/{total} runs, {time.perf_counter() - t0:.0f} s", highlight=False)
 
     results = ex.run_sweep(spec, jobs=jobs, progress=None if json_out else tick)
-    testbed = ex.single_gpu(model, gpu, max_seqs)
     trace = ex.control_trace(testbed, spec.n_requests(ex.FIG10_RATE), seed) if "horizon" in names else None
     doc = _document(spec, results, testbed, trace, time.perf_counter() - t0)
     if figures is not None:
@@ -101,6 +107,7 @@ def _document(spec: Any, results: Any, testbed: Any, trace: Any, wall: float) ->
         "fixed": {"long_fraction": 0.3} if spec.sweep == "rate" else {"rate": 0.35},
         "slo_s": cal.slo.as_dict(), "slo_source": cal.slo.source, "ladder": list(cal.ladder.levels),
         "s_aggr": cal.ladder.s_aggr, "sweep_source": cal.sweep_source, "wall_s": wall,
+        "duration_s": spec.duration_s,
     }
     doc["ci95"] = {name: [1.96 * math.sqrt(max(a * (1 - a), 0.0) / spec.n_requests(spec.point(x)[0]))
                           for x, a in zip(spec.xs, p["attainment"], strict=True)]

@@ -22,6 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path as FilePath
 from typing import Any
 
 import numpy as np
@@ -105,13 +106,16 @@ def mix_for(model: ModelSpec, long_fraction: float) -> dict[str, float]:
 class SingleGPU:
     """One model on one GPU kind, calibrated once; runs any policy at any load point."""
 
-    def __init__(self, model: str, gpu: str, *, max_seqs: int = STOCK_MAX_SEQS) -> None:
+    def __init__(self, model: str, gpu: str, *, max_seqs: int = STOCK_MAX_SEQS,
+                 sm_sweep: FilePath | None = None) -> None:
+        """``sm_sweep``: a real fixed-SM sweep (perf sweep format) for S_cap instead of the
+        co-location model's."""
         if max_seqs < 1:
             raise ValueError(f"max_seqs must be >= 1, got {max_seqs}")
         self.model = load_model(model)
         self.gpu = load_gpus().get(GPUS.get(gpu, gpu))
         self.cost = CostModel(self.model)
-        self.calibration: OfflineCalibration = calibrate(self.model, self.gpu, self.cost)
+        self.calibration: OfflineCalibration = calibrate(self.model, self.gpu, self.cost, sweep_file=sm_sweep)
         self.plan = deployment(self.model, self.gpu)
         self.max_seqs = max_seqs
         self.shared = self.model.shared_stage() or ""
@@ -168,6 +172,7 @@ class SweepSpec:
     requests: int | None = None  # a fixed count per point instead of duration_s x rate
     seed: int = 0
     max_seqs: int = STOCK_MAX_SEQS
+    sm_sweep: str | None = None  # a real fixed-SM sweep file for S_cap
 
     def __post_init__(self) -> None:
         if self.sweep not in SWEEPS:
@@ -188,15 +193,15 @@ class SweepSpec:
 
 
 @lru_cache(maxsize=4)
-def single_gpu(model: str, gpu: str, max_seqs: int) -> SingleGPU:
+def single_gpu(model: str, gpu: str, max_seqs: int, sm_sweep: str | None = None) -> SingleGPU:
     """One calibrated testbed per process and configuration (worker processes build their own)."""
-    return SingleGPU(model, gpu, max_seqs=max_seqs)
+    return SingleGPU(model, gpu, max_seqs=max_seqs, sm_sweep=FilePath(sm_sweep) if sm_sweep else None)
 
 
 def _run_point(args: tuple[SweepSpec, str, float]) -> RunResult:
     spec, policy, x = args
     rate, frac = spec.point(x)
-    testbed = single_gpu(spec.model, spec.gpu, spec.max_seqs)
+    testbed = single_gpu(spec.model, spec.gpu, spec.max_seqs, spec.sm_sweep)
     return testbed.run(policy, rate, frac, spec.n_requests(rate), spec.seed)
 
 
