@@ -26,7 +26,7 @@ def _plt() -> Any:
 
 def _title(spec: SweepSpec) -> str:
     fixed = "long fraction 0.30" if spec.sweep == "rate" else "rate 0.35 req/s"
-    return f"{spec.model} on {spec.gpu} ({fixed}, max_num_seqs {spec.max_seqs})"
+    return f"{spec.model} on {spec.gpu}\n({fixed}, max_num_seqs {spec.max_seqs})"
 
 
 def figure8(spec: SweepSpec, results: Sequence[RunResult], out: Path) -> Path:
@@ -53,10 +53,10 @@ def figure9(spec: SweepSpec, results: Sequence[RunResult], out: Path) -> Path:
     """Per-class p95 first-response latency at the sweep's most stressed (last) point."""
     plt = _plt()
     x = spec.xs[-1]
-    rows = {r.policy: r for r in results if r.policy in MAIN and r is not None and _at(r, spec, x)}
+    rows = {r.policy: r for r in results if r.policy in MAIN and _at(r, spec, x)}
     names = [p for p in MAIN if p in rows]
     classes = sorted({c for r in rows.values() for c in r.p95_ms})
-    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    fig, ax = plt.subplots(figsize=(7.6, 3.4))
     width = 0.8 / max(1, len(names))
     for k, name in enumerate(names):
         ys = [rows[name].p95_ms.get(c, float("nan")) for c in classes]
@@ -65,7 +65,7 @@ def figure9(spec: SweepSpec, results: Sequence[RunResult], out: Path) -> Path:
     ax.set_yscale("log")
     ax.set_ylabel("p95 first-response latency (ms)")
     ax.set_title(f"{_title(spec)}, {spec.sweep} = {x}", fontsize=8)
-    ax.legend(fontsize=7, ncol=3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     path = out / f"fig9_{spec.sweep}.png"
     fig.tight_layout()
     fig.savefig(path, dpi=130)
