@@ -15,6 +15,7 @@ CORE = [
     "omniplane.perf.validation.report",
     "omniplane.sched",
     "omniplane.sched.experiment",
+    "omniplane.sched.serving",
     "omniplane.sim",
     "omniplane.control",
     "omniplane.cli.app",
