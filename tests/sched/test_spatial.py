@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from omniplane.sched.spatial import SMLadder, SpatialConfig, SpatialController
 from tests.sched.helpers import LADDER
@@ -69,3 +71,14 @@ def test_ladder_and_config_validation() -> None:
     with pytest.raises(ValueError, match="b_sat"):
         SpatialConfig(b_sat=1.5)
     assert LADDER.s_min == 56 and LADDER.s_cap == 70
+
+
+@given(st.lists(st.tuples(st.floats(-0.5, 1.5), st.integers(0, 3)), min_size=1, max_size=40),
+       st.booleans())
+def test_select_is_decide_without_the_record(samples: list[tuple[float, int]], throttle: bool) -> None:
+    cfg = SpatialConfig(throttle=throttle)
+    fast, full = SpatialController(LADDER, cfg), SpatialController(LADDER, cfg)
+    for bw, active in samples:
+        fast.observe(bw)
+        full.observe(bw)
+        assert fast.select(active) == full.decide(active).sm_shared

@@ -75,13 +75,17 @@ class HorizonServe:
                 if any(s.rid not in view.hidden for s in ctx.waiting):
                     break
                 view = self.temporal.view()
-        # step 3: the SM split
-        spatial = self.spatial.decide(ctx.downstream_active)
-        if self.history is not None:
+        # step 3: the SM split (the whole decision only when recording: building it per step
+        # costs about as much as the rest of the step, bench/bench_sched.py)
+        if self.history is None:
+            cap = self.spatial.select(ctx.downstream_active)
+        else:
+            spatial = self.spatial.decide(ctx.downstream_active)
+            cap = spatial.sm_shared
             self.history.append(HorizonStep(ctx.now, view, spatial, ctx.downstream_active, ctx.bw_util))
         last = self._last
-        if view.hidden is not last.hidden or spatial.sm_shared != last.sm_cap:
-            self._last = last = StepDecision(view.hidden, None, spatial.sm_shared)
+        if view.hidden is not last.hidden or cap != last.sm_cap:
+            self._last = last = StepDecision(view.hidden, None, cap)
         return last
 
     def on_step(self, outcome: StepOutcome) -> None:

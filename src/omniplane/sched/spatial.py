@@ -109,23 +109,33 @@ class SpatialController:
             self.pressure, self._started = b, True
         return self.pressure
 
-    def decide(self, downstream_active: int) -> SpatialDecision:
-        """Step 3 of Algorithm 1 (call :meth:`observe` first)."""
+    def select(self, downstream_active: int) -> int | None:
+        """Step 3 of Algorithm 1 (call :meth:`observe` first): the shared stage's cap alone
+        (None with throttling off); :meth:`decide` is the same with the whole decision."""
+        if not self.config.throttle:
+            return None
         lad = self.ladder
+        if downstream_active <= 0:
+            self._level = None
+            self.cap = lad.s_aggr
+            return self.cap
+        rho = self.pressure * self._inv_sat
+        rho = 0.0 if rho < 0.0 else (1.0 if rho > 1.0 else rho)
+        target = lad.s_min + rho * (lad.s_cap - lad.s_min)
+        lv, i = lad.levels, self._level
+        # entering co-running, or the target reached a neighbouring level: move
+        if i is None or (i + 1 < len(lv) and target >= lv[i + 1]) or (i > 0 and target <= lv[i - 1]):
+            i = lad.snap(target)
+        self._level = i
+        self.cap = lv[i]
+        return self.cap
+
+    def decide(self, downstream_active: int) -> SpatialDecision:
+        """:meth:`select`, with the pressure, ``rho`` and the downstream headroom."""
+        cap = self.select(downstream_active)
         rho = self.pressure * self._inv_sat
         rho = 0.0 if rho < 0.0 else (1.0 if rho > 1.0 else rho)
         co = downstream_active > 0
-        if not self.config.throttle:
+        if cap is None:
             return SpatialDecision(None, 0, self.pressure, rho, co)
-        if not co:
-            self._level = None
-            self.cap = lad.s_aggr
-        else:
-            target = lad.s_min + rho * (lad.s_cap - lad.s_min)
-            lv, i = lad.levels, self._level
-            # entering co-running, or the target reached a neighbouring level: move
-            if i is None or (i + 1 < len(lv) and target >= lv[i + 1]) or (i > 0 and target <= lv[i - 1]):
-                i = lad.snap(target)
-            self._level = i
-            self.cap = lv[i]
-        return SpatialDecision(self.cap, max(0, lad.s_total - self.cap), self.pressure, rho, co)
+        return SpatialDecision(cap, max(0, self.ladder.s_total - cap), self.pressure, rho, co)
