@@ -1,7 +1,7 @@
 """HorizonServe: one scheduling step (Algorithm 1) over the request profiler, the temporal
 scheduler and the spatial controller, as a plain :class:`omniplane.sim.policy.Policy`.
 
-The same object runs in the simulator and (issue 8) inside vLLM's scheduler: it sees only
+The same object runs in the simulator and inside vLLM's scheduler (sched.serving): it sees only
 :class:`~omniplane.sim.policy.SeqInfo` / :class:`~omniplane.sim.policy.StepContext` and its own
 state. Per step (``decide``):
 
