@@ -77,3 +77,23 @@ def test_time_slicing_serialises_the_stages() -> None:
     # with one step at a time, the two executors' busy time fits in the horizon
     busy = sum(ex.stats.busy for ex in sim.topo.executors)
     assert busy <= sim.loop.now + 1e-9
+
+
+
+def test_split_mode_never_starves_a_downstream_step_behind_an_idle_full_gpu_cap() -> None:
+    """A shared stage on the whole GPU while no downstream is active (HorizonServe's S_aggr =
+    S_tot) must not leave the next downstream step on 1 SM while the shared stage is idle."""
+    from types import SimpleNamespace
+
+    from omniplane.sim.engines import Step
+
+    gpu = load_gpus().get("RTX6000Ada")
+    slot = Colocated("split", gpu, None, None, "s0", lambda ex, step: step.work)
+    s0, s1 = SimpleNamespace(name="s0"), SimpleNamespace(name="s1")
+    assert slot.sms_for(s0, Step(0.01, 1, "decode", sm_cap=gpu.sms)) == gpu.sms  # type: ignore[arg-type]
+    # idle shared stage: the downstream step gets the GPU, not max(1, 0) SMs
+    assert slot.sms_for(s1, Step(0.01, 1, "decode")) == gpu.sms  # type: ignore[arg-type]
+    # while the shared stage runs a step, the complement applies as before
+    assert slot.sms_for(s0, Step(0.01, 1, "decode", sm_cap=60)) == 60  # type: ignore[arg-type]
+    slot.running["s0"] = 1e11
+    assert slot.sms_for(s1, Step(0.01, 1, "decode")) == gpu.sms - 60  # type: ignore[arg-type]

@@ -100,3 +100,34 @@ class Capper(Recording):
 
     def choose(self, ctx: StepContext) -> StepDecision:
         return StepDecision(sm_cap=64 if ctx.downstream_active else None)
+
+
+class WatchedHorizon(Recording):
+    """HorizonServe as ``policy: horizon`` builds it (the same settings), with Recording's
+    bookkeeping around it so the tests can check the call contract and the views."""
+
+    name = "watched-horizon"
+
+    def __init__(self, inputs: Any) -> None:
+        from omniplane.vllm.policies import make_policy
+
+        super().__init__(inputs)
+        self.inner = make_policy("horizon", inputs)
+        self.caps: list[int | None] = []
+
+    def on_arrival(self, info: SeqInfo, now: float) -> None:
+        super().on_arrival(info, now)
+        self.inner.on_arrival(info, now)
+
+    def choose(self, ctx: StepContext) -> StepDecision:
+        d = self.inner.decide(ctx)
+        self.caps.append(d.sm_cap)
+        return d
+
+    def on_step(self, outcome: StepOutcome) -> None:
+        super().on_step(outcome)
+        self.inner.on_step(outcome)
+
+    def on_finish(self, rid: int, now: float) -> None:
+        super().on_finish(rid, now)
+        self.inner.on_finish(rid, now)

@@ -67,3 +67,19 @@ def test_downstream_stage_publishes_its_activity(tmp_path: Path) -> None:
         after = rec.read(2)
         assert after is not None and after.active == 1
     s.shutdown()
+
+
+def test_horizon_policy_hides_the_other_path_in_the_scheduler() -> None:
+    s = make(policy="horizon")
+    for i, prio in enumerate((10, 10, 0, 0)):  # two audio (long path), then two text (short)
+        s.add_request(FakeRequest(str(i), priority=prio))
+    out = s.schedule()  # a short-path phase: the audio prefills are hidden for this step
+    assert set(out.num_scheduled_tokens) == {"2", "3"}
+    assert [r.request_id for r in s.waiting] == ["0", "1"]
+    s.update_from_output(out, None)
+    # only hidden audio waits and nothing runs: the policy re-polls its rotation into a
+    # long-path phase rather than idle the stage, so the audio requests run next
+    out = s.schedule()
+    assert set(out.num_scheduled_tokens) == {"0", "1"}
+    s.update_from_output(out, None)
+    assert not s.waiting and not s.requests

@@ -231,3 +231,54 @@ def test_async_scheduler_variant_keeps_the_invariants(configs: dict[str, Any]) -
     assert not sched.has_requests() and steps > 45
     assert len(policy.finishes) == 45 and set(policy.finishes.values()) == {1}
     assert set(Counter(r for o in policy.outcomes for r in o.first_tokens).values()) == {1}
+
+
+def test_horizon_policy_in_vllm_keeps_the_invariants_and_caps_on_the_ladder(
+    configs: dict[str, Any], tmp_path: Any
+) -> None:
+    """``policy: horizon`` as the settings build it (SLO table, ladder S_min..S_cap), with a
+    downstream stage reporting activity every other 20 steps: vLLM admits only what HorizonServe
+    left visible, admitted requests are never hidden, every request finishes once, and the
+    published cap is a ladder level while the downstream stage is active, the whole GPU otherwise."""
+    import time
+
+    table = {
+        "kind": "omniplane-slo-table",
+        "source": "assumption: test SLOs",
+        "classes": {
+            "text": {"priority": 0, "path": "short", "slo_s": 0.05},
+            "audio": {"priority": 10, "path": "long", "slo_s": 1.0},
+            "image": {"priority": 20, "path": "long", "slo_s": 5.0},
+        },
+    }
+    sched = omni(
+        configs, "WatchedHorizon", slo_table=table, control="hz", control_dir=str(tmp_path),
+        total_sms=132, ladder={"s_min": 40, "s_max": 64},
+    )
+    down = ControlRecord.open("hz", slots=4, directory=tmp_path, create=False)
+    caps: list[tuple[int, int | None, int]] = []
+    caps_hidden: list[tuple[int, bool]] = []
+
+    def before(s: Any, step: int) -> None:
+        active = 2 if (step // 20) % 2 else 0
+        down.write(1, SlotState(pid=1, active=active, updated_ns=time.monotonic_ns()))
+
+    def after(s: Any, step: int, out: Any, snap: dict[str, list[str]]) -> None:
+        check_view(s, step, out, snap)
+        assert s.omniplane.last_hidden.isdisjoint(snap["running"])
+        state = down.read(0)
+        assert state is not None
+        caps.append((s.omniplane.bridge.policy.downstream[-1], state.sm_level, state.sm_count))
+        caps_hidden.append((step, bool(s.omniplane.last_hidden)))
+
+    steps = run(sched, arrivals(90, seed=12), before=before, after=after)
+    policy = sched.omniplane.bridge.policy
+    assert not sched.has_requests() and len(policy.finishes) == 90 and set(policy.finishes.values()) == {1}
+    assert sum(1 for c in policy.caps if c is not None) == steps
+    assert sum(1 for _, hidden in caps_hidden if hidden) >= 10, "rotation rarely hid anything"
+    co = [(lvl, sms) for active, lvl, sms in caps if active]
+    alone = [(lvl, sms) for active, lvl, sms in caps if not active]
+    assert co and alone
+    assert all(sms in (40, 48, 56, 64) and lvl is not None for lvl, sms in co)
+    assert all(lvl is None for lvl, _ in alone)  # S_aggr: the whole GPU, no green context
+    down.close()

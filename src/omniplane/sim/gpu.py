@@ -114,6 +114,12 @@ class Colocated:
             if step.sm_cap is not None:
                 self.cap = max(1, min(self.total, step.sm_cap))
             return self.cap
+        if self.cap >= self.total and self.shared_stage not in self.running:
+            # The complementary ladder has no 0-SM level: a shared stage on the whole GPU
+            # (HorizonServe's S_aggr = S_tot while no downstream is active) publishes its next
+            # cap at its next step; while it is idle nothing holds the SMs. (Before this, such a
+            # step ran on 1 SM, about 100x its solo time, at every downstream activation.)
+            return self.total
         return max(1, self.total - self.cap)
 
     def begin(self, ex: Executor, step: Step) -> float:

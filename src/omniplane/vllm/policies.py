@@ -3,8 +3,11 @@
 Names:
 
 - ``fcfs``: :class:`omniplane.sim.policy.FCFS` (nothing hidden, no cap): vLLM's own behaviour.
-- ``horizon``: HorizonServe (issue 7, ``omniplane.sched``). Registered below once that package
-  lands; until then asking for it fails with a message saying so.
+- ``horizon``: HorizonServe (``omniplane.sched``, built by
+  :func:`omniplane.sched.serving.horizon_for_serving` through the sched factory, imported only
+  when asked for): the class table's paths and SLOs, the GPU's SM count and the ladder; its
+  ``policy_options`` are HorizonServe's parameters and measured class profiles (that module's
+  docstring and docs/vllm.md).
 - ``import:MODULE:NAME``: any callable ``NAME(inputs: PolicyInputs) -> Policy`` (a class or a
   factory function), for user policies and tests, without a registry filled by imports.
 
@@ -22,10 +25,6 @@ from omniplane.sim.policy import FCFS, Policy
 from omniplane.vllm.settings import SchedulerSettings
 
 POLICIES: tuple[str, ...] = ("fcfs", "horizon")
-
-
-class PolicyUnavailable(RuntimeError):
-    """The named policy exists in omniplane's design but is not installed here."""
 
 
 @dataclass(frozen=True)
@@ -53,12 +52,10 @@ def make_policy(name: str, inputs: PolicyInputs) -> Policy:
     if name == "fcfs":
         return FCFS()
     if name == "horizon":
-        # ---- issue 7: register HorizonServe here -----------------------------------------
-        # When omniplane.sched lands, construct its policy from `inputs` (class paths and SLOs,
-        # total_sms, ladder = S_min..S_cap, options = u_guard, N range, gamma, ...) and return it.
-        raise PolicyUnavailable(
-            "policy 'horizon' (HorizonServe, omniplane.sched) is not installed in this "
-            "build yet: use 'fcfs', or 'import:MODULE:NAME' for a policy of your own"
+        from omniplane.sched.serving import horizon_for_serving
+
+        return horizon_for_serving(
+            inputs.classes, inputs.total_sms, inputs.ladder, inputs.options, source=inputs.slo_source
         )
     if name.startswith("import:"):
         _, _, ref = name.partition(":")

@@ -1,0 +1,277 @@
+"""HorizonServe's experiments (section 6) in simulation: one GPU, two co-located stages.
+
+Setup (section 6.1): the shared stage (encoders + the shared LLM, "stage 0") and the downstream
+stages ("stage 1") of a catalog model share one GPU; Poisson arrivals; short-path and long-path
+classes mixed at a long-path fraction, each side spread evenly over its classes; SLO = 5 x solo
+p95 per class; attainment = requests meeting their class's first-response SLO over all arrived.
+
+Each LLM stage admits at most ``max_seqs`` sequences, vLLM's ``max_num_seqs``. The default is
+vLLM-Omni's stock stage configuration, which HorizonServe uses as its runtime (section 6.1):
+``runtime.max_batch_size: 1`` for every stage, passed on as ``engine_args["max_num_seqs"]``
+(https://github.com/vllm-project/vllm-omni/blob/be81443c8a52f863452253ee6ea1d9f263bd2fb6/vllm_omni/model_executor/stage_configs/qwen2_5_omni.yaml
+and vllm_omni/entrypoints/omni_stage.py at that commit, v0.12.0rc1; the paper's v0.16.0 is not
+stored). Each point runs one Poisson stream of ``requests`` requests with the same seed for
+every policy (common random numbers): ``rate x 900 s`` of arrivals (the paper runs each point
+for 15 minutes), drained to the end.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path as FilePath
+from typing import Any
+
+import numpy as np
+
+from omniplane.perf import CostModel
+from omniplane.sched.calibration import OfflineCalibration, calibrate
+from omniplane.sched.factory import make_policy
+from omniplane.sched.horizon import HorizonServe
+from omniplane.sim.build import build_topology
+from omniplane.sim.colocate import share_gpu
+from omniplane.sim.engine import EventLoop
+from omniplane.sim.simulator import Simulation
+from omniplane.spec import GPUKind, ModelSpec, PathClass, PlanSpec, load_gpus, load_model, parse
+from omniplane.spec.load import resolve_workload
+from omniplane.spec.workload import WorkloadSpec
+from omniplane.workload import generate
+
+MODELS = ("qwen2.5-omni", "mimo-audio", "bagel")
+GPUS = {"rtx6000ada": "RTX6000Ada", "rtxpro6000": "RTXPRO6000"}
+SWEEPS = ("rate", "long-fraction")
+# Figure 8's axes: rates 0.2-0.5 at long fraction 0.3, long fractions 0.2-0.8 at rate 0.35
+RATES = (0.2, 0.3, 0.4, 0.5)
+LONG_FRACTIONS = (0.2, 0.4, 0.6, 0.8)
+FIXED_LONG_FRACTION = 0.3  # section 6.2: the rate sweep's traffic mix
+FIXED_RATE = 0.35  # Figure 8: the long-path sweep's offered load
+FIG10_RATE, FIG10_LONG = 0.3, 0.4  # section 6.4: "lambda = 0.3 with 40% audio traffic"
+STOCK_MAX_SEQS = 1  # vLLM-Omni stock stage configs (module docstring)
+POINT_S = 900.0  # section 6.1: "runs each plotted point for 15 minutes" (of Poisson arrivals here)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One policy at one load point."""
+
+    policy: str
+    rate: float
+    long_fraction: float
+    arrived: int
+    attainment: float
+    attainment_by_class: dict[str, float]
+    p95_ms: dict[str, float]
+    shared_tpot_ms: dict[str, float]  # p50, p95 of the shared stage over all requests
+    wall_s: float
+    trace: list[tuple[float, int, float, float, int | None]] = field(default_factory=list, repr=False)
+
+
+def deployment(model: ModelSpec, gpu: GPUKind) -> PlanSpec:
+    """Stage 0 (encoders + shared LLM) and stage 1 (the rest) as plan nodes on one GPU kind."""
+    shared = model.shared_stage()
+    if shared is None:
+        raise ValueError(f"{model.name} has no shared LLM stage")
+    stage0 = [c.name for c in model.components
+              if c.name == shared or any(e.to == shared for e in c.edges)]
+    stage1 = [c.name for c in model.components if c.name not in stage0]
+
+    def batch(hosts: list[str]) -> int:
+        et = model.executor_type_for(hosts)
+        allowed = sorted(et.max_batch) if et is not None else [16]
+        return max([b for b in allowed if b <= 32] or allowed[:1])
+
+    nodes = [{"name": name, "components": comps,
+              "executors": [{"count": 1, "tp": 1, "max_batch": batch(comps)}]}
+             for name, comps in (("stage0", stage0), ("stage1", stage1)) if comps]
+    routes = {t: [{"nodes": ["stage0"] + (["stage1"] if set(model.path_of(t)) & set(stage1) else []),
+                   "p": 1.0}] for t in model.type_names}
+    return parse(PlanSpec, {"kind": "plan", "model": model.name, "gpu": gpu.name, "transfer_ms": 0,
+                            "nodes": nodes, "routes": routes})
+
+
+def mix_for(model: ModelSpec, long_fraction: float) -> dict[str, float]:
+    """Long-path fraction spread evenly over the long classes, the rest over the short ones."""
+    if not 0.0 <= long_fraction <= 1.0:
+        raise ValueError(f"long_fraction must be in [0, 1], got {long_fraction}")
+    longs = [r.name for r in model.request_types if r.path_class is PathClass.LONG]
+    shorts = [r.name for r in model.request_types if r.path_class is PathClass.SHORT]
+    mix = {t: (1.0 - long_fraction) / len(shorts) for t in shorts}
+    mix.update({t: long_fraction / len(longs) for t in longs})
+    return mix
+
+
+class SingleGPU:
+    """One model on one GPU kind, calibrated once; runs any policy at any load point."""
+
+    def __init__(self, model: str, gpu: str, *, max_seqs: int = STOCK_MAX_SEQS,
+                 sm_sweep: FilePath | None = None) -> None:
+        """``sm_sweep``: a real fixed-SM sweep (perf sweep format) for S_cap instead of the
+        co-location model's."""
+        if max_seqs < 1:
+            raise ValueError(f"max_seqs must be >= 1, got {max_seqs}")
+        self.model = load_model(model)
+        self.gpu = load_gpus().get(GPUS.get(gpu, gpu))
+        self.cost = CostModel(self.model)
+        self.calibration: OfflineCalibration = calibrate(self.model, self.gpu, self.cost, sweep_file=sm_sweep)
+        self.plan = deployment(self.model, self.gpu)
+        self.max_seqs = max_seqs
+        self.shared = self.model.shared_stage() or ""
+
+    def requests(self, rate: float, long_fraction: float, n: int, seed: int) -> list[Any]:
+        spec = parse(WorkloadSpec, {
+            "kind": "workload", "name": f"{self.model.name}-horizon", "model": self.model.name,
+            "mix": mix_for(self.model, long_fraction), "arrival": {"process": "poisson", "rate": rate},
+            "slo": {"policy": "solo_multiplier", "multiplier": self.calibration.slo.multiplier,
+                    "percentile": 95},
+            "seed": seed})
+        return generate(resolve_workload(spec, self.model), n=n, seed=seed)
+
+    def run(self, policy_name: str, rate: float, long_fraction: float, n: int, seed: int = 0, *,
+            record: bool = False) -> RunResult:
+        policy, mode = make_policy(policy_name, self.calibration, record=record)
+        loop = EventLoop()
+        topo = build_topology(self.model, self.plan, self.gpu, self.cost, loop,
+                              policy_for=lambda ex, c: policy if c == self.shared else None)
+        for ex in topo.executors:
+            for engine in ex.engines:
+                if engine.kind == "llm":
+                    engine.max_batch = self.max_seqs  # vLLM max_num_seqs of the stage
+        downstream = [ex.name for ex in topo.executors if ex.node != "stage0"]
+        share_gpu(topo, "stage0/0.0", downstream, mode, self.cost)
+        slo = self.calibration.slo.as_dict()
+        sim = Simulation(self.model, topo, self.requests(rate, long_fraction, n, seed), loop=loop, slo_s=slo)
+        t0 = time.perf_counter()
+        res = sim.run()
+        wall = time.perf_counter() - t0
+        tpot = [x * 1e3 for r in sim.requests if (x := r.tpot(self.shared)) is not None]
+        trace: list[tuple[float, int, float, float, int | None]] = []
+        if record and isinstance(policy, HorizonServe) and policy.history is not None:
+            trace = [(h.now, h.downstream_active, h.bw_util, h.spatial.pressure, h.spatial.sm_shared)
+                     for h in policy.history]
+        return RunResult(
+            policy_name, rate, long_fraction, res.arrived, float(res.attainment or 0.0),
+            {t: float(m.attainment or 0.0) for t, m in res.per_type.items()},
+            {t: float(m.latency_ms["p95"] or math.nan) for t, m in res.per_type.items()},
+            {"p50": float(np.percentile(tpot, 50)) if tpot else math.nan,
+             "p95": float(np.percentile(tpot, 95)) if tpot else math.nan},
+            wall, trace)
+
+
+# ---- sweeps ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SweepSpec:
+    model: str
+    gpu: str
+    sweep: str
+    xs: tuple[float, ...]
+    policies: tuple[str, ...]
+    duration_s: float = POINT_S
+    requests: int | None = None  # a fixed count per point instead of duration_s x rate
+    seed: int = 0
+    max_seqs: int = STOCK_MAX_SEQS
+    sm_sweep: str | None = None  # a real fixed-SM sweep file for S_cap
+
+    def __post_init__(self) -> None:
+        if self.sweep not in SWEEPS:
+            raise ValueError(f"sweep must be one of {SWEEPS}, got {self.sweep!r}")
+        if not self.xs or not self.policies:
+            raise ValueError("a sweep needs at least one x value and one policy")
+        if self.requests is not None and self.requests < 10:
+            raise ValueError(f"requests per point must be >= 10, got {self.requests}")
+        if not self.duration_s > 0:
+            raise ValueError(f"duration_s must be > 0, got {self.duration_s}")
+
+    def point(self, x: float) -> tuple[float, float]:
+        """(rate, long fraction) of the point at ``x``."""
+        return (x, FIXED_LONG_FRACTION) if self.sweep == "rate" else (FIXED_RATE, x)
+
+    def n_requests(self, rate: float) -> int:
+        return self.requests if self.requests is not None else max(10, round(rate * self.duration_s))
+
+
+@lru_cache(maxsize=4)
+def single_gpu(model: str, gpu: str, max_seqs: int, sm_sweep: str | None = None) -> SingleGPU:
+    """One calibrated testbed per process and configuration (worker processes build their own)."""
+    return SingleGPU(model, gpu, max_seqs=max_seqs, sm_sweep=FilePath(sm_sweep) if sm_sweep else None)
+
+
+def _run_point(args: tuple[SweepSpec, str, float]) -> RunResult:
+    spec, policy, x = args
+    rate, frac = spec.point(x)
+    testbed = single_gpu(spec.model, spec.gpu, spec.max_seqs, spec.sm_sweep)
+    return testbed.run(policy, rate, frac, spec.n_requests(rate), spec.seed)
+
+
+def run_sweep(spec: SweepSpec, *, jobs: int = 1, progress: Any = None) -> list[RunResult]:
+    """Every policy at every x; ``jobs`` worker processes (results in policy, x order)."""
+    tasks = [(spec, p, x) for p in spec.policies for x in spec.xs]
+    if jobs <= 1:
+        out = []
+        for t in tasks:
+            out.append(_run_point(t))
+            if progress is not None:
+                progress()
+        return out
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        out = []
+        for r in pool.map(_run_point, tasks):
+            out.append(r)
+            if progress is not None:
+                progress()
+        return out
+
+
+def sweep_json(spec: SweepSpec, results: Sequence[RunResult]) -> dict[str, Any]:
+    """``{"policies": {NAME: {"x", "attainment", "p95_ms": {CLASS: [...]}}}, ...}``."""
+    policies: dict[str, Any] = {}
+    for name in spec.policies:
+        rs = [r for r in results if r.policy == name]
+        classes = sorted({c for r in rs for c in r.p95_ms})
+        policies[name] = {"x": list(spec.xs), "attainment": [r.attainment for r in rs],
+                          "p95_ms": {c: [r.p95_ms.get(c, math.nan) for r in rs] for c in classes}}
+    return {"policies": policies}
+
+
+# ---- Figure 10: the spatial loop over time --------------------------------------------------
+@dataclass(frozen=True)
+class ControlTrace:
+    """HorizonServe's per-step signals in one run (Figure 10)."""
+
+    rate: float
+    long_fraction: float
+    t: tuple[float, ...]
+    downstream: tuple[int, ...]  # requests held by the downstream stage
+    bw_util: tuple[float, ...]  # the raw memory-activity sample B(t)
+    pressure: tuple[float, ...]  # B_hat(t)
+    sm_cap: tuple[int, ...]
+
+    def correlation(self, co_running_only: bool = False) -> float:
+        """Pearson correlation of ``B_hat`` and the selected cap (the paper reports 0.926)."""
+        keep = [i for i, a in enumerate(self.downstream) if a > 0 or not co_running_only]
+        if len(keep) < 3:
+            return math.nan
+        x = np.asarray([self.pressure[i] for i in keep])
+        y = np.asarray([self.sm_cap[i] for i in keep], dtype=float)
+        if x.std() == 0.0 or y.std() == 0.0:
+            return math.nan
+        return float(np.corrcoef(x, y)[0, 1])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rate": self.rate, "long_fraction": self.long_fraction, "steps": len(self.t),
+                "correlation": self.correlation(), "correlation_co_running": self.correlation(True),
+                "co_running_fraction": float(np.mean([a > 0 for a in self.downstream])) if self.t else 0.0,
+                "sm_caps": sorted(set(self.sm_cap))}
+
+
+def control_trace(testbed: SingleGPU, requests: int, seed: int = 0, rate: float = FIG10_RATE,
+                  long_fraction: float = FIG10_LONG) -> ControlTrace:
+    r = testbed.run("horizon", rate, long_fraction, requests, seed, record=True)
+    rows = [row for row in r.trace if row[4] is not None]
+    return ControlTrace(rate, long_fraction, tuple(x[0] for x in rows), tuple(x[1] for x in rows),
+                        tuple(x[2] for x in rows), tuple(x[3] for x in rows),
+                        tuple(int(x[4] or 0) for x in rows))

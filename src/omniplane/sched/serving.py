@@ -1,0 +1,145 @@
+"""HorizonServe configured from a serving deployment instead of the performance model.
+
+Inside vLLM (``omniplane.vllm.policies``) the scheduler knows the request classes of its
+settings (each a path and an SLO, from the SLO table the operator measured), the GPU's SM
+count, the SM ladder the GPU backend can realise and free-form ``policy_options``. This module
+turns those into an :class:`~omniplane.sched.calibration.OfflineCalibration` and the policy
+through :func:`omniplane.sched.factory.make_policy`, so the simulator and vLLM build the same
+object. It reads no model spec and runs no cost model.
+
+``policy_options`` (all optional; an unknown key is an error)::
+
+    u_guard: 1.5             ProfilerConfig.u_guard
+    m: 2, n_min: 2, n_max: 8, long_cap: 2, rotate: true, cap_long: true     RotationConfig
+    gamma: 0.4, b_sat: 0.93, throttle: true                                  SpatialConfig
+    slo_multiplier: 5        SLO = multiplier x solo p95 (for the default profile below)
+    profiles: {CLASS: {prefill_s_per_token, step_s, decode_s_per_token, decode_tokens,
+                       downstream_s}}      measured class profiles (seconds), e.g. the
+                                           "profiles" of ``OfflineCalibration.to_json()``
+    calibration: PATH        a JSON file holding such a "profiles" mapping (inline wins)
+
+A class without a measured profile gets ``r_hat = SLO / slo_multiplier`` while its prompt is
+not prefilled (assumption: the solo p95 the SLO was derived from, section 6.1, as the time to
+first response of a request that has not started) and nothing after; only waiting requests'
+``r_hat`` drives protection, since admitted ones are never hidden. A class without an SLO has no
+deadline (never protected; last in the long-path cap's deadline order).
+
+Without a ladder (no SM control on this GPU, or ``total_sms`` 0) or with ``throttle: false``
+no cap is published; rotation, the slack guard and the long-path cap still run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
+from pathlib import Path as FilePath
+from typing import Any
+
+from omniplane.sched.calibration import SLO_MULTIPLIER, OfflineCalibration, SLOTable
+from omniplane.sched.factory import make_policy
+from omniplane.sched.horizon import HorizonConfig
+from omniplane.sched.profiler import ClassProfile, Path, ProfilerConfig
+from omniplane.sched.spatial import SMLadder, SpatialConfig
+from omniplane.sched.temporal import RotationConfig
+from omniplane.sim.policy import Policy
+
+_GROUPS: dict[str, type] = {"profiler": ProfilerConfig, "rotation": RotationConfig, "spatial": SpatialConfig}
+_CONFIG_KEYS = {f.name: group for group, cls in _GROUPS.items() for f in fields(cls)}
+_OTHER_KEYS = {"profiles", "calibration", "slo_multiplier"}
+_PROFILE_KEYS = ("prefill_s_per_token", "step_s", "decode_s_per_token", "decode_tokens", "downstream_s")
+
+
+def horizon_config(options: Mapping[str, Any], where: str = "policy_options") -> HorizonConfig:
+    """The :class:`HorizonConfig` the flat option keys ask for (errors name the key)."""
+    unknown = sorted(set(options) - set(_CONFIG_KEYS) - _OTHER_KEYS)
+    if unknown:
+        raise ValueError(f"{where}: unknown option(s) {unknown}; expected some of "
+                         f"{sorted(set(_CONFIG_KEYS) | _OTHER_KEYS)}")
+    groups: dict[str, dict[str, Any]] = {g: {} for g in _GROUPS}
+    for key, value in options.items():
+        if key in _CONFIG_KEYS:
+            groups[_CONFIG_KEYS[key]][key] = value
+    built: dict[str, Any] = {}
+    for group, cls in _GROUPS.items():
+        try:
+            built[group] = cls(**groups[group])
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: {exc}") from None
+    return HorizonConfig(**built)
+
+
+def _measured_profiles(options: Mapping[str, Any], where: str) -> dict[str, Mapping[str, Any]]:
+    out: dict[str, Mapping[str, Any]] = {}
+    path = options.get("calibration")
+    if path is not None:
+        try:
+            doc = json.loads(FilePath(str(path)).read_text())
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{path}: cannot read the calibration: {exc}") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("profiles"), dict):
+            raise ValueError(f"{path}: profiles: expected a mapping of request class to profile")
+        out.update(doc["profiles"])
+        where = str(path)
+    inline = options.get("profiles")
+    if inline is not None:
+        if not isinstance(inline, Mapping):
+            raise ValueError(f"{where}: profiles: expected a mapping of request class to profile")
+        out.update(inline)
+    return out
+
+
+def _profile(name: str, path: str, slo_s: float | None, measured: Mapping[str, Any] | None,
+             multiplier: float, where: str) -> ClassProfile:
+    slo = math.inf if slo_s is None else float(slo_s)
+    kind = Path(path)
+    if measured is None:
+        step = 0.0 if math.isinf(slo) else slo / multiplier
+        return ClassProfile(name, kind, slo, 0.0, step, 0.0, 0.0, 0.0)
+    if not isinstance(measured, Mapping):
+        raise ValueError(f"{where}: profiles.{name}: expected a mapping with {list(_PROFILE_KEYS)}")
+    values: list[float] = []
+    for key in _PROFILE_KEYS:
+        v = measured.get(key, 0.0)
+        if not isinstance(v, int | float) or isinstance(v, bool) or not v >= 0.0:
+            raise ValueError(f"{where}: profiles.{name}.{key}: expected a number >= 0, got {v!r}")
+        values.append(float(v))
+    return ClassProfile(name, kind, slo, *values)
+
+
+def serving_calibration(classes: Mapping[str, tuple[str, float | None]], total_sms: int,
+                        ladder: Sequence[int], options: Mapping[str, Any], *, source: str = "",
+                        where: str = "policy_options") -> tuple[OfflineCalibration, bool]:
+    """``(calibration, has_ladder)`` from a class table ``{class: (path, SLO s or None)}``, the
+    GPU's SM count and the shared stage's ladder levels (ascending, below ``total_sms``)."""
+    multiplier = float(options.get("slo_multiplier", SLO_MULTIPLIER))
+    if not multiplier > 0.0:
+        raise ValueError(f"{where}: slo_multiplier must be > 0, got {multiplier}")
+    measured = _measured_profiles(options, where)
+    unknown = sorted(set(measured) - set(classes))
+    if unknown:
+        raise ValueError(f"{where}: profiles for unknown class(es) {unknown}; classes are {sorted(classes)}")
+    profiles = {c: _profile(c, p, s, measured.get(c), multiplier, where) for c, (p, s) in classes.items()}
+    levels = tuple(sorted({s for s in ladder if 0 < s < total_sms}))
+    has_ladder = bool(levels)
+    sm_ladder = SMLadder(levels, total_sms, total_sms) if has_ladder else SMLadder((1,), 2, 2)
+    p95 = {c: p.slo_s / multiplier for c, p in profiles.items() if math.isfinite(p.slo_s)}
+    slo = SLOTable(p95 or {"-": 1.0}, multiplier, source or "serving settings")
+    notes = () if has_ladder else ("no SM ladder: no cap is published",)
+    cal = OfflineCalibration("serving", f"{total_sms} SMs", slo, profiles, sm_ladder,
+                             sweep_source="serving settings", notes=notes)
+    return cal, has_ladder
+
+
+def horizon_for_serving(classes: Mapping[str, tuple[str, float | None]], total_sms: int,
+                        ladder: Sequence[int], options: Mapping[str, Any], *, source: str = "",
+                        where: str = "policy_options") -> Policy:
+    """HorizonServe for a serving deployment (module docstring), through the sched factory."""
+    config = horizon_config(options, where)
+    cal, has_ladder = serving_calibration(classes, total_sms, ladder, options, source=source, where=where)
+    if not has_ladder and config.spatial.throttle:
+        config = HorizonConfig(config.profiler, config.rotation,
+                               SpatialConfig(config.spatial.gamma, config.spatial.b_sat, throttle=False))
+    policy, _mode = make_policy("horizon", cal, config)  # the GPU backend realises the split
+    return policy

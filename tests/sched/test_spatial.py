@@ -1,0 +1,84 @@
+"""The spatial controller: EWMA pressure, Equation 1, hysteresis, headroom (section 4.4)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from omniplane.sched.spatial import SMLadder, SpatialConfig, SpatialController
+from tests.sched.helpers import LADDER
+
+
+def test_ewma_weights_the_newest_sample_by_gamma() -> None:
+    c = SpatialController(LADDER, SpatialConfig(gamma=0.4))
+    c.observe(0.5)  # the first sample initialises the average
+    assert c.observe(1.0) == pytest.approx(0.4 * 1.0 + 0.6 * 0.5)
+    assert c.observe(-3.0) == pytest.approx(0.6 * 0.7)  # samples are clamped to [0, 1]
+
+
+def test_no_downstream_means_the_aggressive_cap_and_no_headroom() -> None:
+    c = SpatialController(LADDER)
+    c.observe(0.99)
+    d = c.decide(downstream_active=0)
+    assert d.sm_shared == LADDER.s_aggr and d.sm_down == 0 and not d.co_running
+
+
+def test_equation_1_maps_pressure_onto_the_ladder() -> None:
+    lad = SMLadder((40, 50, 60, 70), 142, 142)
+    cfg = SpatialConfig(gamma=1.0, b_sat=0.8)
+    low, high = SpatialController(lad, cfg), SpatialController(lad, cfg)
+    low.observe(0.0)
+    high.observe(0.95)  # above B_sat: rho clamps to 1
+    assert low.decide(1).sm_shared == 40
+    d = high.decide(1)
+    assert d.sm_shared == 70 and d.rho == 1.0 and d.sm_down == 142 - 70
+    mid = SpatialController(lad, cfg)
+    mid.observe(0.8 * (50 - 40) / 30)  # target exactly 50
+    assert mid.decide(2).sm_shared == 50
+
+
+def test_hysteresis_needs_a_full_ladder_step_to_move() -> None:
+    lad = SMLadder((40, 50, 60, 70), 142, 142)
+    c = SpatialController(lad, SpatialConfig(gamma=1.0, b_sat=1.0))
+    c.observe(1 / 3)  # target 50
+    assert c.decide(1).sm_shared == 50
+    c.observe(0.5)  # target 55: nearer 60 after snapping, but not a full step away
+    assert c.decide(1).sm_shared == 50
+    c.observe(2 / 3)  # target 60: one full step
+    assert c.decide(1).sm_shared == 60
+    c.observe(0.45)  # target 53.5: not down to 50 yet
+    assert c.decide(1).sm_shared == 60
+    c.observe(0.0)
+    assert c.decide(1).sm_shared == 40
+
+
+def test_throttle_off_publishes_no_cap() -> None:
+    c = SpatialController(LADDER, SpatialConfig(throttle=False))
+    c.observe(0.9)
+    assert c.decide(3).sm_shared is None
+
+
+def test_ladder_and_config_validation() -> None:
+    with pytest.raises(ValueError, match="ascending"):
+        SMLadder((60, 50), 142, 142)
+    with pytest.raises(ValueError, match="S_cap < S_aggr"):
+        SMLadder((50, 142), 142, 142)
+    with pytest.raises(ValueError, match="S_aggr <= S_tot"):
+        SMLadder((50, 60), 150, 142)
+    with pytest.raises(ValueError, match="gamma"):
+        SpatialConfig(gamma=0.0)
+    with pytest.raises(ValueError, match="b_sat"):
+        SpatialConfig(b_sat=1.5)
+    assert LADDER.s_min == 56 and LADDER.s_cap == 70
+
+
+@given(st.lists(st.tuples(st.floats(-0.5, 1.5), st.integers(0, 3)), min_size=1, max_size=40),
+       st.booleans())
+def test_select_is_decide_without_the_record(samples: list[tuple[float, int]], throttle: bool) -> None:
+    cfg = SpatialConfig(throttle=throttle)
+    fast, full = SpatialController(LADDER, cfg), SpatialController(LADDER, cfg)
+    for bw, active in samples:
+        fast.observe(bw)
+        full.observe(bw)
+        assert fast.select(active) == full.decide(active).sm_shared
