@@ -14,6 +14,13 @@ CORE = [
     "omniplane.perf.profiler",
     "omniplane.perf.validation.report",
     "omniplane.cli.app",
+    "omniplane.loadgen.client",
+    "omniplane.loadgen.metrics",
+    "omniplane.loadgen.slo",
+    "omniplane.deploy.local",
+    "omniplane.deploy.ingress",
+    "omniplane.deploy.vllm_omni",
+    "omniplane.cli.deploy",
 ]
 FORBIDDEN = ["torch", "vllm", "ray", "cuda", "pynvml", "vllm_omni"]
 
