@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
+from omniplane.deploy import vtime
 from omniplane.deploy.clock import LagStats, RealTimeLoop, VirtualClock
-from tests.deploy import vtime
 
 
 def test_clock_maps_model_time_to_wall_time() -> None:

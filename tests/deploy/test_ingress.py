@@ -8,13 +8,12 @@ from typing import Any
 
 import pytest
 
-from omniplane.deploy import api
+from omniplane.deploy import api, vtime
 from omniplane.deploy.clock import VirtualClock
 from omniplane.deploy.ingress import IngressCore, Overloaded
 from omniplane.deploy.local import local_deployment
 from omniplane.perf import CostModel
 from omniplane.spec import ResolvedPlan
-from tests.deploy import vtime
 from tests.deploy.test_api import TI2A
 
 

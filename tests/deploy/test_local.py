@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from omniplane.deploy import vtime
 from omniplane.deploy.clock import VirtualClock
 from omniplane.deploy.local import local_deployment, local_hosts, replay_local
 from omniplane.deploy.stage import StageHost
@@ -16,7 +17,6 @@ from omniplane.perf import CostModel
 from omniplane.sim import simulate
 from omniplane.spec import ResolvedPlan, ResolvedWorkload
 from omniplane.workload import Request, generate
-from tests.deploy import vtime
 
 
 def _emulate(plan: ResolvedPlan, requests: list[Request], cost: CostModel, seed: int = 0) -> list[Record]:

@@ -1,9 +1,10 @@
-"""A virtual-time asyncio event loop for deterministic tests of real-time code.
+"""A virtual-time asyncio event loop: run the real-time deployment code deterministically.
 
 ``loop.time()`` is a counter that jumps to the next timer whenever nothing else is ready, so
 ``asyncio.sleep(3600)`` returns at once and a timed emulation runs as fast as the CPU allows,
-with timers firing exactly on time. Only for code without real I/O (a blocked select would
-mean a deadlock: it raises).
+with timers firing exactly on time. The in-process deployment (:mod:`omniplane.deploy.local`)
+run this way reproduces the simulator request by request; tests and benchmarks use it. Only for
+code without real I/O (a blocked select would mean a deadlock: it raises).
 """
 
 from __future__ import annotations
