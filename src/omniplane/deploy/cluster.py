@@ -102,10 +102,11 @@ def replica_actors(deployment: str) -> list[str]:
     )
 
 
-def kill_replica(plan: ResolvedPlan, node: str) -> str:
+def kill_replica(plan: ResolvedPlan, node: str, load: dict[str, int] | None = None) -> str:
     """Kill one replica of ``node`` (``auto``: the node of the model's shared stage, else the
     node with the most executors), as a crash would: Ray Serve notices and starts a new one.
-    Returns the killed actor's name."""
+    ``load`` (replica id -> open sessions, from the ingress's stats) picks the busiest replica
+    (ties: the first by name). Returns the killed actor's name."""
     import ray
 
     if node == "auto":
@@ -114,7 +115,8 @@ def kill_replica(plan: ResolvedPlan, node: str) -> str:
     names = replica_actors(deployment_name(pnode.name, 0))
     if not names:
         raise RuntimeError(f"no live replica of node {node!r}")
-    victim = names[0]
+    busy = load or {}
+    victim = min(names, key=lambda n: (-busy.get(n.rsplit("#", 1)[-1], 0), n))
     ray.kill(ray.get_actor(victim, namespace="serve"), no_restart=True)
     return victim
 
@@ -125,7 +127,3 @@ def auto_kill_node(plan: ResolvedPlan) -> str:
         if shared is not None and shared in n.components:
             return n.name
     return max(plan.spec.nodes, key=lambda n: n.executor_count).name
-
-
-def replica_count(deployment: str) -> int:
-    return len(replica_actors(deployment))

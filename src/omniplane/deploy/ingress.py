@@ -232,4 +232,5 @@ class IngressCore:
             "in_flight": self.in_flight,
             "session_retries": self.orch.retries,
             "replicas": dict(self.orch.replica_info),
+            "open_sessions": dict(self.orch.open_sessions),
         }

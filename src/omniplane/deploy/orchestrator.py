@@ -87,6 +87,7 @@ class Orchestrator:
         self.transfer_s = plan.transfer_ms / 1e3
         self.retries = 0  # sessions re-opened after a failure (all requests)
         self.replica_info: dict[str, dict[str, str]] = {}  # latest health figures per replica
+        self.open_sessions: dict[str, int] = {}  # replica id -> sessions of this ingress on it now
         self.routes: dict[str, tuple[list[float], list[dict[str, str]]]] = {}
         for t, rlist in plan.routes.items():
             path = set(model.path_of(t))
@@ -181,8 +182,12 @@ class Orchestrator:
         self, s: _Live, order: OpenOrder, inbox: asyncio.Queue[tuple[_Live, StageEvent | BaseException]]
     ) -> None:
         """Read one session's stream into the request's inbox; a broken stream becomes an error."""
+        replica = ""
         try:
             async for ev in self.transport.open(s.deployment, order):
+                if ev.kind == OPENED and not replica:
+                    replica = ev.info.get("replica", "")
+                    self.open_sessions[replica] = self.open_sessions.get(replica, 0) + 1
                 if ev.kind == END:
                     s.ended = True
                     if "replica" in ev.info:
@@ -194,6 +199,13 @@ class Orchestrator:
             raise
         except Exception as exc:  # the replica died or the call failed: the orchestrator retries
             inbox.put_nowait((s, exc))
+        finally:
+            if replica:
+                left = self.open_sessions.get(replica, 0) - 1
+                if left > 0:
+                    self.open_sessions[replica] = left
+                else:
+                    self.open_sessions.pop(replica, None)
 
     async def _forward(
         self,

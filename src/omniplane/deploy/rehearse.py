@@ -91,7 +91,7 @@ def rehearse(plan: ResolvedPlan, workload: ResolvedWorkload, cfg: RehearsalConfi
         deploy_s = time.monotonic() - t_start
         warm = _warmup(plan, url, cfg.time_scale)
         killed: dict[str, Any] = {}
-        timer = _schedule_kill(plan, cfg, requests, killed)
+        timer = _schedule_kill(plan, cfg, requests, killed, url)
         meter = CpuMeter()
         load = LoadOptions(
             url,
@@ -136,7 +136,7 @@ def rehearse(plan: ResolvedPlan, workload: ResolvedWorkload, cfg: RehearsalConfi
 
 
 def _schedule_kill(
-    plan: ResolvedPlan, cfg: RehearsalConfig, requests: list[Request], killed: dict[str, Any]
+    plan: ResolvedPlan, cfg: RehearsalConfig, requests: list[Request], killed: dict[str, Any], url: str
 ) -> threading.Thread | None:
     node = cfg.kill
     if not node:
@@ -147,7 +147,9 @@ def _schedule_kill(
     def run() -> None:
         time.sleep(delay)
         try:
-            killed["actor"] = kill_replica(plan, node)
+            load = _server_stats(url).get("ingress", {}).get("open_sessions", {})
+            killed["actor"] = kill_replica(plan, node, load)
+            killed["sessions_open"] = load.get(killed["actor"].rsplit("#", 1)[-1], 0)
             killed["at_model_s"] = at_model
         except Exception as exc:  # reported, not raised: the run goes on
             killed["error"] = f"{type(exc).__name__}: {exc}"
