@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from omniplane import __version__
-from omniplane.cli import catalog, deploy, perf, profile, sim, workload
+from omniplane.cli import calibrate, catalog, deploy, perf, profile, sim, vllm_omni, workload
 
 app = typer.Typer(
     name="omniplane",
@@ -51,6 +51,8 @@ perf_app.command("colocation-fit")(perf.colocation_fit)
 perf_app.command("solo")(perf.solo)
 app.add_typer(perf_app, name="perf")
 app.command("profile")(profile.profile)
+app.add_typer(vllm_omni.app, name="vllm-omni")
+app.command("calibrate")(calibrate.calibrate)
 app.command("deploy")(deploy.deploy)
 app.command("loadgen")(deploy.loadgen)
 app.command("rehearse")(deploy.rehearse)
