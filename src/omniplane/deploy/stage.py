@@ -22,7 +22,7 @@ from omniplane.sim import CostSource, build_topology
 from omniplane.sim.engines import VocoderEngine
 from omniplane.sim.job import Job
 from omniplane.sim.request import SimRequest, TypePath
-from omniplane.spec import ExecutorGroup, GPUKind, ModelSpec, PlanNode, PlanSpec, Route
+from omniplane.spec import ExecutorGroup, GeneratorKind, GPUKind, ModelSpec, PlanNode, PlanSpec, Route
 
 
 @dataclass(eq=False)
@@ -75,6 +75,7 @@ class StageHost:
             engine.report = self
         self.paths = {t: TypePath.of(model, t) for t in model.type_names}
         self.cpu_s = {c: model.cpu_seconds_per_item(c) for c in comps}
+        self.vocoders = {c.name for c in model.components if c.generator is GeneratorKind.VOCODER}
         self.sessions: dict[int, _Session] = {}
         self.opened = 0
 
@@ -200,10 +201,17 @@ class StageHost:
             streaming = bool(feeders) and dict(req.path.succs[feeders[0]])[comp]
             engine.prepare(job, streaming)
             job.upstream_done = not streaming or feeders[0] in req.done or comp in s.upstream_done
+        elif engine.kind == "llm":
+            feeder = req.path.llm_stream_feeder.get(comp)
+            if feeder is not None:  # only the feeding LLM's first token exists when this starts
+                job.prompt_cut = int(req.work[feeder]["output_tokens"]) - 1
         if engine.kind == "encode":
             cpu = self.cpu_s[comp] * req.work[comp]["items"]
-            if cpu > 0:  # CPU preprocessing overlaps with whatever the executor is doing
-                job.ready = now + cpu
+            if cpu > 0:
+                # CPU preprocessing overlaps with whatever the executor is doing; one request's
+                # inputs are preprocessed one after another (one executor here: one key)
+                start = max(now, req.cpu_free.get(self.node, now))
+                job.ready = req.cpu_free[self.node] = start + cpu
                 self.loop.at(job.ready, self._enqueue, (engine, job))
                 return
         self._enqueue((engine, job))
@@ -258,7 +266,7 @@ class StageHost:
                 continue
             if not streaming:
                 self._schedule_release(s, Released(succ, comp, now))
-            elif (down := req.jobs.get(succ)) is not None:
+            elif succ in self.vocoders and (down := req.jobs.get(succ)) is not None:
                 self._upstream_finished(down)
         s.remaining.discard(comp)
         if not s.remaining:
