@@ -9,7 +9,9 @@ import asyncio
 import importlib.util
 import json
 import signal
+import sys
 import threading
+from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -205,7 +207,9 @@ def _serve_forever(
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with ray_cluster(address, port=port, host=host):
+    real_stdout = sys.stdout
+    # Ray's driver prints its processes' warnings to sys.stdout; stdout is for our document
+    with redirect_stdout(sys.stderr), ray_cluster(address, port=port, host=host):
         do_deploy(
             plan,
             DeployOptions(
@@ -216,7 +220,8 @@ def _serve_forever(
             ),
         )
         if json_out:
-            print_json(summary)
+            real_stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
+            real_stdout.flush()
         else:
             _show_deployments(summary, False)
             console.print(f"serving at {summary['url']} (Ctrl-C to stop)")
@@ -385,7 +390,9 @@ def rehearse(
         slo_overrides=_overrides(slo),
     )
     try:
-        result = run(plan, wl, cfg)
+        # Ray's driver prints its processes' warnings to sys.stdout; stdout is for our document
+        with redirect_stdout(sys.stderr):
+            result = run(plan, wl, cfg)
     except ValueError as exc:
         fail(str(exc))
     if out is not None:
