@@ -20,6 +20,7 @@ CORE = [
     "omniplane.loadgen.metrics",
     "omniplane.loadgen.slo",
     "omniplane.deploy.local",
+    "omniplane.deploy.cluster",
     "omniplane.deploy.ingress",
     "omniplane.deploy.vllm_omni",
     "omniplane.cli.deploy",

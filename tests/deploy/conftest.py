@@ -6,9 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from omniplane.deploy.cluster import prefer_loopback
 from omniplane.perf import CostModel
 from omniplane.spec import ResolvedPlan, ResolvedWorkload, find_catalog_workload, load_plan, load_workload
 from omniplane.spec.catalog import catalog_dir
+
+prefer_loopback()  # the local Ray cluster of test_serve.py on 127.0.0.1 (before Ray is imported)
 
 HERE = Path(__file__).parent
 SMALL_PLAN = HERE / "qwen3-omni-3node.yaml"

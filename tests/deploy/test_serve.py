@@ -54,6 +54,13 @@ def _long(rid: str, tokens: int) -> dict[str, Any]:
     return {"type": "ti2a", "id": rid, "work": work, "stream": True}
 
 
+def test_the_local_cluster_is_on_loopback(port: int) -> None:
+    import ray
+
+    assert {n["NodeManagerAddress"] for n in ray.nodes()} == {LOOPBACK}
+    assert ray.get_runtime_context().gcs_address.startswith(f"{LOOPBACK}:")
+
+
 def test_info_and_health(url: str) -> None:
     assert httpx.get(f"{url}/health").json() == {"status": "ok"}
     info = httpx.get(f"{url}/v1/omniplane/info").json()

@@ -163,6 +163,10 @@ def deploy(
         _show_deployments(summary, json_out)
         return
     _need_ray()
+    if address is None:
+        from omniplane.deploy.cluster import prefer_loopback
+
+        prefer_loopback()  # before Ray is imported
     _serve_forever(
         plan, engine, address, host, port, time_scale, max_in_flight, str(config_dir), summary, json_out
     )
@@ -373,6 +377,9 @@ def rehearse(
     if api not in ("typed", "chat"):
         fail(f"--api must be typed or chat (got {api!r})")
     _need_ray()
+    from omniplane.deploy.cluster import prefer_loopback
+
+    prefer_loopback()  # the rehearsal's local cluster; before Ray is imported
     from omniplane.deploy.rehearse import RehearsalConfig
     from omniplane.deploy.rehearse import rehearse as run
 

@@ -1,7 +1,10 @@
 """Start (or join) a Ray cluster, deploy a plan on Ray Serve, kill a replica, tear down.
 
 A local cluster binds to the loopback address only (node IP 127.0.0.1, no dashboard, HTTP proxy
-on 127.0.0.1), so rehearsals and tests never listen on or send to other addresses.
+on 127.0.0.1), so rehearsals and tests never listen on or send to other addresses. Ray replaces
+a node address of 127.0.0.1 by the machine's routable address unless its single-machine switch
+is set before Ray is imported (:func:`prefer_loopback`); this module imports Ray only inside
+its functions so that callers can set it first.
 """
 
 from __future__ import annotations
@@ -12,13 +15,26 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omniplane.deploy.orchestrator import deployment_name
-from omniplane.deploy.serve_app import DeployOptions, build_app
 from omniplane.spec import ResolvedPlan
 
+if TYPE_CHECKING:
+    from omniplane.deploy.serve_app import DeployOptions
+
 LOOPBACK = "127.0.0.1"
+# Ray's switch for single-machine clusters (ray._private.ray_constants.ENABLE_RAY_CLUSTER, read
+# when Ray is imported): off, services.resolve_ip_for_localhost keeps 127.0.0.1 as the node
+# address instead of swapping in the routable one, and Ray's servers listen on loopback only.
+SINGLE_MACHINE_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+log = logging.getLogger(__name__)
+
+
+def prefer_loopback() -> None:
+    """Make a local cluster started by this process (and its Ray processes, which inherit the
+    environment) use 127.0.0.1. Call before Ray is imported; not for joining other machines."""
+    os.environ.setdefault(SINGLE_MACHINE_ENV, "0")
 APP = "omniplane"
 READY_TIMEOUT_S = 600  # assumption: generous for 17 replica processes starting on 2 busy cores
 
@@ -40,6 +56,13 @@ def ray_cluster(
     from ray import serve
 
     started = not ray.is_initialized()
+    if started and address is None and ray.util.get_node_ip_address() != LOOPBACK:  # type: ignore[no-untyped-call]
+        log.warning(
+            "Ray was imported before %s=0 was set (omniplane.deploy.cluster.prefer_loopback): "
+            "the local node will use the machine's routable address, not %s",
+            SINGLE_MACHINE_ENV,
+            LOOPBACK,
+        )
     if started:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         kwargs: dict[str, Any] = {
@@ -71,6 +94,8 @@ def deploy(plan: ResolvedPlan, options: DeployOptions, *, route_prefix: str = "/
     """Deploy ``plan`` (blocks until every replica is up); returns the options with the epoch of
     model time fixed (now)."""
     from ray import serve
+
+    from omniplane.deploy.serve_app import build_app
 
     opts = replace(options, epoch=time.time()) if options.epoch == 0 else options
     serve.run(build_app(plan, opts), name=APP, route_prefix=route_prefix, blocking=False)
