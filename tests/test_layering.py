@@ -19,6 +19,14 @@ CORE = [
     "omniplane.sim",
     "omniplane.control",
     "omniplane.cli.app",
+    "omniplane.loadgen.client",
+    "omniplane.loadgen.metrics",
+    "omniplane.loadgen.slo",
+    "omniplane.deploy.local",
+    "omniplane.deploy.cluster",
+    "omniplane.deploy.ingress",
+    "omniplane.deploy.vllm_omni",
+    "omniplane.cli.deploy",
 ]
 # Integration packages: they drive torch, CUDA, NVML and vLLM, but import them only when a
 # backend is constructed or vLLM loads one of their classes by name.

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from omniplane import __version__
-from omniplane.cli import calibrate, catalog, experiment, perf, profile, sim, vllm_omni, workload
+from omniplane.cli import calibrate, catalog, deploy, experiment, perf, profile, sim, vllm_omni, workload
 
 app = typer.Typer(
     name="omniplane",
@@ -54,6 +54,9 @@ app.command("profile")(profile.profile)
 app.add_typer(experiment.app, name="experiment")
 app.add_typer(vllm_omni.app, name="vllm-omni")
 app.command("calibrate")(calibrate.calibrate)
+app.command("deploy")(deploy.deploy)
+app.command("loadgen")(deploy.loadgen)
+app.command("rehearse")(deploy.rehearse)
 
 
 def main() -> None:

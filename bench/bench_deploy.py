@@ -1,0 +1,128 @@
+"""Deployment figures for docs/benchmarks.md and docs/deploy.md.
+
+1. The in-process deployment in virtual time against the simulator (catalog Qwen3-Omni plan,
+   rate 12/s, 120 model seconds): largest per-request latency difference, goodput of both, and
+   the wall time of each (same run).
+2. Ray Serve idle cost: CPU of the local cluster with the catalog plan deployed (17 replica
+   processes) and no traffic, over 60 s.
+3. The rehearsals of docs/deploy.md (skipped with --quick): the catalog plan on a local Ray
+   cluster, 60 model seconds at 12 req/s, time scale 10, SLO = 1 x solo p95; then the same
+   with one replica of the thinker node killed half way. About 13 minutes each here.
+
+Run: .venv/bin/python bench/bench_deploy.py [--quick]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import platform
+import sys
+import time
+from typing import Any
+
+from omniplane.deploy import vtime
+from omniplane.deploy.clock import VirtualClock
+from omniplane.deploy.local import local_deployment, replay_local
+from omniplane.loadgen.metrics import summarize
+from omniplane.loadgen.slo import slo_targets
+from omniplane.perf import CostModel
+from omniplane.sim import simulate
+from omniplane.spec import SoloMultiplierSLO, find_catalog_workload, load_plan, load_workload
+from omniplane.spec.catalog import catalog_dir
+
+PLAN = catalog_dir() / "plans" / "qwen3-omni-16xa100-cornfigurator.yaml"
+SLO = SoloMultiplierSLO(multiplier=1.0, percentile=95.0)
+
+
+def virtual_time_agreement() -> None:
+    plan = load_plan(PLAN)
+    path = find_catalog_workload("qwen3-omni-servegen")
+    assert path is not None
+    wl = load_workload(path)
+    cost = CostModel(plan.model)
+    slo = slo_targets(plan.model, SLO, plan.gpu, cost=cost)
+    reqs = generate_reqs(wl, 120.0, 12.0)
+    t0 = time.perf_counter()
+    res, sim = simulate(plan, reqs, cost, slo_s=slo)
+    t_sim = time.perf_counter() - t0
+
+    async def main() -> Any:
+        clock = VirtualClock.starting_now(1.0, asyncio.get_running_loop().time)
+        orch, _ = local_deployment(plan, cost, clock)
+        return await replay_local(orch, reqs, clock)
+
+    t0 = time.perf_counter()
+    records = vtime.run(main())
+    t_emu = time.perf_counter() - t0
+    lat = {r.rid: r.latency() for r in sim.requests}
+    diff = max(abs((r.latency() or 0.0) - (lat[r.id] or 0.0)) for r in records)
+    m = summarize(records, slo)
+    print(
+        f"== in-process deployment, virtual time, vs simulator: {len(reqs)} requests, catalog plan, 12/s"
+    )
+    print(f"largest per-request first-response difference: {diff * 1e3:.3g} ms")
+    print(f"goodput: emulated {m['request_goodput']:.4f} req/s, simulated {res.goodput:.4f} req/s")
+    print(f"wall: simulator {t_sim:.2f} s, emulation in virtual time {t_emu:.2f} s ({t_emu / t_sim:.1f}x)")
+
+
+def generate_reqs(wl: Any, duration: float, rate: float) -> Any:
+    from omniplane.workload import generate
+
+    return generate(wl, duration_s=duration, rate=rate)
+
+
+def idle_cost(seconds: float = 60.0) -> None:
+    from omniplane.deploy.cluster import deploy, ray_cluster
+    from omniplane.deploy.cpu import CpuMeter
+    from omniplane.deploy.serve_app import DeployOptions
+
+    plan = load_plan(PLAN)
+    with ray_cluster(port=8141):
+        deploy(plan, DeployOptions(time_scale=10.0))
+        time.sleep(10.0)  # let start-up settle
+        meter = CpuMeter()
+        time.sleep(seconds)
+        cpu = meter.stop()
+    print(f"== Ray Serve idle, catalog plan deployed (1 + 4 + 11 replicas + ingress), {seconds:.0f} s")
+    print(json.dumps(cpu))
+
+
+def rehearsals() -> None:
+    from omniplane.deploy.rehearse import RehearsalConfig, rehearse
+
+    plan = load_plan(PLAN)
+    path = find_catalog_workload("qwen3-omni-servegen")
+    assert path is not None
+    wl = load_workload(path)
+    for kill in (None, "auto"):
+        cfg = RehearsalConfig(duration_s=60.0, time_scale=10.0, rate=12.0, kill=kill, port=8142, slo=SLO)
+        out = rehearse(plan, wl, cfg)
+        keys = (
+            "sent",
+            "completed",
+            "failed",
+            "lost",
+            "goodput_measured",
+            "goodput_simulated",
+            "goodput_error",
+            "killed",
+            "latency_gap_ms",
+            "cpu",
+            "deploy_s",
+            "wall_s",
+        )
+        print(f"== rehearsal, kill={kill}")
+        print(json.dumps({k: out[k] for k in keys}, default=str))
+        for t, v in out["per_type"].items():
+            print(
+                f"  {t:8} measured {v['measured']['goodput']:.3f} simulated {v['simulated']['goodput']:.3f}"
+            )
+
+
+if __name__ == "__main__":
+    print(f"python {platform.python_version()} on {platform.machine()}, {platform.processor() or 'cpu'}")
+    virtual_time_agreement()
+    if "--quick" not in sys.argv:
+        idle_cost()
+        rehearsals()

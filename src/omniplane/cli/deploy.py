@@ -1,0 +1,414 @@
+"""``omniplane deploy | loadgen | rehearse``: run a plan on Ray Serve, load it, rehearse it.
+
+Ray is imported inside the commands that need it, so ``omniplane --help`` never imports it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import signal
+import sys
+import threading
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from omniplane.cli.output import console, fail, print_json
+from omniplane.spec import (
+    ResolvedPlan,
+    ResolvedWorkload,
+    SLOPolicy,
+    SoloMultiplierSLO,
+    SpecError,
+    find_catalog_workload,
+    load_gpus,
+    load_plan,
+    load_workload,
+)
+
+PlanArg = Annotated[Path, typer.Argument(help="Plan file (kind: plan).", exists=True, dir_okay=False)]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
+WorkloadOpt = Annotated[str, typer.Option("--workload", help="Workload spec: catalog name or YAML file.")]
+DurationOpt = Annotated[float, typer.Option("--duration", min=0.001, help="Model seconds of arrivals.")]
+RateOpt = Annotated[
+    float | None, typer.Option("--rate", min=0.0, help="Arrivals per model second (default: the workload's).")
+]
+SeedOpt = Annotated[int | None, typer.Option("--seed", help="Random seed (default: the workload's).")]
+SloOpt = Annotated[list[str] | None, typer.Option("--slo", help="Per-type target TYPE=MS (repeatable).")]
+SloMultOpt = Annotated[
+    float | None,
+    typer.Option("--slo-multiplier", min=0.0, help="Use multiplier x solo percentile latency as the SLO."),
+]
+SloPctOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--slo-percentile",
+        min=0.0,
+        max=100.0,
+        help="Percentile of solo latency for --slo-multiplier (default 95).",
+    ),
+]
+ApiOpt = Annotated[
+    str, typer.Option("--api", help="typed (/v1/omniplane/requests) or chat (/v1/chat/completions).")
+]
+PortOpt = Annotated[int, typer.Option("--port", min=1, max=65535, help="HTTP port of the Serve proxy.")]
+ScaleOpt = Annotated[
+    float, typer.Option("--time-scale", min=0.001, help="Emulated engine: wall seconds per model second.")
+]
+
+
+def _need_ray() -> None:
+    if importlib.util.find_spec("ray") is None:
+        fail("Ray Serve is not installed: pip install 'omniplane[deploy]' (or make deploy-deps)")
+
+
+def _plan(path: Path) -> ResolvedPlan:
+    try:
+        return load_plan(path)
+    except SpecError as exc:
+        fail(str(exc))
+
+
+def _workload(ref: str) -> ResolvedWorkload:
+    path = find_catalog_workload(ref) or Path(ref)
+    if not path.is_file():
+        fail(f"--workload {ref!r}: no catalog workload of that name and no such file")
+    try:
+        return load_workload(path)
+    except SpecError as exc:
+        fail(str(exc))
+
+
+def _slo(mult: float | None, pct: float | None) -> SLOPolicy | None:
+    if mult is None and pct is None:
+        return None
+    return SoloMultiplierSLO(
+        multiplier=mult if mult is not None else 1.0, percentile=pct if pct is not None else 95.0
+    )
+
+
+def _overrides(items: list[str] | None) -> dict[str, float]:
+    from omniplane.loadgen.slo import parse_overrides
+
+    try:
+        return parse_overrides(items or [])
+    except ValueError as exc:
+        fail(str(exc))
+
+
+def deploy(
+    plan_file: PlanArg,
+    engine: Annotated[str, typer.Option("--engine", help="emulated or vllm-omni.")] = "emulated",
+    address: Annotated[
+        str | None,
+        typer.Option("--address", help="Existing Ray cluster (default: start a local one on 127.0.0.1)."),
+    ] = None,
+    host: Annotated[str, typer.Option("--host", help="Address the HTTP proxy binds to.")] = "127.0.0.1",
+    port: PortOpt = 8000,
+    time_scale: ScaleOpt = 1.0,
+    max_in_flight: Annotated[
+        int, typer.Option("--max-in-flight", min=1, help="Requests admitted before shedding with 503.")
+    ] = 1024,
+    config_dir: Annotated[
+        Path, typer.Option("--config-dir", help="vllm-omni: where to write stage configs.")
+    ] = Path("vllm-omni-configs"),
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="Show the deployments (and write vllm-omni configs) without starting Ray."
+        ),
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Deploy a plan on Ray Serve: one deployment per node (replicas = executors), an HTTP ingress."""
+    from omniplane.deploy.engines import ENGINES
+    from omniplane.deploy.orchestrator import deployment_name
+
+    if engine not in ENGINES:
+        fail(f"--engine must be one of {', '.join(ENGINES)} (got {engine!r})")
+    plan = _plan(plan_file)
+    deps = [
+        {
+            "deployment": deployment_name(n.name, g),
+            "node": n.name,
+            "components": list(n.components),
+            "replicas": grp.count,
+            "gpus_per_replica": grp.tp,
+            "max_batch": grp.max_batch,
+        }
+        for n in plan.spec.nodes
+        for g, grp in enumerate(n.executors)
+    ]
+    configs: list[str] = []
+    if engine == "vllm-omni":
+        from omniplane.deploy.vllm_omni import write_stage_configs
+
+        try:
+            configs = [str(p) for p in write_stage_configs(plan, config_dir)]
+        except ValueError as exc:
+            fail(str(exc))
+    summary: dict[str, Any] = {
+        "plan": plan.spec.name,
+        "engine": engine,
+        "deployments": deps,
+        "stage_configs": configs,
+        "url": f"http://{host}:{port}",
+    }
+    if dry_run:
+        _show_deployments(summary, json_out)
+        return
+    _need_ray()
+    if address is None:
+        from omniplane.deploy.cluster import prefer_loopback
+
+        prefer_loopback()  # before Ray is imported
+    _serve_forever(
+        plan, engine, address, host, port, time_scale, max_in_flight, str(config_dir), summary, json_out
+    )
+
+
+def _show_deployments(summary: dict[str, Any], json_out: bool) -> None:
+    if json_out:
+        print_json(summary)
+        return
+    table = Table(title=f"{summary['plan']} on Ray Serve ({summary['engine']})")
+    for col in ("deployment", "components", "replicas", "GPUs/replica", "max batch"):
+        table.add_column(col)
+    for d in summary["deployments"]:
+        table.add_row(
+            d["deployment"],
+            ", ".join(d["components"]),
+            str(d["replicas"]),
+            str(d["gpus_per_replica"]),
+            str(d["max_batch"]),
+        )
+    console.print(table)
+    for c in summary["stage_configs"]:
+        console.print(f"wrote {c}")
+
+
+def _serve_forever(
+    plan: ResolvedPlan,
+    engine: str,
+    address: str | None,
+    host: str,
+    port: int,
+    time_scale: float,
+    max_in_flight: int,
+    config_dir: str,
+    summary: dict[str, Any],
+    json_out: bool,
+) -> None:
+    from omniplane.deploy.cluster import deploy as do_deploy
+    from omniplane.deploy.cluster import ray_cluster
+    from omniplane.deploy.serve_app import DeployOptions
+
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    real_stdout = sys.stdout
+    # Ray's driver prints its processes' warnings to sys.stdout; stdout is for our document
+    with redirect_stdout(sys.stderr), ray_cluster(address, port=port, host=host):
+        do_deploy(
+            plan,
+            DeployOptions(
+                engine=engine,
+                time_scale=time_scale,
+                max_in_flight=max_in_flight,
+                config_dir=str(Path(config_dir).resolve()),
+            ),
+        )
+        if json_out:
+            real_stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
+            real_stdout.flush()
+        else:
+            _show_deployments(summary, False)
+            console.print(f"serving at {summary['url']} (Ctrl-C to stop)")
+        stop.wait()
+
+
+def loadgen(
+    url: Annotated[str, typer.Option("--url", help="Ingress base URL, e.g. http://127.0.0.1:8000.")],
+    workload: WorkloadOpt,
+    duration: DurationOpt,
+    rate: RateOpt = None,
+    seed: SeedOpt = None,
+    time_scale: Annotated[
+        float | None,
+        typer.Option(
+            "--time-scale", min=0.001, help="Wall seconds per model second (default: the server's, else 1)."
+        ),
+    ] = None,
+    api: ApiOpt = "typed",
+    gpu: Annotated[
+        str | None,
+        typer.Option("--gpu", help="GPU kind for solo-latency SLOs (default: the server's plan GPU)."),
+    ] = None,
+    slo: SloOpt = None,
+    slo_multiplier: SloMultOpt = None,
+    slo_percentile: SloPctOpt = None,
+    drain: Annotated[
+        float,
+        typer.Option(
+            "--drain",
+            min=0.0,
+            help="Model seconds to wait after the last arrival; unanswered requests then count as lost.",
+        ),
+    ] = 30.0,
+    json_out: JsonOpt = False,
+) -> None:
+    """Replay a workload against an ingress; per-type latency, SLO attainment and goodput."""
+    from omniplane.loadgen.client import LoadOptions, fetch_info, replay
+    from omniplane.loadgen.metrics import summarize
+    from omniplane.workload import generate
+
+    if api not in ("typed", "chat"):
+        fail(f"--api must be typed or chat (got {api!r})")
+    wl = _workload(workload)
+    info = fetch_info(url)
+    scale = time_scale or float(info.get("time_scale", 1.0))
+    gpu_name = gpu or info.get("gpu")
+    policy = _slo(slo_multiplier, slo_percentile) or wl.spec.slo
+    overrides = _overrides(slo)
+    try:
+        targets = _targets(wl, policy, gpu_name, overrides)
+    except (KeyError, ValueError) as exc:
+        fail(str(exc).strip('"'))
+    requests = generate(wl, duration_s=duration, rate=rate, seed=seed)
+    records = asyncio.run(
+        replay(
+            requests,
+            LoadOptions(
+                url,
+                time_scale=scale,
+                api=api,
+                drain_s=drain,
+                run_id=f"lg{seed or 0}-",
+                model=wl.model.name,
+                inputs={rt.name: [m.value for m in rt.inputs] for rt in wl.model.request_types},
+                outputs={rt.name: rt.output.value for rt in wl.model.request_types},
+            ),
+        )
+    )
+    result = summarize(records, targets)
+    result.update({"url": url, "workload": wl.spec.name, "time_scale": scale, "api": api})
+    if json_out:
+        print_json(result)
+        return
+    _show_metrics(result)
+
+
+def _targets(
+    wl: ResolvedWorkload, policy: SLOPolicy, gpu_name: str | None, overrides: dict[str, float]
+) -> dict[str, float]:
+    from omniplane.loadgen.slo import slo_targets
+
+    if set(overrides) >= set(wl.model.type_names):
+        return {t: ms / 1e3 for t, ms in overrides.items()}
+    gpu = load_gpus().get(gpu_name) if gpu_name else None
+    if gpu is None and policy.policy != "explicit":
+        raise ValueError("the server does not say its GPU: pass --gpu (or --slo TYPE=MS for every type)")
+    return slo_targets(wl.model, policy, gpu, overrides=overrides)
+
+
+def _fmt(x: Any, digits: int = 1) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def _show_metrics(result: dict[str, Any]) -> None:
+    table = Table(
+        title=f"{result.get('workload', '')}: {result['completed']}/{result['sent']} completed, "
+        f"goodput {_fmt(result.get('request_goodput'), 3)} req/s"
+    )
+    for col in ("type", "sent", "done", "failed", "lost", "SLO ms", "p50 ms", "p99 ms", "attain.", "goodput"):
+        table.add_column(col, justify="right")
+    for t, m in result["per_type"].items():
+        table.add_row(
+            t,
+            str(m["sent"]),
+            str(m["completed"]),
+            str(m["failed"] + m["shed"]),
+            str(m["lost"]),
+            _fmt(m["slo_ms"], 0),
+            _fmt(m["p50_first_response_ms"]),
+            _fmt(m["p99_first_response_ms"]),
+            _fmt(m["attainment"], 2),
+            _fmt(m["request_goodput"], 3),
+        )
+    console.print(table)
+
+
+def rehearse(
+    plan_file: PlanArg,
+    workload: WorkloadOpt,
+    duration: DurationOpt,
+    rate: RateOpt = None,
+    seed: SeedOpt = None,
+    time_scale: ScaleOpt = 10.0,
+    kill_replica: Annotated[
+        str | None,
+        typer.Option("--kill-replica", help="Kill one replica of this plan node (or auto) mid-run."),
+    ] = None,
+    kill_at: Annotated[
+        float,
+        typer.Option(
+            "--kill-at", min=0.0, max=1.0, help="When to kill, as a fraction of the arrival window."
+        ),
+    ] = 0.5,
+    port: PortOpt = 8000,
+    api: ApiOpt = "typed",
+    slo: SloOpt = None,
+    slo_multiplier: SloMultOpt = None,
+    slo_percentile: SloPctOpt = None,
+    max_in_flight: Annotated[int, typer.Option("--max-in-flight", min=1)] = 1024,
+    out: Annotated[Path | None, typer.Option("--out", help="Also write the JSON document here.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Deploy on a local Ray cluster (emulated engine), replay a workload, compare with the simulator."""
+    plan, wl = _plan(plan_file), _workload(workload)
+    names = [n.name for n in plan.spec.nodes]
+    if kill_replica not in (None, "auto") and kill_replica not in names:
+        fail(f"--kill-replica {kill_replica!r}: the plan has nodes {', '.join(names)}")
+    if api not in ("typed", "chat"):
+        fail(f"--api must be typed or chat (got {api!r})")
+    _need_ray()
+    from omniplane.deploy.cluster import prefer_loopback
+
+    prefer_loopback()  # the rehearsal's local cluster; before Ray is imported
+    from omniplane.deploy.rehearse import RehearsalConfig
+    from omniplane.deploy.rehearse import rehearse as run
+
+    cfg = RehearsalConfig(
+        duration_s=duration,
+        time_scale=time_scale,
+        rate=rate,
+        seed=seed,
+        kill=kill_replica,
+        kill_at=kill_at,
+        port=port,
+        api=api,
+        max_in_flight=max_in_flight,
+        slo=_slo(slo_multiplier, slo_percentile),
+        slo_overrides=_overrides(slo),
+    )
+    try:
+        # Ray's driver prints its processes' warnings to sys.stdout; stdout is for our document
+        with redirect_stdout(sys.stderr):
+            result = run(plan, wl, cfg)
+    except ValueError as exc:
+        fail(str(exc))
+    if out is not None:
+        out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    if json_out:
+        print_json(result)
+        return
+    console.print(
+        f"sent {result['sent']}, completed {result['completed']}, failed {result['failed']}, "
+        f"lost {result['lost']}; goodput measured {result['goodput_measured']:.3f} req/s, "
+        f"simulated {result['goodput_simulated']:.3f} req/s"
+    )

@@ -1,0 +1,154 @@
+"""Start (or join) a Ray cluster, deploy a plan on Ray Serve, kill a replica, tear down.
+
+A local cluster binds to the loopback address only (node IP 127.0.0.1, no dashboard, HTTP proxy
+on 127.0.0.1), so rehearsals and tests never listen on or send to other addresses. Ray replaces
+a node address of 127.0.0.1 by the machine's routable address unless its single-machine switch
+is set before Ray is imported (:func:`prefer_loopback`); this module imports Ray only inside
+its functions so that callers can set it first.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from omniplane.deploy.orchestrator import deployment_name
+from omniplane.spec import ResolvedPlan
+
+if TYPE_CHECKING:
+    from omniplane.deploy.serve_app import DeployOptions
+
+LOOPBACK = "127.0.0.1"
+# Ray's switch for single-machine clusters (ray._private.ray_constants.ENABLE_RAY_CLUSTER, read
+# when Ray is imported): off, services.resolve_ip_for_localhost keeps 127.0.0.1 as the node
+# address instead of swapping in the routable one, and Ray's servers listen on loopback only.
+SINGLE_MACHINE_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+log = logging.getLogger(__name__)
+
+
+def prefer_loopback() -> None:
+    """Make a local cluster started by this process (and its Ray processes, which inherit the
+    environment) use 127.0.0.1. Call before Ray is imported; not for joining other machines."""
+    os.environ.setdefault(SINGLE_MACHINE_ENV, "0")
+APP = "omniplane"
+READY_TIMEOUT_S = 600  # assumption: generous for 17 replica processes starting on 2 busy cores
+
+
+@contextmanager
+def ray_cluster(
+    address: str | None = None,
+    *,
+    port: int = 8000,
+    host: str = LOOPBACK,
+    num_cpus: int | None = None,
+    quiet: bool = True,
+) -> Iterator[None]:
+    """A Ray runtime with Serve's HTTP proxy on ``host:port``: a fresh local cluster on the
+    loopback address (``address=None``), an existing one (``address``), or the one this process
+    is already connected to. On exit it shuts down what it started, and otherwise only deletes
+    the omniplane application."""
+    import ray
+    from ray import serve
+
+    started = not ray.is_initialized()
+    if started and address is None and ray.util.get_node_ip_address() != LOOPBACK:  # type: ignore[no-untyped-call]
+        log.warning(
+            "Ray was imported before %s=0 was set (omniplane.deploy.cluster.prefer_loopback): "
+            "the local node will use the machine's routable address, not %s",
+            SINGLE_MACHINE_ENV,
+            LOOPBACK,
+        )
+    if started:
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        kwargs: dict[str, Any] = {
+            "include_dashboard": False,
+            "log_to_driver": not quiet,
+            "logging_level": logging.WARNING if quiet else logging.INFO,
+        }
+        if address is None:
+            kwargs.update(_node_ip_address=LOOPBACK, num_cpus=num_cpus or os.cpu_count() or 2)
+        else:
+            kwargs["address"] = address
+        ray.init(**kwargs)
+    try:
+        serve.start(http_options={"host": host, "port": port}, logging_config={"log_level": "WARNING"})
+        yield
+    finally:
+        if started and address is None:
+            try:
+                serve.shutdown()  # type: ignore[no-untyped-call]
+            finally:
+                ray.shutdown()
+        else:
+            serve.delete(APP)
+            if started:
+                ray.shutdown()
+
+
+def deploy(plan: ResolvedPlan, options: DeployOptions, *, route_prefix: str = "/") -> DeployOptions:
+    """Deploy ``plan`` (blocks until every replica is up); returns the options with the epoch of
+    model time fixed (now)."""
+    from ray import serve
+
+    from omniplane.deploy.serve_app import build_app
+
+    opts = replace(options, epoch=time.time()) if options.epoch == 0 else options
+    serve.run(build_app(plan, opts), name=APP, route_prefix=route_prefix, blocking=False)
+    _wait_running(READY_TIMEOUT_S)
+    return opts
+
+
+def _wait_running(timeout_s: float) -> None:
+    from ray import serve
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        app = serve.status().applications.get(APP)
+        if app is not None and app.status == "RUNNING":
+            return
+        if app is not None and app.status in ("DEPLOY_FAILED", "UNHEALTHY"):
+            raise RuntimeError(f"deployment failed: {app.message}")
+        time.sleep(0.5)
+    raise TimeoutError(f"the application was not running after {timeout_s:.0f} s")
+
+
+def replica_actors(deployment: str) -> list[str]:
+    """Names of the live replica actors of one deployment (Serve's ``SERVE_REPLICA::app#dep#id``)."""
+    import ray
+
+    prefix = f"SERVE_REPLICA::{APP}#{deployment}#"
+    return sorted(
+        a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith(prefix)
+    )
+
+
+def kill_replica(plan: ResolvedPlan, node: str, load: dict[str, int] | None = None) -> str:
+    """Kill one replica of ``node`` (``auto``: the node of the model's shared stage, else the
+    node with the most executors), as a crash would: Ray Serve notices and starts a new one.
+    ``load`` (replica id -> open sessions, from the ingress's stats) picks the busiest replica
+    (ties: the first by name). Returns the killed actor's name."""
+    import ray
+
+    if node == "auto":
+        node = auto_kill_node(plan)
+    pnode = plan.spec.node(node)  # KeyError names the node
+    names = replica_actors(deployment_name(pnode.name, 0))
+    if not names:
+        raise RuntimeError(f"no live replica of node {node!r}")
+    busy = load or {}
+    victim = min(names, key=lambda n: (-busy.get(n.rsplit("#", 1)[-1], 0), n))
+    ray.kill(ray.get_actor(victim, namespace="serve"), no_restart=True)
+    return victim
+
+
+def auto_kill_node(plan: ResolvedPlan) -> str:
+    shared = plan.model.shared_stage()
+    for n in plan.spec.nodes:
+        if shared is not None and shared in n.components:
+            return n.name
+    return max(plan.spec.nodes, key=lambda n: n.executor_count).name

@@ -1,0 +1,60 @@
+"""Stage engines a node replica can run, from one explicit factory.
+
+``emulated``   :class:`omniplane.deploy.stage.StageHost`: the performance model's service times
+               with real batching and queueing on CPU (the simulator's engines in real time).
+``vllm-omni``  :class:`omniplane.deploy.vllm_omni.VllmOmniStage`: vLLM-Omni stage engines on the
+               replica's GPUs, configured from the plan (imports ``vllm_omni`` when built).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+from omniplane.deploy.clock import VirtualClock
+from omniplane.deploy.messages import OpenOrder, Released, StageEvent
+from omniplane.spec import ResolvedPlan
+
+ENGINES = ("emulated", "vllm-omni")
+
+
+class StageEngine(Protocol):
+    def open(self, order: OpenOrder) -> AsyncIterator[StageEvent]: ...
+
+    def release(self, rid: int, rel: Released) -> bool: ...
+
+    def upstream_done(self, rid: int, comp: str) -> bool: ...
+
+    def stats(self) -> dict[str, Any]: ...
+
+
+def make_stage_engine(
+    name: str,
+    plan: ResolvedPlan,
+    node: str,
+    group: int,
+    clock: VirtualClock,
+    *,
+    replica: str = "",
+    config_dir: str = "",
+) -> StageEngine:
+    pnode = plan.spec.node(node)
+    if name == "emulated":
+        from omniplane.deploy.stage import StageHost
+        from omniplane.perf import CostModel
+
+        return StageHost(
+            plan.model,
+            node,
+            pnode.components,
+            pnode.executors[group],
+            plan.gpu,
+            CostModel(plan.model),
+            clock,
+            replica=replica,
+        )
+    if name == "vllm-omni":
+        from omniplane.deploy.vllm_omni import VllmOmniStage
+
+        return VllmOmniStage(plan, node, group, replica=replica, config_dir=config_dir)
+    raise ValueError(f"unknown engine {name!r} (expected one of: {', '.join(ENGINES)})")

@@ -1,0 +1,264 @@
+"""Rehearse a plan: local Ray cluster, emulated engine, replay a workload, optionally kill a
+replica mid-run, compare with the simulator on the same requests, tear down.
+
+``lost`` counts requests that neither completed nor got an error the client could see (HTTP
+error status or an error in the stream); transport failures and unanswered requests are lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from omniplane.deploy.cluster import LOOPBACK, deploy, kill_replica, ray_cluster, replica_actors
+from omniplane.deploy.cpu import CpuMeter
+from omniplane.deploy.orchestrator import deployment_name
+from omniplane.deploy.serve_app import DeployOptions
+from omniplane.loadgen.client import LEAD_S, LoadOptions, replay
+from omniplane.loadgen.metrics import Record, summarize
+from omniplane.loadgen.slo import describe, slo_targets
+from omniplane.perf import CostModel
+from omniplane.sim import SimResult, simulate
+from omniplane.spec import ResolvedPlan, ResolvedWorkload, SLOPolicy
+from omniplane.workload import Request, generate
+
+WARMUP_PER_TYPE = 1  # requests of each type sent (and awaited) before the measured run
+
+
+@dataclass(frozen=True)
+class RehearsalConfig:
+    duration_s: float  # model seconds of arrivals
+    time_scale: float = 10.0  # wall seconds per model second
+    rate: float | None = None  # arrivals per model second (default: the workload's)
+    seed: int | None = None
+    kill: str | None = None  # plan node (or "auto") to kill one replica of
+    kill_at: float = 0.5  # fraction of the arrival window at which to kill
+    port: int = 8000
+    api: str = "typed"
+    max_in_flight: int = 1024
+    slo: SLOPolicy | None = None  # default: the workload's policy
+    slo_overrides: dict[str, float] = field(default_factory=dict)
+    drain_s: float = 30.0
+    address: str | None = None  # an existing cluster instead of a local one
+
+
+def _warmup(plan: ResolvedPlan, url: str, scale: float) -> list[Record]:
+    reqs = []
+    gen_reqs = generate_types(plan, WARMUP_PER_TYPE)
+    for i, r in enumerate(gen_reqs):
+        reqs.append(Request(i, 0.05 * i, r.type, r.work))
+    return asyncio.run(replay(reqs, LoadOptions(url, time_scale=scale, run_id="warmup-", drain_s=30.0)))
+
+
+def generate_types(plan: ResolvedPlan, per_type: int) -> list[Request]:
+    """``per_type`` requests of every routed type (sizes sampled, seed 0)."""
+    import numpy as np
+
+    from omniplane.spec.work import sample_work
+
+    out: list[Request] = []
+    rng = np.random.default_rng(0)
+    for t in plan.spec.routes:
+        for w in sample_work(plan.model, t, rng, per_type):
+            out.append(Request(len(out), 0.0, t, w))
+    return out
+
+
+def rehearse(plan: ResolvedPlan, workload: ResolvedWorkload, cfg: RehearsalConfig) -> dict[str, Any]:
+    """Run the rehearsal; the JSON document ``omniplane rehearse --json`` prints."""
+    if workload.model.name != plan.model.name:
+        raise ValueError(
+            f"workload {workload.spec.name!r} is for model {workload.model.name!r} "
+            f"but plan {plan.spec.name!r} is for {plan.model.name!r}"
+        )
+    requests = generate(workload, duration_s=cfg.duration_s, rate=cfg.rate, seed=cfg.seed)
+    if not requests:
+        raise ValueError(f"no requests arrive within {cfg.duration_s} s; lengthen --duration")
+    cost = CostModel(plan.model)
+    policy = cfg.slo or workload.spec.slo
+    slo = slo_targets(plan.model, policy, plan.gpu, cost=cost, overrides=cfg.slo_overrides)
+    sim, simulation = simulate(plan, requests, cost, slo_s=slo)
+    sim_latency = {r.rid: r.latency() for r in simulation.requests}
+    url = f"http://{LOOPBACK}:{cfg.port}"
+    t_start = time.monotonic()
+    with ray_cluster(cfg.address, port=cfg.port):
+        opts = deploy(plan, DeployOptions(time_scale=cfg.time_scale, max_in_flight=cfg.max_in_flight))
+        deploy_s = time.monotonic() - t_start
+        warm = _warmup(plan, url, cfg.time_scale)
+        killed: dict[str, Any] = {}
+        timer = _schedule_kill(plan, cfg, requests, killed, url)
+        meter = CpuMeter()
+        load = LoadOptions(
+            url,
+            time_scale=opts.time_scale,
+            api=cfg.api,
+            drain_s=cfg.drain_s,
+            run_id="run-",
+            model=plan.model.name,
+            inputs={rt.name: [m.value for m in rt.inputs] for rt in plan.model.request_types},
+            outputs={rt.name: rt.output.value for rt in plan.model.request_types},
+        )
+        records = asyncio.run(replay(requests, load))
+        cpu = meter.stop()
+        if timer is not None:
+            timer.join()
+        server = _server_stats(url)
+        replicas = {
+            deployment_name(n.name, g): len(replica_actors(deployment_name(n.name, g)))
+            for n in plan.spec.nodes
+            for g in range(len(n.executors))
+        }
+    return _report(
+        plan,
+        workload,
+        cfg,
+        requests,
+        records,
+        sim,
+        sim_latency,
+        slo,
+        {
+            "deploy_s": deploy_s,
+            "wall_s": time.monotonic() - t_start,
+            "cpu": cpu,
+            "server": server,
+            "warmup_completed": sum(r.status == "completed" for r in warm),
+            "warmup_sent": len(warm),
+            "killed": killed,
+            "replicas_after": replicas,
+        },
+    )
+
+
+def _schedule_kill(
+    plan: ResolvedPlan, cfg: RehearsalConfig, requests: list[Request], killed: dict[str, Any], url: str
+) -> threading.Thread | None:
+    node = cfg.kill
+    if not node:
+        return None
+    at_model = cfg.kill_at * max(r.arrival for r in requests)
+    delay = LEAD_S + at_model * cfg.time_scale
+
+    def run() -> None:
+        time.sleep(delay)
+        try:
+            load = _server_stats(url).get("ingress", {}).get("open_sessions", {})
+            killed["actor"] = kill_replica(plan, node, load)
+            killed["sessions_open"] = load.get(killed["actor"].rsplit("#", 1)[-1], 0)
+            killed["at_model_s"] = at_model
+        except Exception as exc:  # reported, not raised: the run goes on
+            killed["error"] = f"{type(exc).__name__}: {exc}"
+
+    th = threading.Thread(target=run, name="kill-replica", daemon=True)
+    th.start()
+    return th
+
+
+def _server_stats(url: str) -> dict[str, Any]:
+    import httpx
+
+    try:
+        data = httpx.get(f"{url}/v1/omniplane/stats", timeout=10).json()
+        return data if isinstance(data, dict) else {}
+    except (httpx.HTTPError, ValueError):
+        return {}
+
+
+def _sim_type(sim: SimResult, t: str) -> dict[str, Any]:
+    m = sim.per_type.get(t)
+    if m is None:
+        return {}
+    return {
+        "goodput": m.goodput,
+        "attainment": m.attainment,
+        "completed": m.completed,
+        "p50_first_response_ms": m.latency_ms["p50"],
+        "p99_first_response_ms": m.latency_ms["p99"],
+        "mean_first_response_ms": m.latency_ms["mean"],
+        "p50_e2el_ms": m.e2e_ms["p50"],
+    }
+
+
+def _gaps(records: list[Record], sim_latency: dict[int, float | None]) -> dict[str, Any]:
+    """Where measured first-response latency departs from the simulator's, request by request
+    (model ms, p10/p50/p90): ``http`` = client-side minus server-side (proxy, HTTP), ``internal``
+    = server-side minus simulated (Ray calls, timer lag, and the schedule diverging once real
+    time reorders events), ``total`` = client-side minus simulated."""
+    http, internal, total = [], [], []
+    for r in records:
+        lat, sim_lat = r.latency(), sim_latency.get(r.id)
+        if lat is None or sim_lat is None or r.server_first_response is None:
+            continue
+        http.append(lat - r.server_first_response)
+        internal.append(r.server_first_response - sim_lat)
+        total.append(lat - sim_lat)
+
+    def q(xs: list[float]) -> dict[str, float] | None:
+        if not xs:
+            return None
+        return {f"p{p}": float(np.percentile(xs, p)) * 1e3 for p in (10, 50, 90)}
+
+    return {"http": q(http), "internal": q(internal), "total": q(total), "requests": len(total)}
+
+
+def _report(
+    plan: ResolvedPlan,
+    workload: ResolvedWorkload,
+    cfg: RehearsalConfig,
+    requests: list[Request],
+    records: list[Record],
+    sim: SimResult,
+    sim_latency: dict[int, float | None],
+    slo: dict[str, float],
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    m = summarize(records, slo)
+    per_type = {}
+    for t, mt in m["per_type"].items():
+        per_type[t] = {
+            "measured": {
+                "goodput": mt["request_goodput"],
+                "attainment": mt["attainment"],
+                "sent": mt["sent"],
+                "completed": mt["completed"],
+                "failed": mt["failed"],
+                "shed": mt["shed"],
+                "lost": mt["lost"],
+                "p50_first_response_ms": mt["p50_first_response_ms"],
+                "p99_first_response_ms": mt["p99_first_response_ms"],
+                "mean_first_response_ms": mt["mean_first_response_ms"],
+                "p50_e2el_ms": mt["p50_e2el_ms"],
+            },
+            "simulated": _sim_type(sim, t),
+            "slo_ms": slo[t] * 1e3,
+        }
+    g_meas, g_sim = m["request_goodput"] or 0.0, sim.goodput
+    extra["latency_gap_ms"] = _gaps(records, sim_latency)
+    return {
+        "sent": m["sent"],
+        "completed": m["completed"],
+        "failed": m["failed"] + m["shed"],
+        "shed": m["shed"],
+        "lost": m["lost"],
+        "goodput_measured": g_meas,
+        "goodput_simulated": g_sim,
+        "goodput_error": (g_meas - g_sim) / g_sim if g_sim > 0 else None,
+        "attainment_measured": m["attainment"],
+        "attainment_simulated": sim.attainment,
+        "per_type": per_type,
+        "plan": plan.spec.name,
+        "nodes": {n.name: n.executor_count for n in plan.spec.nodes},
+        "workload": workload.spec.name,
+        "duration_s": cfg.duration_s,
+        "rate": cfg.rate if cfg.rate is not None else len(requests) / max(cfg.duration_s, 1e-9),
+        "time_scale": cfg.time_scale,
+        "slo": describe(cfg.slo or workload.spec.slo) + (" with overrides" if cfg.slo_overrides else ""),
+        "api": cfg.api,
+        "errors": [r.error for r in records if r.error][:10],
+        **extra,
+    }

@@ -1,0 +1,162 @@
+"""Replay requests against an omniplane ingress (or any OpenAI-compatible chat endpoint) with
+asyncio, open loop: each request is sent at its arrival time whatever the server is doing.
+
+Arrival times and measured latencies are in model seconds: wall time divided by the
+deployment's time scale (``GET /v1/omniplane/info`` tells it; 1 for a real deployment).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from omniplane.loadgen.metrics import COMPLETED, FAILED, LOST, SHED, Record
+from omniplane.workload import Request
+
+TYPED_PATH, CHAT_PATH = "/v1/omniplane/requests", "/v1/chat/completions"
+LEAD_S = 0.5  # wall seconds between setting up and the first arrival
+PART = {
+    "image": {"type": "image_url", "image_url": {"url": "data:image/png;base64,"}},
+    "video": {"type": "video_url", "video_url": {"url": "data:video/mp4;base64,"}},
+    "audio": {"type": "input_audio", "input_audio": {"data": "", "format": "wav"}},
+}
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    url: str
+    time_scale: float = 1.0
+    api: str = "typed"  # typed (/v1/omniplane/requests) or chat (/v1/chat/completions)
+    drain_s: float = 30.0  # model seconds after the last arrival before unanswered requests count as lost
+    run_id: str = ""  # prefix of request ids (idempotency keys); distinct per run
+    model: str = ""
+    inputs: dict[str, list[str]] | None = None  # chat API: type -> input modalities
+    outputs: dict[str, str] | None = None  # chat API: type -> output modality
+
+
+def fetch_info(url: str, timeout_s: float = 10.0) -> dict[str, Any]:
+    """The ingress's ``/v1/omniplane/info`` (model, plan, gpu, time_scale); {} if it has none."""
+    try:
+        resp = httpx.get(f"{url.rstrip('/')}/v1/omniplane/info", timeout=timeout_s)
+    except httpx.HTTPError:
+        return {}
+    if resp.status_code != 200:
+        return {}
+    data = resp.json()
+    return data if isinstance(data, dict) else {}
+
+
+def _body(req: Request, opts: LoadOptions) -> tuple[str, dict[str, Any]]:
+    rid = f"{opts.run_id}{req.id}"
+    work = {c: dict(q) for c, q in req.work.items()}
+    if opts.api == "typed":
+        return TYPED_PATH, {"id": rid, "type": req.type, "work": work, "stream": True}
+    ins = (opts.inputs or {}).get(req.type, ["text"])
+    parts: list[dict[str, Any]] = [{"type": "text", "text": "emulated prompt"}]
+    parts += [PART[m] for m in ins if m in PART]
+    out = (opts.outputs or {}).get(req.type, "text")
+    return CHAT_PATH, {
+        "model": opts.model,
+        "messages": [{"role": "user", "content": parts}],
+        "modalities": ["text", "audio"] if out == "audio" else [out],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "omniplane": {"id": rid, "type": req.type, "work": work},
+    }
+
+
+async def _one(client: httpx.AsyncClient, req: Request, opts: LoadOptions, t0: float) -> Record:
+    scale = opts.time_scale
+
+    def now() -> float:
+        return (time.monotonic() - t0) / scale
+
+    delay = t0 + req.arrival * scale - time.monotonic()
+    if delay > 0:
+        await asyncio.sleep(delay)
+    start = now()
+    path, body = _body(req, opts)
+
+    def rec(status: str, **kw: Any) -> Record:
+        return Record(req.id, req.type, req.arrival, start, status, **kw)
+
+    text = audio = first = server_first = None
+    try:
+        async with client.stream("POST", f"{opts.url.rstrip('/')}{path}", json=body) as resp:
+            if resp.status_code != 200:
+                detail = (await resp.aread()).decode(errors="replace")[:300]
+                if resp.status_code == 503 and "retry-after" in resp.headers:
+                    return rec(
+                        SHED,
+                        end=now(),
+                        http_status=503,
+                        retry_after_s=float(resp.headers["retry-after"]),
+                        error=detail,
+                    )
+                return rec(FAILED, end=now(), http_status=resp.status_code, error=detail)
+            async for line in resp.aiter_lines():
+                if not line.startswith("data:") or (data := line[5:].strip()) == "[DONE]":
+                    continue
+                t = now()
+                chunk = json.loads(data)
+                if "error" in chunk:
+                    return rec(FAILED, end=t, http_status=200, error=str(chunk["error"])[:300])
+                meta = chunk.get("omniplane") or {}
+                delta = ((chunk.get("choices") or [{}])[0] or {}).get("delta") or {}
+                if delta.get("content") and text is None:
+                    text = t
+                if delta.get("audio") and audio is None:
+                    audio = t
+                if meta.get("first_response") and first is None:
+                    first = t
+                    server_first = float(meta.get("t_ms", 0.0)) / 1e3
+                if meta.get("event") == "finished" or (chunk.get("choices") or [{}])[0].get("finish_reason"):
+                    tokens = int((chunk.get("usage") or {}).get("completion_tokens", 0))
+                    return rec(
+                        COMPLETED,
+                        end=t,
+                        text_first=text,
+                        audio_first=audio,
+                        first_response=first if first is not None else (audio or text or t),
+                        server_first_response=server_first,
+                        output_tokens=tokens,
+                        http_status=200,
+                    )
+    except (httpx.HTTPError, json.JSONDecodeError) as exc:
+        return rec(LOST, error=f"{type(exc).__name__}: {exc}"[:300])
+    return rec(LOST, error="the stream ended without its final chunk")
+
+
+async def replay(
+    requests: Sequence[Request], opts: LoadOptions, transport: httpx.AsyncBaseTransport | None = None
+) -> list[Record]:
+    """Send every request at its arrival time; wait for answers until ``drain_s`` (model
+    seconds) after the last arrival; requests without an answer by then are lost."""
+    if not requests:
+        return []
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(None), limits=limits, transport=transport) as client:
+        t0 = time.monotonic() + LEAD_S
+        tasks = [asyncio.create_task(_one(client, r, opts, t0)) for r in requests]
+        horizon = t0 + (max(r.arrival for r in requests) + opts.drain_s) * opts.time_scale
+        done, pending = await asyncio.wait(tasks, timeout=max(0.0, horizon - time.monotonic()))
+        for task in pending:
+            task.cancel()
+        out = []
+        for r, task in zip(requests, tasks, strict=True):
+            if task in done and task.exception() is None:
+                out.append(task.result())
+            else:
+                why = (
+                    "no answer before the deadline"
+                    if task in pending
+                    else f"client error: {task.exception()}"
+                )
+                out.append(Record(r.id, r.type, r.arrival, r.arrival, LOST, error=why))
+        return out

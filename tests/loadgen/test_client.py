@@ -1,0 +1,91 @@
+"""The load generator's reading of responses: completed, failed, shed and lost."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+
+from omniplane.loadgen.client import LoadOptions, replay
+from omniplane.loadgen.metrics import COMPLETED, FAILED, LOST, SHED
+from omniplane.workload import Request
+
+WORK = {
+    "image_encoder": {"items": 1.0, "tokens": 10.0},
+    "thinker": {"prompt_tokens": 20.0, "output_tokens": 5.0},
+}
+
+
+def _sse(*chunks: object) -> bytes:
+    return b"".join(f"data: {c if isinstance(c, str) else json.dumps(c)}\n\n".encode() for c in chunks)
+
+
+def _chunk(event: str, first: bool, delta: dict[str, object], finish: str | None = None) -> dict[str, object]:
+    out: dict[str, object] = {
+        "choices": [{"delta": delta, "finish_reason": finish}],
+        "omniplane": {"event": event, "t_ms": 12.5, "first_response": first},
+    }
+    if finish:
+        out["usage"] = {"completion_tokens": 5}
+    return out
+
+
+def handler(request: httpx.Request) -> httpx.Response:
+    body = json.loads(request.content)
+    kind = body["id"].split("-")[-1]
+    assert body["work"] == WORK and body["stream"] is True and request.url.path == "/v1/omniplane/requests"
+    if kind == "0":
+        return httpx.Response(
+            200,
+            content=_sse(
+                _chunk("text", True, {"content": "x"}), _chunk("finished", False, {}, "stop"), "[DONE]"
+            ),
+        )
+    if kind == "1":
+        return httpx.Response(503, headers={"Retry-After": "3"}, json={"error": {"message": "busy"}})
+    if kind == "2":
+        return httpx.Response(400, json={"error": {"param": "type"}})
+    if kind == "3":
+        return httpx.Response(200, content=_sse({"error": {"message": "engine refused"}}, "[DONE]"))
+    if kind == "4":
+        return httpx.Response(200, content=_sse(_chunk("text", True, {"content": "x"})))  # cut short
+    raise httpx.ConnectError("connection refused", request=request)
+
+
+def test_statuses_follow_what_the_client_saw() -> None:
+    reqs = [Request(i, 0.0, "ti2t", WORK) for i in range(6)]
+    recs = asyncio.run(
+        replay(reqs, LoadOptions("http://127.0.0.1:1", run_id="t-"), httpx.MockTransport(handler))
+    )
+    assert [r.status for r in recs] == [COMPLETED, SHED, FAILED, FAILED, LOST, LOST]
+    done = recs[0]
+    assert done.output_tokens == 5 and done.server_first_response == 0.0125
+    assert done.first_response is not None and done.end is not None and done.first_response <= done.end
+    assert recs[1].retry_after_s == 3.0 and recs[2].http_status == 400
+    assert "engine refused" in recs[3].error and "final chunk" in recs[4].error
+
+
+def test_chat_api_sends_parts_and_modalities() -> None:
+    seen: list[dict[str, object]] = []
+
+    def chat(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        return httpx.Response(
+            200,
+            content=_sse(
+                _chunk("text", False, {"content": "x"}),
+                _chunk("first_response", True, {"audio": {"data": "AA=="}}),
+                _chunk("finished", False, {}, "stop"),
+            ),
+        )
+
+    opts = LoadOptions(
+        "http://127.0.0.1:1", api="chat", inputs={"ti2a": ["text", "image"]}, outputs={"ti2a": "audio"}
+    )
+    [rec] = asyncio.run(replay([Request(0, 0.0, "ti2a", WORK)], opts, httpx.MockTransport(chat)))
+    assert rec.status == COMPLETED and rec.audio_first is not None and rec.first_response == rec.audio_first
+    body = seen[0]
+    assert body["modalities"] == ["text", "audio"]
+    parts = body["messages"][0]["content"]  # type: ignore[index]
+    assert [p["type"] for p in parts] == ["text", "image_url"]
