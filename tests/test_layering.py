@@ -13,6 +13,9 @@ CORE = [
     "omniplane.perf",
     "omniplane.perf.profiler",
     "omniplane.perf.validation.report",
+    "omniplane.plan",
+    "omniplane.plan.pipeline",
+    "omniplane.cli.plan",
     "omniplane.cli.app",
 ]
 FORBIDDEN = ["torch", "vllm", "ray", "cuda", "pynvml", "vllm_omni"]

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from omniplane import __version__
-from omniplane.cli import catalog, perf, profile, sim, workload
+from omniplane.cli import catalog, perf, plan, profile, sim, workload
 
 app = typer.Typer(
     name="omniplane",
@@ -51,6 +51,7 @@ perf_app.command("colocation-fit")(perf.colocation_fit)
 perf_app.command("solo")(perf.solo)
 app.add_typer(perf_app, name="perf")
 app.command("profile")(profile.profile)
+app.add_typer(plan.app, name="plan")
 
 
 def main() -> None:
