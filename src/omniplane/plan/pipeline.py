@@ -175,7 +175,7 @@ class Planner:
             tps = tuple(int(c.costs[n].tp[c.opt[i, n]]) for n in range(len(c.costs)))
             demand = c.share[c.vec[i]] * pi[None, :]
             load = np.array([c.costs[n].s_full[c.opt[i, n]] @ demand[n] for n in range(len(c.costs))])
-            tight = [load[n] > 0 and c.cnt[i, n] / load[n] <= c.rate[i] * (1 + 1e-9) for n in range(len(load))]
+            tight = [x > 0 and c.cnt[i, n] / x <= c.rate[i] * (1 + 1e-9) for n, x in enumerate(load)]
             binding = tuple(int(c.opt[i, n]) if tight[n] else -1 for n in range(len(load)))
             key = (c.lp.describe(), tuple(c.cnt[i].tolist()), tps, int(c.vec[i]), binding)
             if key in seen:
