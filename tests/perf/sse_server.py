@@ -128,8 +128,11 @@ class FakeServer:
         self.queue_sum += d.queue_s
         self.queue_count += 1
         prompt = len(str(req.get("messages", [{}])[0].get("content", "")).split())  # type: ignore[index, union-attr]
+        loop = asyncio.get_running_loop()
+        start = loop.time()
         for i in range(d.tokens):
-            await asyncio.sleep(d.first_s if i == 0 else d.inter_s)
+            # emit on an absolute schedule so per-chunk processing time does not accumulate
+            await asyncio.sleep(max(0.0, start + d.first_s + i * d.inter_s - loop.time()))
             delta: dict[str, object] = {"content": f"t{i}"}
             if "audio" in req.get("modalities", []):  # type: ignore[operator]
                 delta["audio"] = {"data": AUDIO_CHUNK}

@@ -23,7 +23,7 @@ from omniplane.perf.profiler.client import audio_seconds
 from omniplane.spec import GPUCatalog
 from tests.perf.sse_server import AUDIO_SECONDS, Delays, serve_in_subprocess
 
-FIRST, INTER, QUEUE, TOKENS = 0.20, 0.05, 0.03, 6
+FIRST, INTER, QUEUE, TOKENS = 1.2, 0.2, 0.03, 5
 
 
 @pytest.fixture(scope="module")

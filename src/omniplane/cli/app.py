@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from omniplane import __version__
-from omniplane.cli import catalog, perf, plan, profile, sim, workload
+from omniplane.cli import calibrate, catalog, perf, plan, profile, sim, vllm_omni, workload
 
 app = typer.Typer(
     name="omniplane",
@@ -52,6 +52,8 @@ perf_app.command("solo")(perf.solo)
 app.add_typer(perf_app, name="perf")
 app.command("profile")(profile.profile)
 app.add_typer(plan.app, name="plan")
+app.add_typer(vllm_omni.app, name="vllm-omni")
+app.command("calibrate")(calibrate.calibrate)
 
 
 def main() -> None:

@@ -42,3 +42,79 @@ def queue(
         f"{'inside' if d['contains_closed_form'] else 'OUTSIDE'} the interval; "
         f"{d['events_per_s']:.0f} events/s"
     )
+
+
+def _parse_slo(text: str) -> dict[str, float]:
+    """``t2t=800ms,t2a=3s`` -> seconds per type."""
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = part.partition("=")
+        if not sep:
+            fail(f"--slo: expected TYPE=VALUE pairs such as t2t=800ms, got {part!r}")
+        v = value.strip().lower()
+        try:
+            seconds = float(v[:-2]) / 1e3 if v.endswith("ms") else float(v.removesuffix("s"))
+        except ValueError:
+            fail(f"--slo: {name}: expected a duration like 800ms or 3s, got {value!r}")
+        if seconds <= 0:
+            fail(f"--slo: {name}: the target must be positive, got {value!r}")
+        out[name.strip()] = seconds
+    return out
+
+
+@app.command("run")
+def run(
+    plan: Annotated[str, typer.Argument(help="Plan file (kind: plan).")],
+    workload: Annotated[str, typer.Option(help="Workload file or catalog workload name.")],
+    n: Annotated[int | None, typer.Option(help="Number of requests.")] = None,
+    duration: Annotated[float | None, typer.Option(help="Seconds of arrivals.")] = None,
+    rate: Annotated[float | None, typer.Option(help="Override the arrival rate (req/s).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for arrivals, sizes and routing.")] = 0,
+    slo: Annotated[str | None, typer.Option(help="Targets, e.g. 'ti2t=800ms,ti2a=3s'.")] = None,
+    trace: Annotated[str | None, typer.Option(help="Write a Chrome trace (JSON) here.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Simulate a workload on a plan: per-type latency, TPOT, SLO attainment, goodput."""
+    from pathlib import Path
+
+    from omniplane.perf import CostModel
+    from omniplane.sim import simulate
+    from omniplane.sim.slo import targets_for
+    from omniplane.sim.trace import write_chrome_trace
+    from omniplane.spec import SpecError, find_catalog_workload, load_plan, load_workload
+    from omniplane.workload import generate
+
+    try:
+        rplan = load_plan(plan)
+        wpath = find_catalog_workload(workload) or Path(workload)
+        wl = load_workload(wpath)
+    except SpecError as exc:
+        fail(str(exc))
+    if wl.model.name != rplan.model.name:
+        fail(f"the workload is for model {wl.model.name!r} but the plan is for {rplan.model.name!r}")
+    if n is None and duration is None:
+        duration = wl.spec.duration_s or 600.0
+    cost = CostModel(rplan.model)
+    targets = _parse_slo(slo) if slo else targets_for(wl, cost, rplan.gpu)
+    requests = generate(wl, n=n, duration_s=duration, rate=rate, seed=seed)
+    result, sim = simulate(rplan, requests, cost, slo_s=targets, seed=seed, trace=trace is not None)
+    if trace:
+        write_chrome_trace(sim.topo, Path(trace))
+    data = result.to_json()
+    data["slo_ms"] = {t: v * 1e3 for t, v in targets.items()}
+    if json_out:
+        print_json(data)
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{rplan.spec.name or plan}: {len(requests)} requests, "
+                        f"goodput {result.goodput:.3f} req/s")
+    for col in ("type", "arrived", "done", "SLO ms", "p50 ms", "p95 ms", "TPOT p50", "attain.", "goodput"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for t, m in result.per_type.items():
+        def f(x: float | None) -> str:
+            return "-" if x is None else f"{x:.1f}"
+        table.add_row(t, str(m.arrived), str(m.completed), f(data["slo_ms"].get(t)),
+                      f(m.latency_ms["p50"]), f(m.latency_ms["p95"]), f(m.tpot_ms["p50"]),
+                      "-" if m.attainment is None else f"{m.attainment:.2f}", f"{m.goodput:.3f}")
+    console.print(table)

@@ -20,15 +20,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from omniplane.perf.factors import Calibration, Efficiency, load_calibration
 from omniplane.perf.memory import MemoryPolicy, check_fits, footprint
 from omniplane.perf.profiles import Lookup, ProfileSet
 from omniplane.perf.roofline import (
     LLMCoeffs,
     Rates,
-    decode_times,
+    decode_span,
     dit_work,
     encoder_work,
     llm_coeffs,
@@ -37,6 +35,7 @@ from omniplane.perf.roofline import (
     vocoder_work,
 )
 from omniplane.perf.shapes import Shape, shape_of
+from omniplane.perf.span import DecodeSpan, TableSpan
 from omniplane.perf.types import ExecutorConfig, MemoryFootprint, OutsideProfile, Work
 from omniplane.spec import ComponentKind, GeneratorKind, ModelSpec
 
@@ -176,25 +175,19 @@ class CostModel:
         return t_pf + t_dec
 
     def llm_decode_span(self, component: str, cfg: ExecutorConfig, batch: int, context: int,
-                        iterations: int) -> list[float]:
-        """End times (cumulative, from the span's start) of ``iterations`` consecutive decode-only
-        iterations of ``batch`` sequences whose KV context sums to ``context`` at the first and
-        grows by ``batch`` per iteration; each iteration takes what ``llm_iteration_time`` says."""
+                        iterations: int) -> DecodeSpan:
+        """``iterations`` consecutive decode-only iterations of ``batch`` sequences whose KV
+        context sums to ``context`` at the first and grows by ``batch`` per iteration; iteration
+        ``i`` takes what ``llm_iteration_time`` says for it (closed form under the roofline)."""
         if self._profiled:
             out, t = [], 0.0
             for i in range(iterations):
                 t += self.llm_iteration_time(component, cfg, decode_batch=batch,
                                              decode_context=context + i * batch)
                 out.append(t)
-            return out
+            return TableSpan(tuple(out))
         co = self._llm.get((component, cfg.gpu.name, cfg.tp)) or self._coeffs(component, cfg)
-        if iterations > 48:  # numpy pays off on long spans only
-            return list(np.cumsum(decode_times(co, batch, context, iterations)).tolist())
-        out, t = [], 0.0
-        for i in range(iterations):
-            t += co.time(0, 0, 1, batch, context + i * batch)
-            out.append(t)
-        return out
+        return decode_span(co, batch, context, iterations)
 
     def prefill_time(self, component: str, cfg: ExecutorConfig, tokens: int, context: int = 0,
                      requests: int = 1) -> float:

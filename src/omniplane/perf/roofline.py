@@ -12,10 +12,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from omniplane.perf.factors import Efficiency
 from omniplane.perf.shapes import ACT_BYTES, VAE_WORK_PER_LATENT, VOCODER_WORK_PER_FRAME, Shape
+from omniplane.perf.span import LinearMaxSpan
 from omniplane.perf.types import Work
 from omniplane.spec import GPUKind
 
@@ -113,15 +112,20 @@ class LLMCoeffs:
                 + self.comm_latency_s + self.comm_s_per_token * tokens)
 
 
-def decode_times(co: LLMCoeffs, batch: int, context0: int, iterations: int) -> np.ndarray:
-    """``co.time(0, 0, 1, batch, context0 + i * batch)`` for i in 0..iterations-1, vectorised
-    (a decode-only span: the batch stays, each sequence's context grows by one per step)."""
-    ctx = context0 + batch * np.arange(iterations, dtype=float)
+def decode_span(co: LLMCoeffs, batch: int, context0: int, iterations: int) -> LinearMaxSpan:
+    """``co.time(0, 0, 1, batch, context0 + i * batch)`` for i in 0..iterations-1 as a closed-form
+    span: compute and memory time are both linear in i (the batch stays, each sequence's context
+    grows by one token per iteration)."""
     weights = co.shared_bytes + (co.expert_bytes * (1.0 - co.miss ** batch) if co.moe else 0.0)
-    t_c = (co.flops_per_token * batch + co.attn_flops_per_pair * ctx) / co.rates.flops
-    t_m = (weights + co.kv_bytes_per_token * (ctx + batch)) / co.rates.bytes
-    fixed = co.fixed_s + co.per_seq_s * batch + co.comm_latency_s + co.comm_s_per_token * batch
-    return np.maximum(t_c, t_m) + fixed
+    rf, rb = co.rates.flops, co.rates.bytes
+    return LinearMaxSpan(
+        a1=(co.flops_per_token * batch + co.attn_flops_per_pair * context0) / rf,
+        b1=co.attn_flops_per_pair * batch / rf,
+        a2=(weights + co.kv_bytes_per_token * (context0 + batch)) / rb,
+        b2=co.kv_bytes_per_token * batch / rb,
+        k=co.fixed_s + co.per_seq_s * batch + co.comm_latency_s + co.comm_s_per_token * batch,
+        iterations=iterations,
+    )
 
 
 def llm_coeffs(shape: Shape, gpu: GPUKind, tp: int, eff: Efficiency) -> LLMCoeffs:

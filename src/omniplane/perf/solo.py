@@ -7,9 +7,11 @@ zero load, so the semantics are exact:
   completes, which emits the first token); TTFO for speech (until the vocoder emits its first
   audio chunk); E2E for images (until the VAE finishes).
 * Encoders run before the LLM they feed: CPU preprocessing (``items x
-  model.cpu_seconds_per_item(encoder)``; the executor is idle, so nothing overlaps it) and then
-  the GPU pass of all items as one batch. Several encoders of one request on the same executor
-  run one after another in path order.
+  model.cpu_seconds_per_item(encoder)``; the executor is idle, so nothing else overlaps it) and
+  then the GPU pass of all items as one batch. Several encoders of one request on the same
+  executor preprocess one after another on the CPU in path order, and their GPU passes run one
+  after another, each as soon as its input is ready and the GPU is free (preprocessing of the
+  next input overlaps the previous GPU pass).
 * An LLM prefills its prompt in chunks of at most ``chunk_tokens`` (each chunk attends to the
   chunks before it) and emits its first token when the last chunk completes; each further token
   is one batch-1 decode step over the growing context (``decode_step_time``). An LLM without
@@ -92,7 +94,8 @@ def request_latency(model: ModelSpec, cost: CostModel, cfgs: Mapping[str, Execut
     path = model.ordered(rt.path)
     place = placement or {}
     times: dict[str, _Times] = {}
-    encoder_free: dict[str, float] = {}  # executor -> when its last encoder pass ends
+    cpu_free: dict[str, float] = {}  # executor -> when its CPU preprocessing is free
+    gpu_free: dict[str, float] = {}  # executor -> when its last encoder pass ends
     for name in path:
         comp = model.component(name)
         cfg = cfgs[name]
@@ -111,10 +114,11 @@ def request_latency(model: ModelSpec, cost: CostModel, cfgs: Mapping[str, Execut
             start = max(start, t)
         if comp.kind is ComponentKind.ENCODER:
             executor = place.get(name, "")
-            start = max(start, encoder_free.get(executor, 0.0))
-            end = (start + w["items"] * model.cpu_seconds_per_item(name)
+            ready = max(start, cpu_free.get(executor, 0.0)) + w["items"] * model.cpu_seconds_per_item(name)
+            cpu_free[executor] = ready
+            end = (max(ready, gpu_free.get(executor, 0.0))
                    + cost.encoder_time(name, cfg, int(w["items"]), w["tokens"]))
-            encoder_free[executor] = end
+            gpu_free[executor] = end
             times[name] = _Times(end, end)
         elif comp.kind is ComponentKind.LLM:
             prompt = int(w["prompt_tokens"])

@@ -32,7 +32,7 @@ class Step:
     work: Any = None  # roofline work for co-location (perf.Work), when known
     sm_cap: int | None = None
     iterations: int = 1  # > 1: a span of identical-shape decode iterations run as one step
-    bounds: list[float] | None = None  # a span's iteration end times, relative to its start
+    bounds: Any = None  # a span's iteration end times (perf.span.DecodeSpan), from its start
 
 
 class _Unbound:
@@ -107,6 +107,8 @@ class EncoderEngine(Engine):
         if not jobs:
             return None
         self.current = jobs
+        for j in jobs:
+            j.engine = self
         items = sum(int(j.req.work[self.comp]["items"]) for j in jobs)
         tokens = sum(int(j.req.work[self.comp]["tokens"]) for j in jobs)
         step = Step(self.cost.encoder_time(self.comp, self.cfg, items, tokens), len(jobs), "encode")
@@ -129,6 +131,8 @@ class VAEEngine(Engine):
         if not jobs:
             return None
         self.current = jobs
+        for j in jobs:
+            j.engine = self
         pixels = max(j.req.work[self.comp]["pixels"] for j in jobs)
         step = Step(self.cost.vae_time(self.comp, self.cfg, len(jobs), pixels), len(jobs), "vae")
         if self.want_work:
@@ -155,6 +159,7 @@ class DiTEngine(Engine):
         room = self.max_batch - len(self.current)
         if room > 0 and self.queue:
             for j in self.queue.popleft_n(room):
+                j.engine = self
                 j.remaining = j.req.work[self.comp]["steps"]
                 self.current.append(j)
         if not self.current:

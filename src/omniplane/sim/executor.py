@@ -70,12 +70,11 @@ class Executor:
         """End the span in flight at the first iteration boundary not before now."""
         step, engine = self._step, self._engine
         assert step is not None and step.bounds is not None and engine is not None
-        elapsed = self.loop.now - self._started
-        j = next((i for i, b in enumerate(step.bounds) if b >= elapsed), len(step.bounds) - 1)
-        if j + 1 >= step.iterations:
+        j = step.bounds.cut_index(self.loop.now - self._started)
+        if j >= step.iterations:
             return
-        step.iterations, step.duration, step.bounds = j + 1, step.bounds[j], step.bounds[: j + 1]
-        engine.cut(j + 1)
+        step.iterations, step.duration = j, step.bounds.end(j)
+        engine.cut(j)
         self._version += 1
         self.loop.at(self._started + step.duration, self._end, self._version, COMPLETE)
 

@@ -13,17 +13,19 @@ class Job:
     """Mutable progress of a request at a component. Fields used depend on the engine kind."""
 
     __slots__ = ("admit", "comp", "computed", "dec_i0", "engine", "generated", "out", "phase",
-                 "prompt", "ready", "remaining", "req", "size", "state", "target", "upstream_done")
+                 "prompt", "prompt_cut", "ready", "remaining", "req", "size", "state", "target",
+                 "upstream_done")
 
     def __init__(self, req: SimRequest, comp: str, ready: float) -> None:
         self.req = req
         self.comp = comp
         self.ready = ready
-        self.engine: Any = None  # the engine that took it (set when a step starts it)
+        self.engine: Any = None  # the engine that took it into a step (None while waiting)
         self.admit = 0  # admission sequence number (LLM preemption picks the latest)
         self.state = 0  # engine-specific
         # LLM
         self.prompt = 0
+        self.prompt_cut = 0  # prompt tokens not there yet when a streaming LLM feed starts it
         self.target = 0  # tokens to prefill: the prompt, plus generated tokens after a preemption
         self.computed = 0
         self.out = 0

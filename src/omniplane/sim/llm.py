@@ -16,6 +16,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
+from omniplane.perf.span import TableSpan
 from omniplane.sim.engines import Engine, Step
 from omniplane.sim.job import Job
 from omniplane.sim.policy import (
@@ -61,7 +62,8 @@ class LLMEngine(Engine):
     # ---- bookkeeping ------------------------------------------------------------------
     def add(self, job: Job, shared: bool) -> None:
         w = job.req.work[self.comp]
-        job.prompt, job.out = int(w["prompt_tokens"]), int(w["output_tokens"])
+        job.prompt = max(1, int(w["prompt_tokens"]) - job.prompt_cut)
+        job.out = int(w["output_tokens"])
         job.target, job.state = job.prompt, WAITING
         if job.prompt + job.out > self.kv_capacity:
             # like vLLM refusing a sequence longer than the KV cache can ever hold
@@ -160,7 +162,7 @@ class LLMEngine(Engine):
                     break
                 n = min(job.target, budget, kv_free)
                 self._admits += 1
-                job.admit, job.state = self._admits, PREFILL
+                job.admit, job.state, job.engine = self._admits, PREFILL, self
                 self.prefilling.append(job)
                 chunks.append((job, n))
                 taken.add(id(job))
@@ -196,17 +198,17 @@ class LLMEngine(Engine):
         if k <= 1:
             return
         ctx = self._decode_context()
-        span = getattr(self.cost, "llm_decode_span", None)
-        if span is not None:
-            bounds = span(self.comp, self.cfg, n, ctx, k)
+        maker = getattr(self.cost, "llm_decode_span", None)
+        if maker is not None:
+            span = maker(self.comp, self.cfg, n, ctx, k)
         else:
             bounds, t = [], 0.0
             for i in range(k):
                 t += self.cost.llm_iteration_time(self.comp, self.cfg, decode_batch=n,
                                                   decode_context=ctx + i * n)
                 bounds.append(t)
-        t = bounds[-1]
-        step.duration, step.iterations, step.bounds = t, k, bounds
+            span = TableSpan(tuple(bounds))
+        step.duration, step.iterations, step.bounds = span.total, k, span
         self._span = k
 
     def cut(self, iterations: int) -> None:

@@ -27,6 +27,7 @@ class TypePath:
     sink: str
     metric: FirstResponse
     n_preds: dict[str, int] = field(default_factory=dict)
+    llm_stream_feeder: dict[str, str] = field(default_factory=dict)  # llm -> llm feeding it (streaming)
 
     @staticmethod
     def of(model: ModelSpec, type_name: str) -> TypePath:
@@ -49,14 +50,20 @@ class TypePath:
             sink=sinks[0],
             metric=rt.first_response,
             n_preds={c: len(p) for c, p in preds.items()},
+            llm_stream_feeder={
+                c: p for c in comps for p in preds[c]
+                if model.component(c).is_llm and model.component(p).is_llm
+                and dict(succs[p]).get(c, False)
+            },
         )
 
 
 class SimRequest:
     """Mutable state of one request in a simulation (plain slots: there are many of them)."""
 
-    __slots__ = ("arrival", "done", "executors", "failed", "finish", "first_out", "first_response",
-                 "groups", "jobs", "nodes", "path", "rid", "started", "type", "waiting_on", "work")
+    __slots__ = ("arrival", "cpu_free", "done", "executors", "failed", "finish", "first_out",
+                 "first_response", "groups", "jobs", "node_left", "nodes", "path", "rid", "started",
+                 "type", "waiting_on", "work")
 
     def __init__(self, rid: int, type_name: str, arrival: float, work: ResolvedWork, path: TypePath,
                  nodes: dict[str, str]) -> None:
@@ -73,6 +80,8 @@ class SimRequest:
         self.jobs: dict[str, Any] = {}  # component -> its Job
         self.groups: dict[str, int] = {}  # node -> chosen executor group
         self.executors: dict[str, int] = {}  # node -> pinned executor index (merged nodes)
+        self.node_left: dict[str, int] = {}  # pinned node -> components still to finish there
+        self.cpu_free: dict[Any, float] = {}  # executor -> end of this request's preprocessing
         self.first_response: float | None = None
         self.finish: float | None = None
         self.failed: str | None = None  # why the request was refused (it finished without output)

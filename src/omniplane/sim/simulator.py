@@ -16,7 +16,7 @@ from omniplane.sim.job import Job
 from omniplane.sim.metrics import SimResult, summarise
 from omniplane.sim.request import SimRequest, TypePath
 from omniplane.sim.topology import Topology
-from omniplane.spec import FirstResponse, ModelSpec
+from omniplane.spec import FirstResponse, GeneratorKind, ModelSpec
 
 ArrivalSource = Sequence[Any]  # objects with .id, .arrival, .type, .work (omniplane.workload.Request)
 
@@ -44,6 +44,7 @@ class Simulation:
         self.paths = {t: TypePath.of(model, t) for t in model.type_names}
         cpu = cpu_seconds or model.cpu_seconds_per_item
         self.cpu_seconds = {c.name: cpu(c.name) for c in model.components}
+        self._vocoders = {c.name for c in model.components if c.generator is GeneratorKind.VOCODER}
         self._source = requests
         self.requests: list[SimRequest] = []
         self.in_flight = 0
@@ -100,6 +101,7 @@ class Simulation:
             if idx is None:
                 idx = req.executors[node.name] = group.least_loaded()
                 group.executors[idx].load += 1
+                req.node_left[node.name] = sum(1 for n in req.nodes.values() if n == node.name)
             executors = [group.executors[idx]]
         engine = executors[0].by_comp[comp]
         job = Job(req, comp, now)
@@ -111,10 +113,18 @@ class Simulation:
             streaming = bool(feeders) and dict(req.path.succs[feeders[0]])[comp]
             engine.prepare(job, streaming)
             job.upstream_done = not streaming or feeders[0] in req.done
+        elif kind == "llm":
+            feeder = req.path.llm_stream_feeder.get(comp)
+            if feeder is not None:  # only the feeding LLM's first token exists when this starts
+                job.prompt_cut = int(req.work[feeder]["output_tokens"]) - 1
         if kind == "encode":
             cpu = self.cpu_seconds[comp] * req.work[comp]["items"]
-            if cpu > 0:  # preprocessing overlaps with whatever the GPU is doing
-                job.ready = now + cpu
+            if cpu > 0:
+                # preprocessing overlaps with whatever the GPU is doing; one request's inputs on
+                # one executor are preprocessed one after another
+                key = (node.name, id(executors[0]) if len(executors) == 1 else 0)
+                start = max(now, req.cpu_free.get(key, now))
+                job.ready = req.cpu_free[key] = start + cpu
                 self.loop.at(job.ready, self._enqueue, (engine, job, executors, node.shared_queue),
                              DISPATCH)
                 return
@@ -123,8 +133,16 @@ class Simulation:
     def _enqueue(self, arg: tuple[Any, Job, list[Any], bool]) -> None:
         engine, job, executors, shared = arg
         engine.add(job, shared)
-        for ex in executors:  # idle executors of the group pull it; busy ones at their next step
-            ex.kick()
+        if len(executors) == 1:
+            executors[0].kick()
+            return
+        for ex in executors:  # idle executors of the group pull it first
+            if not ex.busy:
+                ex.kick()
+        if shared and job.engine is None:
+            for ex in executors:  # still waiting: busy ones take it at their next iteration
+                if ex.busy:
+                    ex.kick()
 
     def _release(self, req: SimRequest, frm: str, to: str) -> None:
         if req.nodes[frm] != req.nodes[to] and self.topo.transfer_s > 0:
@@ -159,15 +177,17 @@ class Simulation:
         req.done[comp] = now
         node_name = req.nodes[comp]
         idx = req.executors.get(node_name)
-        if idx is not None and all(c in req.done for c, n in req.nodes.items() if n == node_name):
-            node = self.topo.nodes[node_name]
-            node.groups[req.groups[node_name]].executors[idx].load -= 1
+        if idx is not None:
+            req.node_left[node_name] -= 1
+            if req.node_left[node_name] == 0:  # its last component here: unpin
+                node = self.topo.nodes[node_name]
+                node.groups[req.groups[node_name]].executors[idx].load -= 1
         if self.observe:
             self.observe(req, f"{comp}:done")
         for succ, streaming in req.path.succs[comp]:
             if not streaming:
                 self._release(req, comp, succ)
-            else:
+            elif succ in self._vocoders:
                 downstream = req.jobs.get(succ)
                 if downstream is not None:
                     self._upstream_finished(req, succ, downstream, now)

@@ -1,0 +1,71 @@
+"""Which request class a vLLM request belongs to.
+
+Two sources (``SchedulerSettings.class_source``):
+
+- ``priority``: the vLLM request ``priority`` set at the API layer, mapped through the class
+  table (HorizonServe section 5: 0 text, 10 audio, 20 image by default). In vLLM a lower
+  value runs first when the engine's ``scheduling_policy`` is ``priority``; with the default
+  ``fcfs`` vLLM ignores it, so it only carries the class (docs/vllm.md).
+- ``metadata``: vLLM-Omni's request metadata. Stock vLLM-Omni 0.16 forwards neither the
+  ``priority`` nor the requested output modalities to its stage engines; the orchestrator
+  patch in :mod:`omniplane.vllm.omni_patch` stamps the final stage's output type
+  (``text``/``audio``/``image``) into the request's ``additional_information`` under
+  ``metadata_key``, mapped to a class through ``output_classes``.
+
+``auto`` uses the metadata when a request carries it and the priority otherwise. A request
+whose priority or output type has no class falls back to ``default_class`` and is counted in
+``ClassResolver.unknown`` (never an exception inside the engine).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from omniplane.vllm.settings import SchedulerSettings
+
+
+def metadata_value(info: Any, key: str) -> str | None:
+    """``key`` from a request's ``additional_information``: a plain mapping, or vLLM-Omni's
+    ``AdditionalInformationPayload`` (``entries[key].list_data``). Values are lists (vLLM-Omni
+    requires list or tensor values); the first element is used."""
+    if info is None:
+        return None
+    entries = getattr(info, "entries", None)
+    if entries is not None:
+        entry = entries.get(key)
+        value = None if entry is None else getattr(entry, "list_data", None)
+    elif isinstance(info, Mapping):
+        value = info.get(key)
+    else:
+        return None
+    if isinstance(value, list | tuple):
+        value = value[0] if value else None
+    return None if value is None else str(value)
+
+
+class ClassResolver:
+    def __init__(self, settings: SchedulerSettings) -> None:
+        self.settings = settings
+        self.by_priority = {c.priority: name for name, c in settings.classes.items()}
+        self.unknown: Counter[str] = Counter()
+
+    def resolve(self, priority: int, additional_information: Any = None) -> str:
+        s = self.settings
+        if s.class_source != "priority":
+            out = metadata_value(additional_information, s.metadata_key)
+            if out is not None:
+                cls = s.output_classes.get(out)
+                if cls is not None:
+                    return cls
+                self.unknown[f"{s.metadata_key}={out}"] += 1
+                return s.default_class
+            if s.class_source == "metadata":
+                self.unknown[f"no {s.metadata_key}"] += 1
+                return s.default_class
+        cls = self.by_priority.get(priority)
+        if cls is None:
+            self.unknown[f"priority={priority}"] += 1
+            return s.default_class
+        return cls

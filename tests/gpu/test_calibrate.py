@@ -1,0 +1,56 @@
+"""Calibration from a GPU check, on the shipped synthetic example: values generated from the
+co-location model with knee 0.55, thrash 1.2 and a co-runner at 0.6 of effective bandwidth
+(2% noise), so the fit must recover those inputs; plus the CLI and bad files."""
+
+from __future__ import annotations
+
+import json
+from importlib.resources import files
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from omniplane.cli.app import app
+from omniplane.gpu.calibrate import calibrate
+from omniplane.perf.colocation_validation import load_fit
+
+EXAMPLE = Path(str(files("omniplane.gpu") / "data" / "gpu_check_synthetic.json"))
+
+
+def test_example_is_marked_synthetic() -> None:
+    data = json.loads(EXAMPLE.read_text())
+    assert data["synthetic"] is True and data["source"].startswith("synthetic:")
+
+
+def test_fit_recovers_the_generating_parameters() -> None:
+    doc = calibrate(EXAMPLE)
+    assert doc["synthetic"] is True and doc["gpu"] == "H200"
+    assert doc["params"]["knee"] == pytest.approx(0.55, abs=0.03)
+    assert doc["params"]["thrash"] == pytest.approx(1.2, rel=0.25)
+    assert doc["corun_pressure"] == pytest.approx(0.6, abs=0.05)
+    lad = doc["ladder"]
+    # a memory-bound kernel saturates at knee x 132 = 72.6 SMs: S_cap is a ladder step around it
+    assert 64 <= lad["s_cap"] <= 80 and lad["s_min"] == 16 and lad["levels"][-1] == lad["s_cap"]
+    assert lad["kernel"] == "membound"
+
+
+def test_cli_writes_a_fit_perf_can_load(tmp_path: Path) -> None:
+    out = tmp_path / "cal.json"
+    res = CliRunner().invoke(app, ["calibrate", "--from", str(EXAMPLE), "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["ladder"]["s_cap"] == json.loads(out.read_text())["ladder"]["s_cap"]
+    params, scales, pressure = load_fit(out)
+    assert 0 < params.knee <= 1 and set(scales) == {"membound", "compute"} and pressure > 0
+    human = CliRunner().invoke(app, ["calibrate", "--from", str(EXAMPLE)])
+    assert "synthetic input" in human.output and "S_cap" in human.output
+
+
+def test_bad_files_name_the_problem(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"kind": "something"}))
+    res = CliRunner().invoke(app, ["calibrate", "--from", str(bad)])
+    assert res.exit_code == 2 and "kind" in res.output
+    bad.write_text("{not json")
+    res = CliRunner().invoke(app, ["calibrate", "--from", str(bad)])
+    assert res.exit_code == 2 and "not JSON" in res.output

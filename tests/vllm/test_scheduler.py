@@ -1,0 +1,233 @@
+"""OmniplaneScheduler against vLLM's real v1 Scheduler on CPU, with synthetic model outputs.
+
+Mixed text/audio/image requests (priorities 0/10/20) arrive over the first steps and run to
+completion through hundreds of schedule()/update_from_output() cycles, with a small KV cache so
+that vLLM preempts. Checked after every step: hidden requests are back in the waiting queue,
+what vLLM admitted from the waiting queue was in the policy's visible view; at the end every
+request finished exactly once, and the policy saw each arrival and finish exactly once.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any
+
+import pytest
+
+pytest.importorskip("vllm")
+pytestmark = pytest.mark.vllm
+
+from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
+from vllm.v1.request import RequestStatus  # noqa: E402
+
+from omniplane.control import ControlRecord, SlotState  # noqa: E402
+from omniplane.vllm.scheduler import OmniplaneAsyncScheduler, OmniplaneScheduler  # noqa: E402
+from tests.vllm.harness import make_request, make_scheduler, run, synthetic_output  # noqa: E402
+
+POLICIES = "import:tests.vllm.policies:"
+PRIORITY_CLASS = {0: "text", 10: "audio", 20: "image"}
+
+
+def arrivals(n: int, seed: int, per_step: int = 3) -> dict[int, list[Any]]:
+    rng = random.Random(seed)
+    reqs = [make_request(i, rng) for i in range(n)]
+    return {s: reqs[s * per_step : (s + 1) * per_step] for s in range(-(-n // per_step))}
+
+
+def omni(configs: dict[str, Any], policy: str, queue: str = "fcfs", **extra: Any) -> Any:
+    return make_scheduler(
+        OmniplaneScheduler, configs[queue], {"policy": POLICIES + policy, "sampler": "null", **extra}
+    )
+
+
+def check_view(sched: Any, step: int, out: Any, snap: dict[str, list[str]]) -> None:
+    """After schedule(): hidden requests are waiting again; admitted ones were visible."""
+    op = sched.omniplane
+    policy = op.bridge.policy
+    hidden = {op.bridge.by_rid[r].request.request_id for r in policy.last_hidden if r in op.bridge.by_rid}
+    assert hidden == op.last_hidden
+    waiting_now = [r.request_id for r in sched.waiting]
+    assert hidden <= set(waiting_now), f"step {step}: hidden requests missing from the queue"
+    # the survivors of the starting queue keep their order
+    survivors = [i for i in snap["waiting"] if i in set(waiting_now)]
+    assert [i for i in waiting_now if i in set(snap["waiting"])] == survivors
+    admitted = set(out.num_scheduled_tokens) - set(snap["running"])
+    visible = (set(snap["waiting"]) - hidden) | set(snap["kv_waiting"])
+    assert admitted <= visible, f"step {step}: vLLM admitted {admitted - visible}, which the policy hid"
+    assert admitted.isdisjoint(hidden)
+
+
+def test_mixed_classes_hundreds_of_cycles_finish_exactly_once(configs: dict[str, Any]) -> None:
+    sched = omni(configs, "HideEveryOther")
+    trace = arrivals(120, seed=1)
+    preempted: set[str] = set()
+    hiding_steps = []
+
+    def after(s: Any, step: int, out: Any, snap: dict[str, list[str]]) -> None:
+        check_view(s, step, out, snap)
+        preempted.update(out.preempted_req_ids or ())
+        hiding_steps.append(bool(s.omniplane.last_hidden))
+
+    steps = run(sched, trace, after=after)
+    policy = sched.omniplane.bridge.policy
+    assert steps >= 200, f"only {steps} cycles"
+    assert not sched.has_requests()
+    assert len(policy.arrivals) == 120 and set(policy.arrivals.values()) == {1}
+    assert policy.finishes == policy.arrivals, "a request finished twice or never"
+    assert sched.omniplane.bridge.by_id == {}
+    assert preempted, "the test meant to exercise vLLM's preemption did not preempt"
+    assert sum(hiding_steps) >= 50, "the policy rarely hid anything: the view checks prove little"
+    firsts = Counter(r for o in policy.outcomes for r in o.first_tokens)
+    assert len(firsts) == 120 and set(firsts.values()) == {1}, (
+        "first tokens must be reported once per request"
+    )
+    # classes from priority, in rid (= add_request) order
+    reqs = [r for step in sorted(trace) for r in trace[step]]
+    assert [policy.info[i].type for i in range(120)] == [PRIORITY_CLASS[r.priority] for r in reqs]
+    # the call order of the policy contract: arrival before its first decide, one step per decide
+    assert policy.calls.count("decide") == policy.calls.count("step") == steps
+
+
+def test_fcfs_wrapper_schedules_exactly_like_bare_vllm(configs: dict[str, Any]) -> None:
+    bare = make_scheduler(Scheduler, configs["fcfs"], None)
+    wrapped = omni(configs, "Recording")
+    logs: dict[str, list[dict[str, int]]] = {"bare": [], "wrapped": []}
+    for name, sched in (("bare", bare), ("wrapped", wrapped)):
+        run(
+            sched,
+            arrivals(60, seed=2),
+            after=lambda s, st, out, snap, n=name: logs[n].append(dict(out.num_scheduled_tokens)),
+        )
+    assert logs["bare"] == logs["wrapped"]
+    assert len(logs["bare"]) > 100
+
+
+def test_exception_inside_vllm_schedule_loses_nothing(configs: dict[str, Any]) -> None:
+    sched = omni(configs, "HideEveryOther")
+    rng = random.Random(3)
+    for i in range(12):
+        sched.add_request(make_request(i, rng))
+    for _ in range(3):
+        out = sched.schedule()
+        sched.update_from_output(out, synthetic_output(sched, out, rng))
+    real = sched.kv_cache_manager.allocate_slots
+
+    def broken(*a: Any, **k: Any) -> Any:
+        raise RuntimeError("allocation failed (test)")
+
+    before_waiting = [r.request_id for r in sched.waiting]
+    before_all = set(before_waiting) | {r.request_id for r in sched.running}
+    sched.kv_cache_manager.allocate_slots = broken
+    with pytest.raises(RuntimeError, match="allocation failed"):
+        sched.schedule()
+    assert sched.omniplane.bridge.policy.last_hidden, "nothing was hidden: the test proves nothing"
+    assert [r.request_id for r in sched.waiting] == before_waiting
+    assert {r.request_id for r in sched.waiting} | {r.request_id for r in sched.running} == before_all
+    sched.kv_cache_manager.allocate_slots = real
+    run(sched, {})
+    policy = sched.omniplane.bridge.policy
+    assert not sched.has_requests() and set(policy.finishes.values()) == {1} and len(policy.finishes) == 12
+
+
+def test_policy_exceptions_fall_back_to_fcfs_and_are_counted(configs: dict[str, Any]) -> None:
+    sched = omni(configs, "Raising")
+    steps = run(sched, arrivals(30, seed=4))
+    policy = sched.omniplane.bridge.policy
+    assert not sched.has_requests() and len(policy.finishes) == 30
+    assert sched.omniplane.bridge.policy_errors >= steps  # every on_step plus every third decide
+    raising = omni(configs, "Raising", on_policy_error="raise")
+    raising.add_request(make_request(0, random.Random(5)))
+    with pytest.raises(RuntimeError, match="policy failure"):
+        raising.schedule()
+    assert [r.request_id for r in raising.waiting] == ["req-0"]
+
+
+def test_order_admits_the_newest_first_and_restores_fcfs(configs: dict[str, Any]) -> None:
+    sched = omni(configs, "Reverse")
+    rng = random.Random(6)
+    reqs = [make_request(i, rng) for i in range(20)]
+    for r in reqs:
+        sched.add_request(r)
+    out = sched.schedule()
+    admitted = [r.req_id for r in out.scheduled_new_reqs]
+    assert admitted[0] == "req-19"
+    left = [r.request_id for r in sched.waiting]
+    assert left == [r.request_id for r in reqs if r.request_id not in set(admitted)]
+
+
+def test_hiding_works_on_vllms_priority_queue(configs: dict[str, Any]) -> None:
+    sched = omni(configs, "HideAll", queue="priority")
+    rng = random.Random(7)
+    for i in range(5):
+        sched.add_request(make_request(i, rng))
+    out = sched.schedule()
+    assert not out.num_scheduled_tokens and len(sched.waiting) == 5
+    sched.update_from_output(out, synthetic_output(sched, out, rng))
+    sched2 = omni(configs, "HideEveryOther", queue="priority")
+    steps = run(sched2, arrivals(40, seed=8), after=check_view)
+    assert not sched2.has_requests() and len(sched2.omniplane.bridge.policy.finishes) == 40 and steps > 40
+
+
+def test_aborts_finish_once_and_deadlines_use_the_slo_table(
+    configs: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OMNIPLANE_SLO_AUDIO", "2.5")
+    sched = omni(
+        configs,
+        "Recording",
+        slo_table={
+            "kind": "omniplane-slo-table",
+            "source": "assumption: test",
+            "classes": {
+                "text": {"priority": 0, "path": "short", "slo_s": 0.4},
+                "audio": {"priority": 10, "path": "long"},
+                "image": {"priority": 20, "path": "long", "slo_s": 9.0},
+            },
+        },
+    )
+    rng = random.Random(9)
+    for i in range(9):
+        sched.add_request(make_request(i, rng, priority=(0, 10, 20)[i % 3]))
+    slo = {"text": 0.4, "audio": 2.5, "image": 9.0}
+    for t in sched.omniplane.bridge.by_id.values():
+        assert t.deadline - t.arrival == pytest.approx(slo[t.cls])
+    out = sched.schedule()
+    sched.update_from_output(out, synthetic_output(sched, out, rng))
+    running = [r.request_id for r in sched.running][:2]
+    waiting = [r.request_id for r in sched.waiting][:2]
+    sched.finish_requests(running + waiting, RequestStatus.FINISHED_ABORTED)
+    sched.finish_requests(running, RequestStatus.FINISHED_ABORTED)  # again: no second report
+    run(sched, {})
+    policy = sched.omniplane.bridge.policy
+    assert len(policy.finishes) == 9 and set(policy.finishes.values()) == {1}
+
+
+def test_sm_cap_is_snapped_and_published_for_the_workers(configs: dict[str, Any], tmp_path: Any) -> None:
+    shared = omni(configs, "Capper", control="t1", control_dir=str(tmp_path), total_sms=132)
+    down = ControlRecord.open("t1", slots=4, directory=tmp_path, create=False)
+    rng = random.Random(10)
+    shared.add_request(make_request(0, rng))
+    out = shared.schedule()
+    state = down.read(0)
+    assert state is not None and state.sm_level is None and state.sm_count == 0  # nothing downstream: no cap
+    shared.update_from_output(out, synthetic_output(shared, out, rng))
+    import time
+
+    down.write(1, SlotState(pid=1, active=3, updated_ns=time.monotonic_ns()))
+    shared.schedule()
+    state = down.read(0)
+    assert shared.omniplane.bridge.policy.downstream[-1] == 3
+    assert state is not None and state.sm_count == 64 and state.sm_level == 7  # levels 8, 16, ..., 120
+    down.close()
+
+
+def test_async_scheduler_variant_keeps_the_invariants(configs: dict[str, Any]) -> None:
+    sched = make_scheduler(
+        OmniplaneAsyncScheduler, configs["fcfs"], {"policy": POLICIES + "HideEveryOther", "sampler": "null"}
+    )
+    steps = run(sched, arrivals(45, seed=11), after=check_view)
+    policy = sched.omniplane.bridge.policy
+    assert not sched.has_requests() and steps > 45
+    assert len(policy.finishes) == 45 and set(policy.finishes.values()) == {1}
+    assert set(Counter(r for o in policy.outcomes for r in o.first_tokens).values()) == {1}
