@@ -117,7 +117,8 @@ def _search(r: PlanResult) -> dict[str, Any]:
     st = r.stats
     return {"logical_plans": st.logical_total, "subplans": st.subplans, "expanded": st.logical_expanded,
             "skipped_by_bound": st.logical_skipped, "cap_hit": st.cap_hit, "config_guard": st.guarded,
-            "monte_carlo_evaluated": st.mc_evaluated, "flow_threshold_rps": st.threshold}
+            "monte_carlo_evaluated": st.mc_evaluated, "flow_threshold_rps": st.threshold,
+            "selected_logical_rank": r.extra.get("selected_logical_rank")}
 
 
 def _one_line(spec: PlanSpec | None) -> str:

@@ -36,13 +36,18 @@ def to_spec(cands: Candidates, i: int, model: ModelSpec, gpu: str, budget: int, 
         nodes.append({"name": names[n], "components": list(nc.comps),
                       "executors": [{"count": int(cands.cnt[i, n]), "tp": int(tp), "max_batch": int(mb)}]})
     p = cands.p[int(cands.vec[i])]
+    order = {c: k for k, c in enumerate(model.topo_order)}
+
+    def first(n: int) -> int:  # a route lists its nodes in the order the request reaches them
+        return min(order[c] for c in cands.costs[n].comps)
+
     routes: dict[str, list[dict[str, Any]]] = {}
     for t, rs in enumerate(cands.lp.routes):
         probs = np.array([p[t, r] for r in range(len(rs))])
         if probs.sum() <= 0:  # cannot happen for a covered type; keep the plan valid regardless
             probs = np.full(len(rs), 1.0 / len(rs))
         routes[model.type_names[t]] = [
-            {"nodes": [names[n] for n in route], "p": round(float(probs[r]), 6)}
+            {"nodes": [names[n] for n in sorted(route, key=first)], "p": round(float(probs[r]), 6)}
             for r, route in enumerate(rs) if probs[r] > 0
         ]
     data = {"kind": "plan", "name": name, "model": model.name, "gpu": gpu, "gpus": budget,

@@ -34,8 +34,11 @@ class PlannerOptions:
                     fits the 30 s goal; docs/plan.md, "Simulation budget")
     max_simulated   survivors of the Monte Carlo phase simulated at most (paper: 25 for
                     Qwen3-Omni on 16 GPUs, section 6.8, Table 6)
-    max_logical     logical plans expanded into physical plans at most, best upper bound
-                    first (a time guard; reported when it binds)
+    max_logical     logical plans expanded into physical plans at most, best priority first
+                    (a time guard; reported when it binds). measured (bench/bench_plan.py,
+                    Qwen3-Omni, 16 x A100, docs/plan.md "Options"): 150 instead of 400 keeps
+                    the pick at 1/3 audio (rank #112) and loses 2.3% at 2/3 audio (the 400-run
+                    pick ranks #252) for a third of the CPU time
     max_routings    routing vectors per logical plan on the grid before types with the same
                     routes share a split (docs/plan.md, "Routing"); 121 = two types or classes
                     with two routes each
@@ -53,7 +56,7 @@ class PlannerOptions:
     mc_tolerance: float = 0.1
     sim_requests: int = 1200
     max_simulated: int = 12
-    max_logical: int = 400
+    max_logical: int = 150
     max_routings: int = 121
     max_configs: int = 20000
     seed: int = 0

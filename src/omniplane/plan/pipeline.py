@@ -148,8 +148,9 @@ class Planner:
             "after_monte_carlo": Phase(sum(len(b.goodput) for b in found.front), st.seconds["monte_carlo"]),
             "simulated": Phase(len(simulated), sim_s),
         }
+        extra = {"selected_logical_rank": found.ranks.get(best.logical) if best else None}
         return PlanResult(space.name, self.problem, self.targets, self.options, best, simulated, phases,
-                          st, found.cloud, time.perf_counter() - t0)
+                          st, found.cloud, time.perf_counter() - t0, extra)
 
     def _shortlist(self, front: list[Block], pool: list[Block]) -> list[tuple[Block, int]]:
         """Up to ``max_simulated`` plans: the Monte Carlo Pareto front by policy score, then

@@ -82,6 +82,7 @@ class SearchResult:
     pool: list[Block]  # every Monte Carlo result kept (the best POOL by selection score)
     stats: SearchStats
     cloud: Cloud
+    ranks: dict[str, int] = field(default_factory=dict)  # logical plan -> its expansion rank (1-based)
 
 
 class Search:
@@ -101,6 +102,7 @@ class Search:
         self.stats = SearchStats()
         self.cloud = Cloud()
         self.front: list[Block] = []
+        self.ranks: dict[str, int] = {}
 
     # ---- main loop ------------------------------------------------------------------------
     def run(self) -> SearchResult:
@@ -124,11 +126,12 @@ class Search:
         pool = self.front
         front = self.finish()
         self.stats.seconds["monte_carlo"] += time.perf_counter() - t1
-        return SearchResult(front, pool, self.stats, self.cloud)
+        return SearchResult(front, pool, self.stats, self.cloud, self.ranks)
 
     def _expand(self, lp: LogicalPlan) -> None:
         st = self.stats
         st.logical_expanded += 1
+        self.ranks[lp.describe()] = st.logical_expanded
         t0 = time.perf_counter()
         vecs = routing_vectors(lp, self.opt.grid_steps, self.opt.max_routings)
         exp = Expansion(lp, self.table, vecs, self.pi, self.budget, self._option_sets(lp, len(vecs)),
