@@ -158,7 +158,8 @@ class Planner:
         the pool, since the estimate's per-type error can exceed the Pareto tolerance. Plans
         that differ only in the max batch of their nodes count once (the best of them), so the
         simulator sees different allocations rather than near-copies; the bottleneck's max
-        batch is part of the allocation (it trades its latency against the flow bound)."""
+        batch is part of the allocation (it trades its latency against the flow bound). Copies
+        of one node side by side count in either order."""
         flat = [(b, i) for b in front for i in range(len(b.goodput))]
         rest = [(b, i) for b in pool for i in range(len(b.goodput))]
         if not flat:
@@ -178,7 +179,11 @@ class Planner:
             load = np.array([c.costs[n].s_full[c.opt[i, n]] @ demand[n] for n in range(len(c.costs))])
             tight = [x > 0 and c.cnt[i, n] / x <= c.rate[i] * (1 + 1e-9) for n, x in enumerate(load)]
             binding = tuple(int(c.opt[i, n]) if tight[n] else -1 for n in range(len(load)))
-            key = (c.lp.describe(), tuple(c.cnt[i].tolist()), tps, int(c.vec[i]), binding)
+            # per node instance, sorted: side-by-side copies of one node listed in either order
+            # (with their traffic) are one physical plan
+            key = (c.lp.describe(), tuple(sorted(
+                (c.costs[n].name, int(c.cnt[i, n]), tps[n], binding[n], tuple(np.round(demand[n], 4)))
+                for n in range(len(load)))))
             if key in seen:
                 continue
             seen.add(key)
