@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from omniplane.perf import CostModel, ExecutorConfig, InfeasibleConfig
-from omniplane.plan.parts import Part, WorkArrays, compute_part, llm_ctx
+from omniplane.plan.parts import Part, WorkArrays, compute_part, llm_peak
 from omniplane.plan.problem import Problem
 from omniplane.spec import GeneratorKind
 
@@ -128,7 +128,7 @@ class CostTable:
                         continue
                     bm = b
                     if model.component(c).is_llm:
-                        bm = int(min(b, max(1, kv[o] // max(llm_ctx(self.work[t], c), 1.0))))
+                        bm = int(min(b, max(1, kv[o] // max(llm_peak(self.work[t], c), 1.0))))
                     out.bmax[c][o, ti] = bm
                     for k, f in enumerate(FILLS):
                         out.part[c][o, ti, k] = self._part_id(c, cfg, t, batch_level(f * bm))

@@ -81,6 +81,13 @@ def llm_ctx(w: WorkArrays, comp: str) -> float:
     return float(np.mean(w.get(comp, "prompt_tokens") + w.get(comp, "output_tokens") / 2))
 
 
+def llm_peak(w: WorkArrays, comp: str) -> float:
+    """Mean KV tokens a sequence holds when it finishes (prompt + output): the simulator, like
+    vLLM, admits prompts while the cache has room and preempts the latest sequence when
+    decoding overflows it, so a batch stays whole only if every sequence fits at its peak."""
+    return float(np.mean(w.get(comp, "prompt_tokens") + w.get(comp, "output_tokens")))
+
+
 def compute_part(model: ModelSpec, cost: CostModel, comp: str, cfg: ExecutorConfig,
                  w: WorkArrays, batch: int, path: list[str], pool: np.ndarray | None = None) -> Part:
     """The part of ``comp`` on ``cfg`` for one type's samples ``w`` at occupancy ``batch``.
