@@ -34,12 +34,17 @@ class RichProgress:
     """The pipeline's progress hook drawn with rich on stderr."""
 
     def __init__(self) -> None:
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
-                            TextColumn("{task.completed}/{task.total}"), TextColumn("{task.fields[info]}"),
-                            TimeElapsedColumn(), console=err_console, transient=False)
+        self.bar = self._new()
         self.task: Any = None
 
+    @staticmethod
+    def _new() -> Progress:
+        return Progress(TextColumn("{task.description}"), BarColumn(),
+                        TextColumn("{task.completed}/{task.total}"), TextColumn("{task.fields[info]}"),
+                        TimeElapsedColumn(), console=err_console, transient=False)
+
     def start(self, phase: str, total: int) -> None:
+        self.bar = self._new()  # one bar per phase (a reused Progress redraws the finished ones)
         self.bar.start()
         self.task = self.bar.add_task(phase, total=total, info="")
 
@@ -209,16 +214,17 @@ def _print(cmp: Any, plan_spec: Any, meta: dict[str, Any], out: Path | None, wri
     console.print(render(plan_spec), highlight=False)
     res = cmp.planner.result
     how = ", best over offered rates" if cmp.swept else ", at alpha x R_d"
-    table = Table(title="goodput (req/s)" + how)
-    table.add_column("plan")
-    table.add_column("total", justify="right")
-    for t in res.types:
-        table.add_column(t, justify="right")
-    table.add_column("vs planner", justify="right")
+    table = Table(title="goodput (req/s)" + how)  # one column per plan: fits 80 columns
+    table.add_column("type")
     for e in cmp.entries:
-        per = [f"{g:.2f}" for g in e.outcome.goodput] if e.outcome is not None else ["-"] * len(res.types)
-        ratio = cmp.planner.total / e.total if e.total > 0 else float("inf")
-        table.add_row(e.name, f"{e.total:.2f}", *per, "" if e is cmp.planner else f"{ratio:.2f}x")
+        table.add_column(e.name, justify="right")
+    for k, t in enumerate(res.types):
+        table.add_row(t, *[f"{e.outcome.goodput[k]:.2f}" if e.outcome is not None else "-"
+                           for e in cmp.entries])
+    table.add_row("total", *[f"{e.total:.2f}" for e in cmp.entries], style="bold")
+    table.add_row("planner / this", *["" if e is cmp.planner else
+                                      (f"{cmp.planner.total / e.total:.2f}x" if e.total > 0 else "no plan")
+                                      for e in cmp.entries])
     console.print(table)
     phases = Table(title="phases")
     phases.add_column("phase")

@@ -38,16 +38,19 @@ def to_spec(cands: Candidates, i: int, model: ModelSpec, gpu: str, budget: int, 
     p = cands.p[int(cands.vec[i])]
     order = {c: k for k, c in enumerate(model.topo_order)}
 
-    def first(n: int) -> int:  # a route lists its nodes in the order the request reaches them
-        return min(order[c] for c in cands.costs[n].comps)
+    def first(t: str, n: int) -> int:  # a route lists its nodes in the order type t reaches them
+        path = model.request_type(t).path
+        return min(order[c] for c in cands.costs[n].comps if c in path)
 
     routes: dict[str, list[dict[str, Any]]] = {}
     for t, rs in enumerate(cands.lp.routes):
         probs = np.array([p[t, r] for r in range(len(rs))])
         if probs.sum() <= 0:  # cannot happen for a covered type; keep the plan valid regardless
             probs = np.full(len(rs), 1.0 / len(rs))
-        routes[model.type_names[t]] = [
-            {"nodes": [names[n] for n in sorted(route, key=first)], "p": round(float(probs[r]), 6)}
+        tn = model.type_names[t]
+        routes[tn] = [
+            {"nodes": [names[n] for n in sorted(route, key=lambda n: first(tn, n))],
+             "p": round(float(probs[r]), 6)}
             for r, route in enumerate(rs) if probs[r] > 0
         ]
     data = {"kind": "plan", "name": name, "model": model.name, "gpu": gpu, "gpus": budget,

@@ -110,7 +110,8 @@ class Search:
         order = self._ordered()
         first = next(order, None)
         self.stats.seconds["enumerate"] += time.perf_counter() - t0
-        self.progress.start("flow + Monte Carlo", min(self.stats.logical_total, self.opt.max_logical))
+        self.progress.start(f"{self.space.name}: flow + Monte Carlo",
+                            min(self.stats.logical_total, self.opt.max_logical))
         pending = [] if first is None else [first]
         for ub, lp in itertools.chain(pending, order):
             if self.stats.logical_expanded >= self.opt.max_logical:
