@@ -170,27 +170,43 @@ class Planner:
         if rest:
             extra = self.score(np.stack([b.goodput[i] for b, i in rest]), pi)
             order += [rest[k] for k in np.argsort(-extra, kind="stable")]
-        out: list[tuple[Block, int]] = []
+        unique: list[tuple[Block, int]] = []
         seen: set[tuple[object, ...]] = set()
         for b, i in order:
-            c = b.cands
-            tps = tuple(int(c.costs[n].tp[c.opt[i, n]]) for n in range(len(c.costs)))
-            demand = c.share[c.vec[i]] * pi[None, :]
-            load = np.array([c.costs[n].s_full[c.opt[i, n]] @ demand[n] for n in range(len(c.costs))])
-            tight = [x > 0 and c.cnt[i, n] / x <= c.rate[i] * (1 + 1e-9) for n, x in enumerate(load)]
-            binding = tuple(int(c.opt[i, n]) if tight[n] else -1 for n in range(len(load)))
-            # per node instance, sorted: side-by-side copies of one node listed in either order
-            # (with their traffic) are one physical plan
-            key = (c.lp.describe(), tuple(sorted(
-                (c.costs[n].name, int(c.cnt[i, n]), tps[n], binding[n], tuple(np.round(demand[n], 4)))
-                for n in range(len(load)))))
+            key = self._key(b, i, pi)
             if key in seen:
                 continue
             seen.add(key)
-            out.append((b, i))
-            if len(out) >= self.options.max_simulated:
+            unique.append((b, i))
+            if len(unique) >= 4 * self.options.max_simulated:
                 break
-        return out
+        # half of the slots: the best plan of each logical plan in turn, so that a structure the
+        # estimate misranks still reaches the simulator; then the best remaining plans
+        n = self.options.max_simulated
+        chosen: list[int] = []
+        lps: set[str] = set()
+        for k, (b, _) in enumerate(unique):
+            if len(chosen) >= n // 2:
+                break
+            if b.cands.lp.describe() not in lps:
+                lps.add(b.cands.lp.describe())
+                chosen.append(k)
+        chosen += [k for k in range(len(unique)) if k not in chosen][: n - len(chosen)]
+        return [unique[k] for k in sorted(chosen)]
+
+    @staticmethod
+    def _key(b: Block, i: int, pi: np.ndarray) -> tuple[object, ...]:
+        c = b.cands
+        tps = tuple(int(c.costs[n].tp[c.opt[i, n]]) for n in range(len(c.costs)))
+        demand = c.share[c.vec[i]] * pi[None, :]
+        load = np.array([c.costs[n].s_full[c.opt[i, n]] @ demand[n] for n in range(len(c.costs))])
+        tight = [x > 0 and c.cnt[i, n] / x <= c.rate[i] * (1 + 1e-9) for n, x in enumerate(load)]
+        binding = tuple(int(c.opt[i, n]) if tight[n] else -1 for n in range(len(load)))
+        # per node instance, sorted: side-by-side copies of one node listed in either order
+        # (with their traffic) are one physical plan
+        return (c.lp.describe(), tuple(sorted(
+            (c.costs[n].name, int(c.cnt[i, n]), tps[n], binding[n], tuple(np.round(demand[n], 4)))
+            for n in range(len(load)))))
 
     def _simulate(self, block: Block, i: int, space: Space) -> Simulated:
         c = block.cands
