@@ -131,7 +131,7 @@ def plan(
     k_s: Annotated[int, typer.Option(help="Subplans per logical plan.")] = 2,
     alpha: Annotated[float, typer.Option(help="Headroom: evaluate at alpha x R_d.")] = 0.8,
     routing_step: Annotated[float, typer.Option(help="Routing probability step.")] = 0.1,
-    routing: Annotated[str, typer.Option(help="grid | lp (see docs/plan.md).")] = "grid",
+    routing: Annotated[str, typer.Option(help="grid (lp: not implemented; docs/plan.md).")] = "grid",
     max_logical: Annotated[int, typer.Option(help="Logical plans expanded at most.")] = 150,
     max_simulated: Annotated[int, typer.Option(help="Plans simulated at most.")] = 12,
     sim_requests: Annotated[int, typer.Option(help="Requests per simulation.")] = 1200,

@@ -15,9 +15,9 @@ class PlannerOptions:
     k_c             simple subplans merged into one compound subplan (paper default 2, section 4.2)
     k_s             subplans composed into one logical plan (paper default 2, section 4.2)
     routing_step    routing probability granularity (paper default 0.1, section 4.2)
-    routing         "grid": routing classes enumerated on the ``routing_step`` grid;
-                    "lp": each class's split is the flow-optimal LP solution (scipy HiGHS)
-                    rounded to the grid (docs/plan.md, "Routing")
+    routing         "grid": routing probabilities enumerated on the ``routing_step`` grid (the
+                    only mode implemented; "lp", the flow bound as an LP over routing
+                    fractions, is refused: docs/plan.md, "Routing")
     alpha           headroom: later phases run at alpha x R_d. The paper reports robustness
                     over its sweep (section 6.7, Table 5) but its default is not in the text we
                     have. derived: our flow bound overestimates single LLM executors' simulated
@@ -71,8 +71,11 @@ class PlannerOptions:
             raise ValueError(f"alpha must be in (0, 1], got {self.alpha}")
         if not 0 <= self.mc_tolerance < 1:
             raise ValueError(f"mc_tolerance must be in [0, 1), got {self.mc_tolerance}")
-        if self.routing not in ("grid", "lp"):
-            raise ValueError(f"routing must be 'grid' or 'lp', got {self.routing!r}")
+        if self.routing == "lp":
+            raise ValueError("routing 'lp' (the flow bound as an LP over routing fractions) is not "
+                             "implemented; use 'grid' (docs/plan.md, \"Routing\")")
+        if self.routing != "grid":
+            raise ValueError(f"routing must be 'grid', got {self.routing!r}")
         for name in ("mc_samples", "sim_requests", "max_simulated", "max_logical", "max_routings",
                      "max_configs"):
             if getattr(self, name) < 1:
