@@ -21,7 +21,7 @@ VLLM_VERSION  ?= 0.32.0
 .PHONY: run test lint typecheck pytest pytest-vllm vllm-extra deploy-deps bench clean help
 
 help:
-	@echo "make run    - set up .venv and run the main job (catalog + a model graph)"
+	@echo "make run    - set up .venv and plan Qwen3-Omni on 16 A100-80GB against every baseline"
 	@echo "make test   - set up .venv with test extras; run ruff, mypy and pytest"
 	@echo "make bench  - run the benchmarks in bench/ (slow, prints figures)"
 	@echo "make deploy-deps - install Ray Serve into .venv (make test does it too)"
@@ -46,9 +46,11 @@ $(VENV)/.deploy: pyproject.toml $(VENV)/.test
 
 deploy-deps: $(VENV)/.deploy
 
+# The main job: plan Qwen3-Omni on 16 A100-80GB for the ServeGen-like mix with 1/3 audio
+# output, against every baseline; writes the plan file and Figures 7-9 under out/.
+RUN_ARGS ?= --model qwen3-omni --gpus 16 --gpu A100-80GB --workload qwen3-omni-servegen
 run: $(VENV)/.core
-	$(VENV)/bin/omniplane models
-	$(VENV)/bin/omniplane show qwen3-omni
+	$(VENV)/bin/omniplane plan $(RUN_ARGS) --out out/plan-qwen3-omni-16xA100.yaml --figures out/figures
 
 $(VPY):
 	$(PYTHON) -m venv $(VVENV)

@@ -25,7 +25,7 @@ class LinearCost:
 
     def llm_iteration_time(self, component: str, cfg: Any, *, prefill_tokens: int = 0,
                            prefill_context: int = 0, decode_batch: int = 0,
-                           decode_context: int = 0) -> float:
+                           decode_context: int = 0, prefill_requests: int = 1) -> float:
         self._count("llm")
         return (self.step_s + self.prefill_s * prefill_tokens + self.decode_s * decode_batch
                 + self.context_s * (decode_context + prefill_context))

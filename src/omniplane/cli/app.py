@@ -7,7 +7,9 @@ from typing import Annotated
 import typer
 
 from omniplane import __version__
-from omniplane.cli import calibrate, catalog, deploy, experiment, perf, profile, sim, vllm_omni, workload
+from omniplane.cli import (
+    calibrate, catalog, deploy, experiment, perf, plan, profile, sim, vllm_omni, workload,
+)
 
 app = typer.Typer(
     name="omniplane",
@@ -52,6 +54,7 @@ perf_app.command("solo")(perf.solo)
 app.add_typer(perf_app, name="perf")
 app.command("profile")(profile.profile)
 app.add_typer(experiment.app, name="experiment")
+app.add_typer(plan.app, name="plan")
 app.add_typer(vllm_omni.app, name="vllm-omni")
 app.command("calibrate")(calibrate.calibrate)
 app.command("deploy")(deploy.deploy)

@@ -101,8 +101,9 @@ def _engines(
         args = (c, queue, cost, cfg, max_batch)
         if comp.kind is ComponentKind.LLM:
             policy = policy_for(name, c) if policy_for else None
-            # assumption: co-hosted LLMs split the executor's KV capacity evenly
-            engines.append(LLMEngine(*args, kv_capacity=kv_total // len(llms),
+            # kv_capacity_tokens is per LLM: the footprint already shares the free memory so
+            # that every co-hosted LLM holds that many tokens (omniplane.perf.memory.footprint)
+            engines.append(LLMEngine(*args, kv_capacity=kv_total,
                                      token_budget=token_budget, policy=policy))
         elif comp.kind is ComponentKind.ENCODER:
             engines.append(EncoderEngine(*args))

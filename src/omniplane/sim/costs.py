@@ -20,6 +20,7 @@ class CostSource(Protocol):
         prefill_context: int = 0,
         decode_batch: int = 0,
         decode_context: int = 0,
+        prefill_requests: int = 1,
     ) -> float: ...
 
     def encoder_time(self, component: str, cfg: Any, items: int, tokens: int) -> float: ...

@@ -173,7 +173,7 @@ class LLMEngine(Engine):
         if not chunks and not decode_n:
             return None
         sizes = {"prefill_tokens": sum(n for _, n in chunks), "prefill_context": prefill_ctx,
-                 "decode_batch": decode_n,
+                 "prefill_requests": max(1, len(chunks)), "decode_batch": decode_n,
                  "decode_context": self._decode_context() if decode_n else 0}
         t = self.cost.llm_iteration_time(self.comp, self.cfg, **sizes)
         self._chunks, self._decode_n, self._sm_cap = chunks, decode_n, decision.sm_cap

@@ -1,0 +1,1 @@
+"""Automated deployment planner (Cornfigurator)."""

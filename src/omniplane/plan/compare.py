@@ -1,0 +1,127 @@
+"""The planner against the baselines on one problem, and the CLI's JSON document.
+
+Every baseline space runs through the same pipeline (profile, flow, Monte Carlo, simulation)
+with the planner's profile, latency targets and simulated request sample. With ``sweep`` the
+selected plan of each is simulated again over offered rates around its ``alpha x R_d`` and the
+best goodput is reported (the paper's metric: the goodput at the highest rate a plan
+supports, section 6.1).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from omniplane.plan.baselines import baseline_spaces
+from omniplane.plan.pipeline import Planner, PlanResult
+from omniplane.plan.refine import SimOutcome, max_goodput
+from omniplane.plan.space import FULL, Space
+from omniplane.spec import PlanSpec
+
+SWEEP = (0.6, 0.75, 0.9, 1.0, 1.1)  # offered rate / (alpha x R_d) (assumption: brackets the knee)
+
+
+@dataclass
+class Entry:
+    name: str
+    result: PlanResult
+    outcome: SimOutcome | None  # the reported run: swept best, or the pipeline's own
+    runs: list[SimOutcome] = field(default_factory=list)
+
+    @property
+    def spec(self) -> PlanSpec | None:
+        return self.result.best.spec if self.result.best else None
+
+    @property
+    def total(self) -> float:
+        return float(self.outcome.goodput.sum()) if self.outcome is not None else 0.0
+
+
+@dataclass
+class Comparison:
+    planner: Entry
+    baselines: list[Entry]
+    seconds: float
+    swept: bool
+
+    @property
+    def entries(self) -> list[Entry]:
+        return [self.planner, *self.baselines]
+
+
+def compare(planner: Planner, *, baselines: Sequence[Space] | None = None, sweep: bool = False,
+            cloud: bool = False) -> Comparison:
+    t0 = time.perf_counter()
+    main = planner.run(FULL, cloud=cloud)
+    spaces = baseline_spaces(planner.problem.model) if baselines is None else list(baselines)
+    others = [planner.run(s) for s in spaces]
+    entries = [_entry("planner", main, planner, sweep)] + [_entry(s.name, r, planner, sweep)
+                                                           for s, r in zip(spaces, others, strict=True)]
+    return Comparison(entries[0], entries[1:], time.perf_counter() - t0, sweep)
+
+
+def _entry(name: str, result: PlanResult, planner: Planner, sweep: bool) -> Entry:
+    best = result.best
+    if best is None:
+        return Entry(name, result, None)
+    if not sweep:
+        return Entry(name, result, best.sim, [best.sim])
+    top, runs = max_goodput(planner.simulator, best.spec, planner.options.alpha * best.rate, SWEEP)
+    return Entry(name, result, top, runs)
+
+
+def to_json(cmp: Comparison) -> dict[str, Any]:
+    """One document with exactly the keys ``plan``, ``goodput``, ``baselines``, ``phases`` and
+    ``seconds`` (issue 6); details live in ``plan.meta``."""
+    main = cmp.planner
+    types = main.result.types
+    out = main.outcome
+    plan = main.spec.model_dump(mode="json", exclude_none=True) if main.spec else None
+    if plan is not None:
+        meta = dict(plan.get("meta", {}))
+        meta["comparison"] = {
+            "metric": "best goodput over offered rates x (alpha R_d): " + ", ".join(map(str, SWEEP))
+            if cmp.swept else "goodput at alpha x R_d",
+            "baselines": {e.name: _detail(e) for e in cmp.baselines},
+            "planner": _detail(main),
+        }
+        meta["accuracy"] = main.result.accuracy()
+        meta["search"] = _search(main.result)
+        plan["meta"] = meta
+    return {
+        "plan": plan,
+        "goodput": {
+            "total": main.total,
+            "per_type": {t: float(g) for t, g in zip(types, out.goodput, strict=True)} if out else {},
+        },
+        "baselines": {e.name: e.total for e in cmp.baselines},
+        "phases": {k: {"count": v.count, "seconds": v.seconds} for k, v in main.result.phases.items()},
+        "seconds": main.result.seconds,
+    }
+
+
+def _detail(e: Entry) -> dict[str, Any]:
+    types = e.result.types
+    return {
+        "total": e.total,
+        "per_type": {t: float(g) for t, g in zip(types, e.outcome.goodput, strict=True)} if e.outcome else {},
+        "offered_rps": e.outcome.rate if e.outcome else None,
+        "plan": _one_line(e.spec),
+        "planning_seconds": e.result.seconds,
+    }
+
+
+def _search(r: PlanResult) -> dict[str, Any]:
+    st = r.stats
+    return {"logical_plans": st.logical_total, "subplans": st.subplans, "expanded": st.logical_expanded,
+            "skipped_by_bound": st.logical_skipped, "cap_hit": st.cap_hit, "config_guard": st.guarded,
+            "monte_carlo_evaluated": st.mc_evaluated, "flow_threshold_rps": st.threshold,
+            "selected_logical_rank": r.extra.get("selected_logical_rank")}
+
+
+def _one_line(spec: PlanSpec | None) -> str:
+    from omniplane.plan.emit import describe
+
+    return describe(spec) if spec else ""

@@ -1,0 +1,55 @@
+"""``omniplane plan`` and ``omniplane plan show``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from omniplane.cli.app import app
+from omniplane.spec import load_plan
+
+runner = CliRunner()
+SMALL = ["--model", "qwen3-vl", "--gpus", "2", "--sim-requests", "80", "--max-simulated", "2",
+         "--max-logical", "4", "--mc-samples", "24"]
+
+
+def test_json_has_exactly_the_issue_keys_and_writes_the_plan(tmp_path: Path) -> None:
+    out = tmp_path / "plan.yaml"
+    figs = tmp_path / "figs"
+    result = runner.invoke(app, ["plan", *SMALL, "--json", "--out", str(out), "--figures", str(figs)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert set(doc) == {"plan", "goodput", "baselines", "phases", "seconds"}
+    assert set(doc["goodput"]) == {"total", "per_type"}
+    assert set(doc["goodput"]["per_type"]) == {"t2t", "ti2t"}
+    assert set(doc["phases"]) == {"enumerated", "after_flow", "after_monte_carlo", "simulated"}
+    for phase in doc["phases"].values():
+        assert set(phase) == {"count", "seconds"}
+    assert set(doc["baselines"]) == {"vllm", "full-disaggregation", "epd", "modserve"}
+    assert doc["plan"]["kind"] == "plan" and doc["seconds"] > 0
+    assert abs(doc["goodput"]["total"] - sum(doc["goodput"]["per_type"].values())) < 1e-9
+    plan = load_plan(out)  # the file is a valid plan the simulator can load
+    assert plan.spec.total_gpus <= 2
+    assert plan.spec.meta["predicted_goodput_rps"]["total"] >= 0
+    assert sorted(p.name for p in figs.glob("*.png")) == sorted(
+        f"qwen3-vl-2xA100-80GB-{k}.png" for k in ("fig7-pruning", "fig8-baselines", "fig9-goodput-vs-target"))
+
+
+def test_show_draws_nodes_executors_gpus_and_routes() -> None:
+    path = "src/omniplane/catalog/plans/qwen3-omni-16xa100-cornfigurator.yaml"
+    result = runner.invoke(app, ["plan", "show", path])
+    assert result.exit_code == 0, result.output
+    for text in ("front", "11 x (tp 1, max batch 64)", "16 of 16", "aud -> front -> back"):
+        assert text in result.output
+
+
+def test_bad_input_fails_with_a_clear_message() -> None:
+    result = runner.invoke(app, ["plan", "--model", "qwen3-vl", "--gpus", "2", "--slo", "zz=1s"])
+    assert result.exit_code == 2
+    assert "unknown request type 'zz'" in result.output
+    result = runner.invoke(app, ["plan", "--gpus", "2"])
+    assert result.exit_code == 2 and "--model" in result.output
+    result = runner.invoke(app, ["plan", "show", "nope.yaml"])
+    assert result.exit_code == 2
