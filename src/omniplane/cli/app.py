@@ -8,7 +8,16 @@ import typer
 
 from omniplane import __version__
 from omniplane.cli import (
-    calibrate, catalog, deploy, experiment, perf, plan, profile, sim, vllm_omni, workload,
+    calibrate,
+    catalog,
+    deploy,
+    experiment,
+    perf,
+    plan,
+    profile,
+    sim,
+    vllm_omni,
+    workload,
 )
 
 app = typer.Typer(
