@@ -86,6 +86,14 @@ class Engine:
     def finish(self, now: float) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def take_batch(self) -> list[Job]:
+        """Up to ``max_batch`` waiting jobs become the step in progress (whole-batch engines)."""
+        jobs = self.queue.popleft_n(self.max_batch)
+        self.current = jobs
+        for j in jobs:
+            j.engine = self
+        return jobs
+
     def extend(self, step: Step) -> None:
         """Let a step cover several iterations when nothing can change in between (LLM only)."""
         return None
@@ -95,7 +103,17 @@ class Engine:
         raise NotImplementedError(f"{type(self).__name__} does not run multi-iteration steps")
 
 
-class EncoderEngine(Engine):
+class OneShotEngine(Engine):
+    """A job's whole work is one step: its first output and its completion come at the end."""
+
+    def finish(self, now: float) -> None:
+        jobs, self.current = self.current, []
+        for j in jobs:
+            self.report.first_output(j, now)
+            self.report.done(j, now)
+
+
+class EncoderEngine(OneShotEngine):
     """Batches of up to ``max_batch`` requests; GPU time by items and tokens. CPU preprocessing
     happens before a job becomes ready (see ``Simulation``), so it overlaps with a busy GPU
     and adds to the latency of a request that finds the executor idle (Cornfigurator 5.2)."""
@@ -103,12 +121,9 @@ class EncoderEngine(Engine):
     kind = "encode"
 
     def start(self, now: float) -> Step | None:
-        jobs = self.queue.popleft_n(self.max_batch)
+        jobs = self.take_batch()
         if not jobs:
             return None
-        self.current = jobs
-        for j in jobs:
-            j.engine = self
         items = sum(int(j.req.work[self.comp]["items"]) for j in jobs)
         tokens = sum(int(j.req.work[self.comp]["tokens"]) for j in jobs)
         step = Step(self.cost.encoder_time(self.comp, self.cfg, items, tokens), len(jobs), "encode")
@@ -116,34 +131,21 @@ class EncoderEngine(Engine):
             step.work = self.cost.encoder_work(self.comp, self.cfg, items, tokens)  # type: ignore[attr-defined]
         return step
 
-    def finish(self, now: float) -> None:
-        jobs, self.current = self.current, []
-        for j in jobs:
-            self.report.first_output(j, now)
-            self.report.done(j, now)
 
 
-class VAEEngine(Engine):
+class VAEEngine(OneShotEngine):
     kind = "vae"
 
     def start(self, now: float) -> Step | None:
-        jobs = self.queue.popleft_n(self.max_batch)
+        jobs = self.take_batch()
         if not jobs:
             return None
-        self.current = jobs
-        for j in jobs:
-            j.engine = self
         pixels = max(j.req.work[self.comp]["pixels"] for j in jobs)
         step = Step(self.cost.vae_time(self.comp, self.cfg, len(jobs), pixels), len(jobs), "vae")
         if self.want_work:
             step.work = self.cost.vae_work(self.comp, self.cfg, len(jobs), pixels)  # type: ignore[attr-defined]
         return step
 
-    def finish(self, now: float) -> None:
-        jobs, self.current = self.current, []
-        for j in jobs:
-            self.report.first_output(j, now)
-            self.report.done(j, now)
 
 
 class DiTEngine(Engine):
@@ -204,12 +206,9 @@ class VocoderEngine(Engine):
             job.phase, job.size, job.remaining = 0, total, 0.0
 
     def start(self, now: float) -> Step | None:
-        jobs = self.queue.popleft_n(self.max_batch)
+        jobs = self.take_batch()
         if not jobs:
             return None
-        self.current = jobs
-        for j in jobs:
-            j.engine = self
         seconds = max(j.size for j in jobs)
         step = Step(self.cost.vocoder_time(self.comp, self.cfg, len(jobs), seconds), len(jobs), "vocode")
         if self.want_work:
