@@ -186,17 +186,7 @@ class Search:
         score = np.concatenate([self.score(b.goodput, self.pi) for b in blocks])
         keep = np.zeros(len(score), dtype=bool)
         keep[np.argsort(-score, kind="stable")[:keep_n]] = True
-        out, base = [], 0
-        for b in blocks:
-            mine = keep[base: base + len(b.goodput)]
-            base += len(b.goodput)
-            if self.want_cloud:
-                lost = np.nonzero(~mine)[0][:CLOUD_SAMPLE]
-                self.cloud.add(b.cands.rate[lost], b.goodput[lost], "monte_carlo")
-            idx = np.nonzero(mine)[0]
-            if len(idx):
-                out.append(Block(b.cands.take(idx), b.goodput[idx], b.attain[idx]))
-        return out
+        return self._keep(blocks, keep)
 
     def finish(self) -> list[Block]:
         """The Pareto front (with the Monte Carlo tolerance) of the pool."""
@@ -209,8 +199,13 @@ class Search:
     def _select(self, rows: np.ndarray) -> list[Block]:
         keep = np.zeros(sum(len(b.goodput) for b in self.front), dtype=bool)
         keep[rows] = True
+        return self._keep(self.front, keep)
+
+    def _keep(self, blocks: list[Block], keep: np.ndarray) -> list[Block]:
+        """The rows of ``blocks`` (concatenated) that ``keep`` marks; a sample of the others
+        goes to the pruning cloud (Figure 7)."""
         out, base = [], 0
-        for b in self.front:
+        for b in blocks:
             mine = keep[base: base + len(b.goodput)]
             base += len(b.goodput)
             if self.want_cloud:
