@@ -53,3 +53,11 @@ def test_bad_input_fails_with_a_clear_message() -> None:
     assert result.exit_code == 2 and "--model" in result.output
     result = runner.invoke(app, ["plan", "show", "nope.yaml"])
     assert result.exit_code == 2
+
+
+def test_default_workload_is_the_models_base_workload_not_a_variant() -> None:
+    from omniplane.cli.plan import _workload
+
+    # qwen3-omni has the base mix and a 2/3-audio variant that sorts first alphabetically
+    assert _workload("qwen3-omni", None).stem == "qwen3-omni-servegen"
+    assert _workload("qwen3-vl", None).stem == "qwen3-vl-servegen"

@@ -62,7 +62,8 @@ def _workload(model_name: str, ref: str | None) -> Path:
         if not path.is_file():
             fail(f"--workload: no catalog workload or file named {ref!r}")
         return path
-    for p in catalog_workload_paths():
+    # the model's base workload first: variants extend its name (qwen3-omni-servegen-2of3audio)
+    for p in sorted(catalog_workload_paths(), key=lambda p: (len(p.stem), p.stem)):
         try:
             wl = load_workload(p)
         except SpecError:
@@ -114,8 +115,8 @@ def plan(
     model: Annotated[str | None, typer.Option(help="Catalog model name or model file.")] = None,
     gpus: Annotated[int | None, typer.Option(help="GPU budget N.")] = None,
     gpu: Annotated[str, typer.Option(help="GPU kind (catalog name or alias).")] = "A100-80GB",
-    workload: Annotated[str | None, typer.Option(help="Catalog workload or file (default: the model's first "
-                                                      "catalog workload with a mix).")] = None,
+    workload: Annotated[str | None, typer.Option(help="Catalog workload or file (default: the model's "
+                                                      "base catalog workload with a mix).")] = None,
     slo: Annotated[str | None, typer.Option(help="Targets for some types, e.g. ti2t=800ms,ti2a=3s.")] = None,
     slo_policy: Annotated[str | None, typer.Option(help="isolated_percentile | solo_multiplier | explicit "
                                                         "(default: the workload's).")] = None,
