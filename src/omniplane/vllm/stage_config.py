@@ -51,6 +51,16 @@ LAYOUT_SOURCES = {
 
 _ARCH = "Qwen2_5OmniForConditionalGeneration"
 _INPUTS = "vllm_omni.model_executor.stage_input_processors."
+# the thinker's and code2wav's sampling parameters in the stock layout (greedy)
+_GREEDY = {
+    "temperature": 0.0,
+    "top_p": 1.0,
+    "top_k": -1,
+    "max_tokens": 2048,
+    "seed": 42,
+    "detokenize": True,
+    "repetition_penalty": 1.1,
+}
 _COMMON = {
     "model_arch": _ARCH,
     "enforce_eager": True,
@@ -79,15 +89,7 @@ LAYOUTS: dict[str, dict[str, Any]] = {
                 "is_comprehension": True,
                 "final_output": True,
                 "final_output_type": "text",
-                "default_sampling_params": {
-                    "temperature": 0.0,
-                    "top_p": 1.0,
-                    "top_k": -1,
-                    "max_tokens": 2048,
-                    "seed": 42,
-                    "detokenize": True,
-                    "repetition_penalty": 1.1,
-                },
+                "default_sampling_params": dict(_GREEDY),
             },
             {
                 "stage_id": 1,
@@ -130,15 +132,7 @@ LAYOUTS: dict[str, dict[str, Any]] = {
                 "engine_input_source": [1],
                 "final_output": True,
                 "final_output_type": "audio",
-                "default_sampling_params": {
-                    "temperature": 0.0,
-                    "top_p": 1.0,
-                    "top_k": -1,
-                    "max_tokens": 2048,
-                    "seed": 42,
-                    "detokenize": True,
-                    "repetition_penalty": 1.1,
-                },
+                "default_sampling_params": dict(_GREEDY),
             },
         ],
         "runtime": {
