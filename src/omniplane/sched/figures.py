@@ -43,10 +43,7 @@ def figure8(spec: SweepSpec, results: Sequence[RunResult], out: Path) -> Path:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     path = out / f"fig8_{spec.sweep}.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def figure9(spec: SweepSpec, results: Sequence[RunResult], out: Path) -> Path:
@@ -67,10 +64,7 @@ def figure9(spec: SweepSpec, results: Sequence[RunResult], out: Path) -> Path:
     ax.set_title(f"{_title(spec)}, {spec.sweep} = {x}", fontsize=8)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     path = out / f"fig9_{spec.sweep}.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def figure10(trace: ControlTrace, out: Path, total_sms: int, max_points: int = 6000) -> Path:
@@ -93,10 +87,7 @@ def figure10(trace: ControlTrace, out: Path, total_sms: int, max_points: int = 6
     axes[0].set_title(f"HorizonServe at rate {trace.rate}, long fraction {trace.long_fraction}: "
                       f"corr(B_hat, cap) = {corr:.3f}", fontsize=8)
     path = out / "fig10.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def figure11(spec: SweepSpec, results: Sequence[RunResult], out: Path) -> Path:
@@ -114,6 +105,10 @@ def figure11(spec: SweepSpec, results: Sequence[RunResult], out: Path) -> Path:
     ax.set_title(f"{_title(spec)}, {spec.sweep} = {x}", fontsize=7)
     ax.tick_params(axis="x", labelsize=7)
     path = out / f"fig11_{spec.sweep}.png"
+    return _save(plt, fig, path)
+
+
+def _save(plt: Any, fig: Any, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
