@@ -22,12 +22,12 @@ import platform
 import time
 from collections.abc import Callable
 
+from omniplane.policy import SeqInfo, StepContext, StepOutcome, visible_waiting
 from omniplane.sched.baselines import EDF
 from omniplane.sched.horizon import HorizonServe
 from omniplane.sched.profiler import ClassProfile, Path, RequestProfiler
 from omniplane.sched.spatial import SMLadder, SpatialController
 from omniplane.sched.temporal import TemporalScheduler
-from omniplane.sim.policy import SeqInfo, StepContext, StepOutcome, visible_waiting
 
 REPEATS = 7
 LOOPS = 20_000

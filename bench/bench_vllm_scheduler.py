@@ -47,7 +47,7 @@ from tests.vllm.harness import (
 )
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from omniplane.sim.policy import StepContext, StepDecision
+from omniplane.policy import StepContext, StepDecision
 from omniplane.vllm.scheduler import OmniplaneScheduler
 
 

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from omniplane.sched.profiler import ClassProfile, Path
+from omniplane.policy import (
+    PathClass,
+    Policy,
+    SeqInfo,
+    StepContext,
+    StepDecision,
+    StepOutcome,
+    visible_waiting,
+)
+from omniplane.sched.profiler import ClassProfile
 from omniplane.sched.spatial import SMLadder
-from omniplane.sim.policy import Policy, SeqInfo, StepContext, StepDecision, StepOutcome, visible_waiting
 
-SHORT = ClassProfile("text", Path.SHORT, slo_s=0.2, prefill_s_per_token=1e-4, step_s=0.02,
+SHORT = ClassProfile("text", PathClass.SHORT, slo_s=0.2, prefill_s_per_token=1e-4, step_s=0.02,
                      decode_s_per_token=0.02, decode_tokens=0.0, downstream_s=0.0)
-LONG = ClassProfile("speech", Path.LONG, slo_s=20.0, prefill_s_per_token=1e-4, step_s=0.02,
+LONG = ClassProfile("speech", PathClass.LONG, slo_s=20.0, prefill_s_per_token=1e-4, step_s=0.02,
                     decode_s_per_token=0.02, decode_tokens=50.0, downstream_s=2.0)
 PROFILES = {"text": SHORT, "speech": LONG}
 LADDER = SMLadder((56, 60, 66, 70), 142, 142)

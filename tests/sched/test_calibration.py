@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path as FilePath
+from pathlib import Path
 
 import pytest
 
 from omniplane.perf import ColocationModel, CostModel
 from omniplane.perf.colocation import default_colocation_path
 from omniplane.perf.solo import default_solo_config, solo_latencies
+from omniplane.policy import PathClass
 from omniplane.sched.calibration import (
     SLOTable,
     SweepPoint,
@@ -20,7 +21,6 @@ from omniplane.sched.calibration import (
     simulated_sm_sweep,
     sweep_from_file,
 )
-from omniplane.sched.profiler import Path
 from omniplane.spec import load_gpus, load_model
 
 FIG4 = default_colocation_path().parent / "horizonserve_fig4.json"
@@ -48,8 +48,8 @@ def test_profiles_split_paths_and_long_paths_need_more_time(qwen_cal: object) ->
 
     assert isinstance(qwen_cal, OfflineCalibration)
     p = qwen_cal.profiles
-    assert p["t2t"].path is Path.SHORT and p["t2t"].downstream_s == 0.0 and p["t2t"].decode_tokens == 0
-    assert p["t2a"].path is Path.LONG and p["t2a"].downstream_s > 0 and p["t2a"].decode_tokens > 1
+    assert p["t2t"].path is PathClass.SHORT and p["t2t"].downstream_s == 0.0 and p["t2t"].decode_tokens == 0
+    assert p["t2a"].path is PathClass.LONG and p["t2a"].downstream_s > 0 and p["t2a"].decode_tokens > 1
     assert p["t2a"].remaining_s(100, 0, 0) > 10 * p["t2t"].remaining_s(100, 0, 0)
 
 
@@ -86,7 +86,7 @@ def test_ladder_lies_within_s_min_and_s_cap_on_the_granularity() -> None:
         build_ladder(4, 4, granularity=4)
 
 
-def test_measured_solo_file_errors_name_the_field(tmp_path: FilePath) -> None:
+def test_measured_solo_file_errors_name_the_field(tmp_path: Path) -> None:
     model = load_model("mimo-audio")
     good = {"p95_ms": {"t2t": 20, "a2t": 40, "t2a": 3000, "a2a": 3100}, "source": "bench"}
     f = tmp_path / "solo.json"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path as FilePath
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -86,7 +86,7 @@ def test_cli_refuses_bad_options() -> None:
     assert res.exit_code == 2 and "fractions must be in [0, 1]" in res.output
 
 
-def test_cli_calibrates_s_cap_from_a_real_sweep_file(tmp_path: FilePath) -> None:
+def test_cli_calibrates_s_cap_from_a_real_sweep_file(tmp_path: Path) -> None:
     fig4 = default_colocation_path().parent / "horizonserve_fig4.json"
     res = CliRunner().invoke(app, ["experiment", "horizon", "--xs", "0.3", "--policies", "horizon",
                                    "--requests", "10", "--sm-sweep", str(fig4), "--json"])

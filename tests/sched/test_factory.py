@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from omniplane.policy import FCFS, SeqInfo, StepContext, StepOutcome
 from omniplane.sched.baselines import EDF
 from omniplane.sched.calibration import OfflineCalibration, SLOTable
 from omniplane.sched.factory import POLICIES, make_policy
 from omniplane.sched.horizon import HorizonServe
-from omniplane.sim.policy import FCFS, SeqInfo, StepContext, StepOutcome
 from tests.sched.helpers import LADDER, PROFILES
 
 CAL = OfflineCalibration("m", "g", SLOTable({"text": 0.04, "speech": 4.0}), PROFILES, LADDER)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from omniplane.policy import SeqInfo, StepContext, StepOutcome
 from omniplane.sched.horizon import HorizonServe
-from omniplane.sim.policy import SeqInfo, StepContext, StepOutcome
 from tests.sched.helpers import LADDER, PROFILES
 
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from omniplane.sched.profiler import ClassProfile, Path, ProfilerConfig, RequestProfiler
-from omniplane.sim.policy import SeqInfo
+from omniplane.policy import PathClass, SeqInfo
+from omniplane.sched.profiler import ClassProfile, ProfilerConfig, RequestProfiler
 from tests.sched.helpers import LONG, PROFILES, SHORT
 
 
@@ -19,7 +19,7 @@ def _info(cls: str, arrival: float = 1.0, prompt: int = 100, computed: int = 0,
 def test_deadline_is_arrival_plus_the_class_slo() -> None:
     sig = RequestProfiler(PROFILES).annotate(_info("speech", arrival=3.0), now=3.5)
     assert sig.deadline == pytest.approx(3.0 + LONG.slo_s)
-    assert sig.path is Path.LONG and sig.cls == "speech"
+    assert sig.path is PathClass.LONG and sig.cls == "speech"
 
 
 def test_slack_ratio_is_time_left_over_remaining_estimate() -> None:
@@ -65,6 +65,6 @@ def test_unknown_class_and_bad_config_are_refused() -> None:
     with pytest.raises(ValueError, match="u_guard"):
         ProfilerConfig(u_guard=0.5)
     with pytest.raises(ValueError, match="slo_s"):
-        ClassProfile("x", Path.SHORT, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        ClassProfile("x", PathClass.SHORT, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     with pytest.raises(ValueError, match="at least one"):
         RequestProfiler({})

@@ -12,8 +12,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from omniplane.policy import PathClass
 from omniplane.sched.horizon import HorizonServe
-from omniplane.sched.profiler import Path, RequestProfiler, RequestSignals
+from omniplane.sched.profiler import RequestProfiler, RequestSignals
 from omniplane.sched.temporal import RotationConfig, TemporalScheduler
 from tests.sched.helpers import LADDER, PROFILES, Seq, TinyEngine
 
@@ -83,17 +84,17 @@ def test_sm_cap_stays_on_the_ladder_and_below_s_cap_while_co_running(
 
 
 events = st.lists(st.tuples(st.sampled_from(["add", "admit", "finish", "tick", "view", "view", "view"]),
-                            st.sampled_from([Path.SHORT, Path.LONG]), st.booleans(), st.floats(0, 10)),
+                            st.sampled_from(list(PathClass)), st.booleans(), st.floats(0, 10)),
                   min_size=1, max_size=200)
 
 
 @settings(max_examples=80, deadline=None)
 @given(evs=events, n_max=st.integers(2, 8), m=st.integers(1, 3), cap=st.integers(1, 3))
-def test_long_path_phases_get_their_share_of_steps(evs: list[tuple[str, Path, bool, float]], n_max: int,
+def test_long_path_phases_get_their_share_of_steps(evs: list[tuple[str, PathClass, bool, float]], n_max: int,
                                                    m: int, cap: int) -> None:
     cfg = RotationConfig(m=m, n_min=min(2, n_max), n_max=n_max, long_cap=cap)
     ts = TemporalScheduler(cfg)
-    phases: list[Path] = []
+    phases: list[PathClass] = []
     rid, waiting, now = 0, [], 0.0
     for kind, path, protected, x in evs:
         if kind == "add":
@@ -108,19 +109,19 @@ def test_long_path_phases_get_their_share_of_steps(evs: list[tuple[str, Path, bo
             now += x
             ts.refresh(now)
         else:
-            long_waiting = [r for r, p in waiting if p is Path.LONG]
+            long_waiting = [r for r, p in waiting if p is PathClass.LONG]
             view = ts.view()
             phases.append(view.phase)
             room = cap - ts.long_running()
-            if view.phase is Path.LONG and long_waiting and room > 0:
+            if view.phase is PathClass.LONG and long_waiting and room > 0:
                 assert any(r not in view.hidden for r in long_waiting), "long phase hid all long work"
     # cycles: at most N_max short steps, then exactly M long steps
     cycles, run = [], ""
     for p in phases:
-        if p is Path.SHORT and run.endswith("L"):
+        if p is PathClass.SHORT and run.endswith("L"):
             cycles.append(run)
             run = ""
-        run += "S" if p is Path.SHORT else "L"
+        run += "S" if p is PathClass.SHORT else "L"
     for c in cycles:
         assert c.count("L") == m and c.count("S") <= n_max and c == "S" * c.count("S") + "L" * m
     steps = sum(len(c) for c in cycles)

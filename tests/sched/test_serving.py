@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from omniplane.policy import StepContext
 from omniplane.sched.horizon import HorizonServe
 from omniplane.sched.serving import horizon_config, horizon_for_serving, serving_calibration
-from omniplane.sim.policy import StepContext
 
 CLASSES: dict[str, tuple[str, float | None]] = {"text": ("short", 0.4), "speech": ("long", 8.0),
                                                 "batch": ("long", None)}

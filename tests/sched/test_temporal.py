@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from omniplane.sched.profiler import Path, RequestSignals
+from omniplane.policy import PathClass
+from omniplane.sched.profiler import RequestSignals
 from omniplane.sched.temporal import RotationConfig, TemporalScheduler
 
 
-def _sig(rid: int, path: Path, deadline: float = 10.0, protect_at: float = 5.0,
+def _sig(rid: int, path: PathClass, deadline: float = 10.0, protect_at: float = 5.0,
          protected: bool = False) -> RequestSignals:
     return RequestSignals(rid, path.value, path, deadline, 1.0, 2.0, protected, protect_at)
 
 
 def _phases(ts: TemporalScheduler, n: int) -> str:
-    return "".join("S" if ts.view().phase is Path.SHORT else "L" for _ in range(n))
+    return "".join("S" if ts.view().phase is PathClass.SHORT else "L" for _ in range(n))
 
 
 def test_rotation_is_n_short_then_m_long_with_no_pressure() -> None:
@@ -25,69 +26,69 @@ def test_rotation_is_n_short_then_m_long_with_no_pressure() -> None:
 def test_all_protected_short_path_requests_raise_n_to_n_max() -> None:
     ts = TemporalScheduler(RotationConfig())
     for rid in range(3):
-        ts.add(_sig(rid, Path.SHORT, protected=True))
+        ts.add(_sig(rid, PathClass.SHORT, protected=True))
     assert _phases(ts, 20) == ("S" * 8 + "LL") * 2
     assert ts.view().protected_fraction == 1.0
 
 
 def test_n_is_linear_in_the_protected_fraction() -> None:
     ts = TemporalScheduler(RotationConfig(n_min=2, n_max=8))
-    ts.add(_sig(0, Path.SHORT, protected=True))
-    ts.add(_sig(1, Path.SHORT))
+    ts.add(_sig(0, PathClass.SHORT, protected=True))
+    ts.add(_sig(1, PathClass.SHORT))
     view = ts.view()
     assert view.protected_fraction == 0.5 and view.n == 2 + round(0.5 * 6)
 
 
 def test_short_phase_hides_ordinary_long_prefills_only() -> None:
     ts = TemporalScheduler(RotationConfig())
-    ts.add(_sig(1, Path.LONG))
-    ts.add(_sig(2, Path.LONG, protected=True))
-    ts.add(_sig(3, Path.SHORT))
+    ts.add(_sig(1, PathClass.LONG))
+    ts.add(_sig(2, PathClass.LONG, protected=True))
+    ts.add(_sig(3, PathClass.SHORT))
     view = ts.view()
-    assert view.phase is Path.SHORT and view.hidden == frozenset({1})
+    assert view.phase is PathClass.SHORT and view.hidden == frozenset({1})
 
 
 def test_long_phase_hides_ordinary_short_prefills() -> None:
     ts = TemporalScheduler(RotationConfig())
-    ts.add(_sig(1, Path.LONG))
-    ts.add(_sig(3, Path.SHORT))
-    ts.add(_sig(4, Path.LONG, protected=True))
+    ts.add(_sig(1, PathClass.LONG))
+    ts.add(_sig(3, PathClass.SHORT))
+    ts.add(_sig(4, PathClass.LONG, protected=True))
     ts.view(), ts.view()
     view = ts.view()
-    assert view.phase is Path.LONG and view.hidden == frozenset({3})
+    assert view.phase is PathClass.LONG and view.hidden == frozenset({3})
 
 
 def test_long_cap_keeps_the_earliest_deadlines_and_exempts_protected() -> None:
     ts = TemporalScheduler(RotationConfig(long_cap=2))
     for rid, d in [(1, 30.0), (2, 10.0), (3, 20.0), (4, 5.0), (5, 40.0)]:
-        ts.add(_sig(rid, Path.LONG, deadline=d))
-    ts.add(_sig(9, Path.LONG, deadline=1.0, protected=True))
+        ts.add(_sig(rid, PathClass.LONG, deadline=d))
+    ts.add(_sig(9, PathClass.LONG, deadline=1.0, protected=True))
     ts.view(), ts.view()
     view = ts.view()  # a long phase: 4 and 2 have the earliest deadlines; 9 is exempt
-    assert view.phase is Path.LONG and view.hidden == frozenset({1, 3, 5}) and view.capped == 3
+    assert view.phase is PathClass.LONG and view.hidden == frozenset({1, 3, 5}) and view.capped == 3
     ts.admitted([4, 2, 9])  # two ordinary long-path requests occupy the slots (9 does not count)
     view = ts.view()
-    assert view.phase is Path.LONG and view.hidden == frozenset({1, 3, 5})
+    assert view.phase is PathClass.LONG and view.hidden == frozenset({1, 3, 5})
     ts.finished(4)  # a slot frees: the next earliest deadline becomes visible
     ts.view(), ts.view()
     view = ts.view()
-    assert view.phase is Path.LONG and view.hidden == frozenset({1, 5})
+    assert view.phase is PathClass.LONG and view.hidden == frozenset({1, 5})
 
 
 def test_rotation_off_hides_nothing_but_the_cap() -> None:
     ts = TemporalScheduler(RotationConfig(rotate=False, long_cap=1))
-    ts.add(_sig(1, Path.LONG, deadline=5.0))
-    ts.add(_sig(2, Path.LONG, deadline=6.0))
-    ts.add(_sig(3, Path.SHORT))
+    ts.add(_sig(1, PathClass.LONG, deadline=5.0))
+    ts.add(_sig(2, PathClass.LONG, deadline=6.0))
+    ts.add(_sig(3, PathClass.SHORT))
     assert [ts.view().hidden for _ in range(4)] == [frozenset({2})] * 4
     ts2 = TemporalScheduler(RotationConfig(rotate=False, cap_long=False))
-    ts2.add(_sig(1, Path.LONG))
+    ts2.add(_sig(1, PathClass.LONG))
     assert ts2.view().hidden == frozenset()
 
 
 def test_timers_protect_waiting_requests_and_admission_forgets_them() -> None:
     ts = TemporalScheduler(RotationConfig())
-    ts.add(_sig(1, Path.LONG, protect_at=5.0))
+    ts.add(_sig(1, PathClass.LONG, protect_at=5.0))
     ts.refresh(4.9)
     assert not ts.is_protected(1) and ts.view().hidden == frozenset({1})
     ts.refresh(5.1)
@@ -109,6 +110,6 @@ def test_bad_rotation_config_is_refused() -> None:
 
 def test_a_request_cannot_arrive_twice() -> None:
     ts = TemporalScheduler()
-    ts.add(_sig(1, Path.SHORT))
+    ts.add(_sig(1, PathClass.SHORT))
     with pytest.raises(ValueError, match="twice"):
-        ts.add(_sig(1, Path.SHORT))
+        ts.add(_sig(1, PathClass.SHORT))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from omniplane.sim.policy import SeqInfo, StepContext, StepDecision, StepOutcome
+from omniplane.policy import SeqInfo, StepContext, StepDecision, StepOutcome
 
 
 class Recording:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from omniplane.sim.policy import FCFS, StepContext, StepDecision
+from omniplane.policy import FCFS, StepContext, StepDecision
 from omniplane.vllm.bridge import PolicyBridge
 from omniplane.vllm.settings import load_settings
 from tests.vllm.fakes import FakeRequest

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path as FilePath
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from omniplane.policy import FCFS, PathClass, SeqInfo, StepContext
 from omniplane.sched.horizon import HorizonServe
-from omniplane.sched.profiler import Path
-from omniplane.sim.policy import FCFS, SeqInfo, StepContext
 from omniplane.vllm.policies import PolicyInputs, make_policy
 from omniplane.vllm.settings import load_settings
 from tests.vllm.policies import HideEveryOther
@@ -44,7 +43,7 @@ def test_horizon_takes_paths_and_slos_from_the_settings() -> None:
     p = horizon()
     prof = p.profiler.profiles
     assert {c: (q.path, q.slo_s) for c, q in prof.items()} == {
-        "text": (Path.SHORT, 0.5), "audio": (Path.LONG, 5.0), "image": (Path.LONG, math.inf)}
+        "text": (PathClass.SHORT, 0.5), "audio": (PathClass.LONG, 5.0), "image": (PathClass.LONG, math.inf)}
     # without a measured profile a waiting request's r_hat is the solo p95 behind the SLO (SLO / 5)
     info = SeqInfo(0, "text", 10.0, 100, 0, 20, 0)
     assert p.profiler.r_hat(info) == pytest.approx(0.1)
@@ -74,7 +73,7 @@ def test_horizon_rotates_paths() -> None:
     assert hidden == [frozenset({1}), frozenset({1}), frozenset({0}), frozenset({0})]  # N = 2, M = 2
 
 
-def test_horizon_options_and_measured_profiles(tmp_path: FilePath) -> None:
+def test_horizon_options_and_measured_profiles(tmp_path: Path) -> None:
     p = horizon({"u_guard": 2.0, "n_max": 6, "gamma": 0.2, "long_cap": 1,
                  "profiles": {"text": {"prefill_s_per_token": 0.001, "step_s": 0.02}}})
     assert p.config.profiler.u_guard == 2.0 and p.config.rotation.n_max == 6

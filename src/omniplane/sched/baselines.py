@@ -1,6 +1,6 @@
 """Baseline policies behind the same interface (HorizonServe section 6.1, "Baselines").
 
-* **Vanilla** and **MPS** admit in arrival order (vLLM's FCFS): :class:`omniplane.sim.policy.FCFS`;
+* **Vanilla** and **MPS** admit in arrival order (vLLM's FCFS): :class:`omniplane.policy.FCFS`;
   they differ only in how the stages share the GPU (time slicing vs. MPS, see
   :mod:`omniplane.sched.factory`).
 * **EDF** and **EDF+MPS** order the waiting requests by first-response deadline
@@ -13,7 +13,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Mapping
 
-from omniplane.sim.policy import SeqInfo, StepContext, StepDecision, StepOutcome
+from omniplane.policy import SeqInfo, StepContext, StepDecision, StepOutcome
 
 
 class EDF:

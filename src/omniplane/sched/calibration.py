@@ -22,14 +22,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path as FilePath
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from omniplane.perf import ColocationModel, CostModel, ExecutorConfig
 from omniplane.perf.solo import CHUNK_TOKENS, default_solo_config, request_latency, solo_table
-from omniplane.sched.profiler import ClassProfile, Path
+from omniplane.sched.profiler import ClassProfile
 from omniplane.sched.spatial import SMLadder
 from omniplane.spec import ComponentKind, GPUKind, ModelSpec, PathClass
 from omniplane.spec.work import mean_work
@@ -84,7 +84,7 @@ def slo_from_solo(model: ModelSpec, cost: CostModel, gpu: GPUKind, *, multiplier
     return SLOTable({s.type: s.p95 for s in table}, multiplier, source)
 
 
-def load_solo_p95(path: FilePath, model: ModelSpec, *, multiplier: float = SLO_MULTIPLIER) -> SLOTable:
+def load_solo_p95(path: Path, model: ModelSpec, *, multiplier: float = SLO_MULTIPLIER) -> SLOTable:
     """A measured SLO basis: JSON or YAML ``{"p95_ms": {CLASS: ms, ...}, "source": "..."}`` naming
     every request class of ``model``."""
     try:
@@ -136,8 +136,8 @@ def class_profiles(model: ModelSpec, cost: CostModel, cfg: ExecutorConfig,
             shared_done = (encoders + _prefill(cost, shared, cfg, prompt)
                            + max(0.0, decode_tokens - 1.0) * tpot)
             downstream = max(0.0, request_latency(model, cost, cfgs, t, work) - shared_done)
-        out[t] = ClassProfile(t, Path.LONG if long else Path.SHORT, slo.slo_s(t), per_token, step, tpot,
-                              decode_tokens, downstream)
+        path = PathClass.LONG if long else PathClass.SHORT
+        out[t] = ClassProfile(t, path, slo.slo_s(t), per_token, step, tpot, decode_tokens, downstream)
     return out
 
 
@@ -174,7 +174,7 @@ def simulated_sm_sweep(model: ModelSpec, cost: CostModel, gpu: GPUKind, *,
     return tuple(SweepPoint(s, colo.stage(work, gpu, s, eff=eff).time_s) for s in counts)
 
 
-def sweep_from_file(path: FilePath, kernel: str = "decode") -> tuple[GPUKind, tuple[SweepPoint, ...]]:
+def sweep_from_file(path: Path, kernel: str = "decode") -> tuple[GPUKind, tuple[SweepPoint, ...]]:
     """A real fixed-SM sweep (perf sweep format): the solo (not co-running) ``kernel`` points."""
     from omniplane.perf.colocation_fit import parse_sweep
 
@@ -248,7 +248,7 @@ class OfflineCalibration:
 
 
 def calibrate(model: ModelSpec, gpu: GPUKind, cost: CostModel | None = None, *,
-              slo: SLOTable | None = None, sweep_file: FilePath | None = None,
+              slo: SLOTable | None = None, sweep_file: Path | None = None,
               colocation: ColocationModel | None = None, tolerance: float = SCAP_TOLERANCE,
               levels: int = LADDER_LEVELS, granularity: int = SM_GRANULARITY) -> OfflineCalibration:
     """Offline preprocessing for one model-platform pair."""

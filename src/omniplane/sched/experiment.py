@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path as FilePath
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -107,7 +107,7 @@ class SingleGPU:
     """One model on one GPU kind, calibrated once; runs any policy at any load point."""
 
     def __init__(self, model: str, gpu: str, *, max_seqs: int = STOCK_MAX_SEQS,
-                 sm_sweep: FilePath | None = None) -> None:
+                 sm_sweep: Path | None = None) -> None:
         """``sm_sweep``: a real fixed-SM sweep (perf sweep format) for S_cap instead of the
         co-location model's."""
         if max_seqs < 1:
@@ -195,7 +195,7 @@ class SweepSpec:
 @lru_cache(maxsize=4)
 def single_gpu(model: str, gpu: str, max_seqs: int, sm_sweep: str | None = None) -> SingleGPU:
     """One calibrated testbed per process and configuration (worker processes build their own)."""
-    return SingleGPU(model, gpu, max_seqs=max_seqs, sm_sweep=FilePath(sm_sweep) if sm_sweep else None)
+    return SingleGPU(model, gpu, max_seqs=max_seqs, sm_sweep=Path(sm_sweep) if sm_sweep else None)
 
 
 def _run_point(args: tuple[SweepSpec, str, float]) -> RunResult:

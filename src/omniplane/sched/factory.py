@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from omniplane.policy import FCFS, Policy
 from omniplane.sched.baselines import EDF
 from omniplane.sched.calibration import OfflineCalibration
 from omniplane.sched.horizon import HorizonConfig, HorizonServe
-from omniplane.sim.policy import FCFS, Policy
 
 POLICIES = ("horizon", "vanilla", "edf", "mps", "edf-mps", "no-rotation", "no-sm-throttle")
 BASELINES = ("vanilla", "edf", "mps", "edf-mps")

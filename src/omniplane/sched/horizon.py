@@ -1,8 +1,8 @@
 """HorizonServe: one scheduling step (Algorithm 1) over the request profiler, the temporal
-scheduler and the spatial controller, as a plain :class:`omniplane.sim.policy.Policy`.
+scheduler and the spatial controller, as a plain :class:`omniplane.policy.Policy`.
 
 The same object runs in the simulator and inside vLLM's scheduler (sched.serving): it sees only
-:class:`~omniplane.sim.policy.SeqInfo` / :class:`~omniplane.sim.policy.StepContext` and its own
+:class:`~omniplane.policy.SeqInfo` / :class:`~omniplane.policy.StepContext` and its own
 state. Per step (``decide``):
 
 1. *Refresh signals*: waiting requests whose slack ratio fell below ``u_guard`` become
@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from omniplane.policy import SeqInfo, StepContext, StepDecision, StepOutcome
 from omniplane.sched.profiler import ClassProfile, ProfilerConfig, RequestProfiler
 from omniplane.sched.spatial import SMLadder, SpatialConfig, SpatialController, SpatialDecision
 from omniplane.sched.temporal import RotationConfig, TemporalScheduler, TemporalView
-from omniplane.sim.policy import SeqInfo, StepContext, StepDecision, StepOutcome
 
 
 @dataclass(frozen=True)

@@ -24,14 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 
-from omniplane.sim.policy import SeqInfo
-
-
-class Path(StrEnum):
-    SHORT = "short"  # first response from the shared stage (text output)
-    LONG = "long"  # continues into downstream generators (speech, image)
+from omniplane.policy import PathClass, SeqInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +40,7 @@ class ClassProfile:
     """
 
     name: str
-    path: Path
+    path: PathClass
     slo_s: float
     prefill_s_per_token: float
     step_s: float
@@ -93,7 +87,7 @@ class RequestSignals:
 
     rid: int
     cls: str
-    path: Path
+    path: PathClass
     deadline: float
     r_hat: float
     slack: float  # u at annotation time

@@ -34,16 +34,16 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
-from pathlib import Path as FilePath
+from pathlib import Path
 from typing import Any
 
+from omniplane.policy import PathClass, Policy
 from omniplane.sched.calibration import SLO_MULTIPLIER, OfflineCalibration, SLOTable
 from omniplane.sched.factory import make_policy
 from omniplane.sched.horizon import HorizonConfig
-from omniplane.sched.profiler import ClassProfile, Path, ProfilerConfig
+from omniplane.sched.profiler import ClassProfile, ProfilerConfig
 from omniplane.sched.spatial import SMLadder, SpatialConfig
 from omniplane.sched.temporal import RotationConfig
-from omniplane.sim.policy import Policy
 
 _GROUPS: dict[str, type] = {"profiler": ProfilerConfig, "rotation": RotationConfig, "spatial": SpatialConfig}
 _CONFIG_KEYS = {f.name: group for group, cls in _GROUPS.items() for f in fields(cls)}
@@ -75,7 +75,7 @@ def _measured_profiles(options: Mapping[str, Any], where: str) -> dict[str, Mapp
     path = options.get("calibration")
     if path is not None:
         try:
-            doc = json.loads(FilePath(str(path)).read_text())
+            doc = json.loads(Path(str(path)).read_text())
         except (OSError, ValueError) as exc:
             raise ValueError(f"{path}: cannot read the calibration: {exc}") from None
         if not isinstance(doc, dict) or not isinstance(doc.get("profiles"), dict):
@@ -93,7 +93,7 @@ def _measured_profiles(options: Mapping[str, Any], where: str) -> dict[str, Mapp
 def _profile(name: str, path: str, slo_s: float | None, measured: Mapping[str, Any] | None,
              multiplier: float, where: str) -> ClassProfile:
     slo = math.inf if slo_s is None else float(slo_s)
-    kind = Path(path)
+    kind = PathClass(path)
     if measured is None:
         step = 0.0 if math.isinf(slo) else slo / multiplier
         return ClassProfile(name, kind, slo, 0.0, step, 0.0, 0.0, 0.0)
@@ -108,7 +108,7 @@ def _profile(name: str, path: str, slo_s: float | None, measured: Mapping[str, A
     return ClassProfile(name, kind, slo, *values)
 
 
-def serving_calibration(classes: Mapping[str, tuple[str, float | None]], total_sms: int,
+def serving_calibration(classes: Mapping[str, tuple[PathClass, float | None]], total_sms: int,
                         ladder: Sequence[int], options: Mapping[str, Any], *, source: str = "",
                         where: str = "policy_options") -> tuple[OfflineCalibration, bool]:
     """``(calibration, has_ladder)`` from a class table ``{class: (path, SLO s or None)}``, the
@@ -132,7 +132,7 @@ def serving_calibration(classes: Mapping[str, tuple[str, float | None]], total_s
     return cal, has_ladder
 
 
-def horizon_for_serving(classes: Mapping[str, tuple[str, float | None]], total_sms: int,
+def horizon_for_serving(classes: Mapping[str, tuple[PathClass, float | None]], total_sms: int,
                         ladder: Sequence[int], options: Mapping[str, Any], *, source: str = "",
                         where: str = "policy_options") -> Policy:
     """HorizonServe for a serving deployment (module docstring), through the sched factory."""

@@ -36,7 +36,8 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from omniplane.sched.profiler import Path, RequestSignals
+from omniplane.policy import PathClass
+from omniplane.sched.profiler import RequestSignals
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class TemporalView:
     """One step's view: the phase, the rotation ratio and what is hidden (read-only by
     convention; reused while the waiting requests do not change)."""
 
-    phase: Path
+    phase: PathClass
     n: int
     hidden: frozenset[int]
     protected_fraction: float
@@ -86,14 +87,15 @@ class TemporalScheduler:
     def __init__(self, config: RotationConfig | None = None) -> None:
         self.config = config or RotationConfig()
         self._sig: dict[int, RequestSignals] = {}  # every request in the stage
-        self._ordinary: dict[Path, dict[int, None]] = {Path.SHORT: {}, Path.LONG: {}}  # waiting
+        # waiting, per path
+        self._ordinary: dict[PathClass, dict[int, None]] = {PathClass.SHORT: {}, PathClass.LONG: {}}
         self._long_edf: list[tuple[float, int]] = []  # ordinary waiting long-path, by deadline
         self._protected: list[tuple[float, int]] = []  # protected waiting, by deadline
         self._protected_short = 0
         self._timers: list[tuple[float, int]] = []  # (protect_at, rid) of ordinary waiting
         self._running_long: set[int] = set()  # admitted while ordinary, not finished
         self._version = 0  # bumps whenever the waiting requests or the cap's occupancy change
-        self._views: dict[Path, tuple[int, int, TemporalView]] = {}  # phase -> (version, n, view)
+        self._views: dict[PathClass, tuple[int, int, TemporalView]] = {}  # phase -> (version, n, view)
         self._short_done = 0  # short-path steps in the current rotation cycle
         self._long_done = 0  # long-path steps in the current rotation cycle
 
@@ -108,13 +110,13 @@ class TemporalScheduler:
             self._protect(sig)
         else:
             self._ordinary[sig.path][sig.rid] = None
-            if sig.path is Path.LONG:
+            if sig.path is PathClass.LONG:
                 insort(self._long_edf, (sig.deadline, sig.rid))
             heapq.heappush(self._timers, (sig.protect_at, sig.rid))
 
     def _protect(self, sig: RequestSignals) -> None:
         insort(self._protected, (sig.deadline, sig.rid))
-        if sig.path is Path.SHORT:
+        if sig.path is PathClass.SHORT:
             self._protected_short += 1
 
     def _leave_waiting(self, sig: RequestSignals) -> bool:
@@ -123,10 +125,10 @@ class TemporalScheduler:
         ordinary = self._ordinary[sig.path]
         if sig.rid in ordinary:
             del ordinary[sig.rid]
-            if sig.path is Path.LONG:
+            if sig.path is PathClass.LONG:
                 _remove(self._long_edf, (sig.deadline, sig.rid))
             return True  # its timer is dropped lazily
-        if _remove(self._protected, (sig.deadline, sig.rid)) and sig.path is Path.SHORT:
+        if _remove(self._protected, (sig.deadline, sig.rid)) and sig.path is PathClass.SHORT:
             self._protected_short -= 1
         return False
 
@@ -136,7 +138,7 @@ class TemporalScheduler:
             sig = self._sig.get(rid)
             if sig is None or rid in self._running_long:
                 continue
-            if self._leave_waiting(sig) and sig.path is Path.LONG:
+            if self._leave_waiting(sig) and sig.path is PathClass.LONG:
                 self._running_long.add(rid)
                 self._version += 1
 
@@ -176,14 +178,14 @@ class TemporalScheduler:
         """Step 2 of Algorithm 1: pick the phase, hide ordinary non-phase prefills, cap ordinary
         long-path prefills; the cycle advances by one step."""
         cfg = self.config
-        short_waiting = len(self._ordinary[Path.SHORT]) + self._protected_short
+        short_waiting = len(self._ordinary[PathClass.SHORT]) + self._protected_short
         frac = self._protected_short / short_waiting if short_waiting else 0.0
         n = cfg.n_min + round(frac * (cfg.n_max - cfg.n_min))
         if self._long_done == 0 and self._short_done < n:
-            phase = Path.SHORT
+            phase = PathClass.SHORT
             self._short_done += 1
         else:
-            phase = Path.LONG
+            phase = PathClass.LONG
             self._long_done += 1
             if self._long_done >= cfg.m:
                 self._short_done = self._long_done = 0
@@ -191,17 +193,17 @@ class TemporalScheduler:
         if cached is not None and cached[0] == self._version and cached[1] == n:
             return cached[2]
         capped = 0
-        if cfg.rotate and phase is Path.SHORT:
-            hidden = frozenset(self._ordinary[Path.LONG]) if self._ordinary[Path.LONG] else _EMPTY
+        if cfg.rotate and phase is PathClass.SHORT:
+            hidden = frozenset(self._ordinary[PathClass.LONG]) if self._ordinary[PathClass.LONG] else _EMPTY
         else:
-            hide_short = cfg.rotate and bool(self._ordinary[Path.SHORT])
+            hide_short = cfg.rotate and bool(self._ordinary[PathClass.SHORT])
             room = max(0, cfg.long_cap - len(self._running_long))
             over = self._long_edf[room:] if cfg.cap_long and len(self._long_edf) > room else []
             capped = len(over)
             if hide_short or over:
                 out = [rid for _, rid in over]
                 if hide_short:
-                    out.extend(self._ordinary[Path.SHORT])
+                    out.extend(self._ordinary[PathClass.SHORT])
                 hidden = frozenset(out)
             else:
                 hidden = _EMPTY

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from omniplane.policy import Policy
 from omniplane.sim.build import build_topology
 from omniplane.sim.costs import CostSource
 from omniplane.sim.engine import EventLoop
 from omniplane.sim.metrics import SimResult, TypeMetrics
-from omniplane.sim.policy import FCFS, Policy, SeqInfo, StepContext, StepDecision, StepOutcome
 from omniplane.sim.simulator import Simulation
 from omniplane.sim.topology import Topology
 from omniplane.spec import ResolvedPlan
@@ -39,16 +39,10 @@ def simulate(
 
 
 __all__ = [
-    "FCFS",
     "CostSource",
     "EventLoop",
-    "Policy",
-    "SeqInfo",
     "SimResult",
     "Simulation",
-    "StepContext",
-    "StepDecision",
-    "StepOutcome",
     "Topology",
     "TypeMetrics",
     "build_topology",

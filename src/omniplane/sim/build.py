@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from omniplane.policy import Policy
 from omniplane.sim.costs import CostSource
 from omniplane.sim.engine import EventLoop
 from omniplane.sim.engines import DiTEngine, EncoderEngine, Engine, VAEEngine, VocoderEngine
@@ -16,7 +17,6 @@ from omniplane.sim.gpu import DEDICATED, GPUSlot
 from omniplane.sim.job import Job, JobQueue
 from omniplane.sim.llm import DEFAULT_TOKEN_BUDGET, LLMEngine
 from omniplane.sim.metrics import ExecutorStats
-from omniplane.sim.policy import Policy
 from omniplane.sim.topology import Group, Node, Topology
 from omniplane.spec import ComponentKind, GeneratorKind, ModelSpec, PlanSpec
 from omniplane.spec.gpu import GPUKind

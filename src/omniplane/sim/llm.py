@@ -17,9 +17,7 @@ import heapq
 from typing import Any
 
 from omniplane.perf.span import TableSpan
-from omniplane.sim.engines import Engine, Step
-from omniplane.sim.job import Job
-from omniplane.sim.policy import (
+from omniplane.policy import (
     FCFS,
     Policy,
     SeqInfo,
@@ -28,6 +26,8 @@ from omniplane.sim.policy import (
     StepOutcome,
     visible_waiting,
 )
+from omniplane.sim.engines import Engine, Step
+from omniplane.sim.job import Job
 
 WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3
 DEFAULT_TOKEN_BUDGET = 8192  # vLLM v1 max_num_batched_tokens default for online serving

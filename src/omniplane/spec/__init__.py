@@ -5,6 +5,7 @@ Everything is a frozen pydantic model validated at construction; files are loade
 This package never imports torch, CUDA, vLLM or Ray.
 """
 
+from omniplane.policy import PathClass
 from omniplane.spec.catalog import (
     catalog_gpus_path,
     catalog_model_paths,
@@ -33,7 +34,7 @@ from omniplane.spec.load import (
 )
 from omniplane.spec.model import ModelSpec
 from omniplane.spec.plan import ExecutorGroup, PlanNode, PlanSpec, Route
-from omniplane.spec.request import FirstResponse, PathClass, RequestType
+from omniplane.spec.request import FirstResponse, RequestType
 from omniplane.spec.slo import ExplicitSLO, IsolatedPercentileSLO, SLOPolicy, SoloMultiplierSLO
 from omniplane.spec.workload import TraceArrivals, TraceMapping, WorkloadSpec
 

@@ -8,11 +8,12 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from omniplane.policy import PathClass
 from omniplane.spec.base import Document, Name
 from omniplane.spec.component import Component, ComponentKind, GeneratorKind, Modality
 from omniplane.spec.errors import Loc, SpecFieldError
 from omniplane.spec.executor import ExecutorType
-from omniplane.spec.request import PathClass, RequestType, work_keys
+from omniplane.spec.request import RequestType, work_keys
 
 
 class ModelSpec(Document):

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, model_validator
 
+from omniplane.policy import PathClass
 from omniplane.spec.base import Name, SpecModel
 from omniplane.spec.component import ComponentKind, GeneratorKind, Modality
 from omniplane.spec.dist import Distribution, coerce_distribution
@@ -17,11 +18,6 @@ class FirstResponse(StrEnum):
     TTFT = "ttft"  # time to first token (text output)
     TTFO = "ttfo"  # time to first output chunk (speech)
     E2E = "e2e"  # end-to-end latency (images)
-
-
-class PathClass(StrEnum):
-    SHORT = "short"  # stops at the shared stage (first response from the thinker)
-    LONG = "long"  # continues into downstream generators
 
 
 DEFAULT_METRIC = {

@@ -1,4 +1,4 @@
-"""The bridge between a scheduling :class:`~omniplane.sim.policy.Policy` and vLLM's requests.
+"""The bridge between a scheduling :class:`~omniplane.policy.Policy` and vLLM's requests.
 
 vLLM names requests with strings; a policy knows int ``rid``\\ s. The bridge numbers requests
 in ``add_request`` order, stamps each one's class, arrival and deadline with a monotonic clock
@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
-from omniplane.sim.policy import Policy, SeqInfo, StepContext, StepDecision, StepOutcome
+from omniplane.policy import PathClass, Policy, SeqInfo, StepContext, StepDecision, StepOutcome
 from omniplane.vllm.classes import ClassResolver
 from omniplane.vllm.settings import SchedulerSettings
 
@@ -42,7 +42,7 @@ class Tracked:
     cls: str
     arrival: float
     deadline: float
-    path: str = "short"  # "short": ends at this stage; "long": continues downstream
+    path: PathClass = PathClass.SHORT  # SHORT: ends at this stage; LONG: continues downstream
     first_out: bool = False
     info: SeqInfo | None = None
     info_key: tuple[int, int] = (-1, -1)

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from omniplane.sim.policy import StepDecision
+from omniplane.policy import StepDecision
 from omniplane.vllm import queues
 from omniplane.vllm.bridge import PolicyBridge
 from omniplane.vllm.policies import PolicyInputs, make_policy

@@ -2,7 +2,7 @@
 
 Names:
 
-- ``fcfs``: :class:`omniplane.sim.policy.FCFS` (nothing hidden, no cap): vLLM's own behaviour.
+- ``fcfs``: :class:`omniplane.policy.FCFS` (nothing hidden, no cap): vLLM's own behaviour.
 - ``horizon``: HorizonServe (``omniplane.sched``, built by
   :func:`omniplane.sched.serving.horizon_for_serving` through the sched factory, imported only
   when asked for): the class table's paths and SLOs, the GPU's SM count and the ladder; its
@@ -21,7 +21,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from omniplane.sim.policy import FCFS, Policy
+from omniplane.policy import FCFS, PathClass, Policy
 from omniplane.vllm.settings import SchedulerSettings
 
 POLICIES: tuple[str, ...] = ("fcfs", "horizon")
@@ -31,7 +31,7 @@ POLICIES: tuple[str, ...] = ("fcfs", "horizon")
 class PolicyInputs:
     """What a policy may be configured from inside vLLM."""
 
-    classes: dict[str, tuple[str, float | None]]  # class -> (path "short"/"long", SLO seconds or None)
+    classes: dict[str, tuple[PathClass, float | None]]  # class -> (path, SLO seconds or None)
     total_sms: int
     ladder: tuple[int, ...]  # the shared stage's SM levels, ascending (empty: no SM control)
     options: dict[str, Any] = field(default_factory=dict)

@@ -35,6 +35,7 @@ import yaml
 from pydantic import Field, model_validator
 
 from omniplane.gpu.ladder import LadderSpec, PartitionRule, partition_rule
+from omniplane.policy import PathClass
 from omniplane.spec.base import Name, PositiveFloat, PositiveInt, Source, SpecModel
 from omniplane.spec.errors import SpecError, SpecIssue
 from omniplane.spec.load import parse
@@ -53,16 +54,16 @@ class RequestClass(SpecModel):
     first-response SLO in seconds (None: no deadline)."""
 
     priority: int
-    path: Literal["short", "long"]
+    path: PathClass
     slo_s: PositiveFloat | None = None
 
 
 # HorizonServe section 5: "priority field set at the API layer (0 = text output, 10 = audio
 # output, 20 = image output)"; text ends at the shared stage, audio and image continue.
 DEFAULT_CLASSES: dict[str, RequestClass] = {
-    "text": RequestClass(priority=0, path="short"),
-    "audio": RequestClass(priority=10, path="long"),
-    "image": RequestClass(priority=20, path="long"),
+    "text": RequestClass(priority=0, path=PathClass.SHORT),
+    "audio": RequestClass(priority=10, path=PathClass.LONG),
+    "image": RequestClass(priority=20, path=PathClass.LONG),
 }
 DEFAULT_CLASSES_SOURCE = (
     "arXiv:2608.01785 (HorizonServe) section 5 priorities (0 text, 10 audio, 20 image); "

@@ -213,7 +213,7 @@ def omniplane_config(
     table = {
         "kind": slo.kind,
         "source": slo.source,
-        "classes": {n: c.model_dump() for n, c in slo.classes.items()},
+        "classes": {n: c.model_dump(mode="json") for n, c in slo.classes.items()},
     }
     common: dict[str, Any] = {
         "control": control,

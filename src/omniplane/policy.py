@@ -1,4 +1,10 @@
-"""The scheduling-policy interface: how a policy steers an LLM stage, step by step.
+"""The scheduling-policy contract: how a policy steers an LLM stage, step by step.
+
+A leaf module: it imports nothing from omniplane (nor numpy, pydantic or anything outside the
+standard library), so every process that drives a policy (the simulator, vLLM's scheduler in
+each engine process) or implements one (``omniplane.sched``, a user's ``import:MODULE:NAME``)
+loads only this file to speak the contract (``tests/test_policy_contract.py`` checks it in a
+fresh interpreter). Which name maps to which policy is :mod:`omniplane.sched.factory`.
 
 Call order, for one shared-stage engine (the simulator's LLM engine, or vLLM's scheduler in
 the integration package):
@@ -20,7 +26,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol
+
+
+class PathClass(StrEnum):
+    """Where a request's first response comes from (HorizonServe section 2): the one path-class
+    type of omniplane (request types in specs, class profiles, vLLM request classes)."""
+
+    SHORT = "short"  # stops at the shared stage (first response from the thinker: text)
+    LONG = "long"  # continues into downstream generators (speech, image)
 
 
 @dataclass(frozen=True, slots=True)
