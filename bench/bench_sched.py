@@ -22,21 +22,22 @@ import platform
 import time
 from collections.abc import Callable
 
-from omniplane.policy import SeqInfo, StepContext, StepOutcome, visible_waiting
+from omniplane.policy import PathClass, SeqInfo, StepContext, StepOutcome, visible_waiting
 from omniplane.sched.baselines import EDF
 from omniplane.sched.horizon import HorizonServe
-from omniplane.sched.profiler import ClassProfile, Path, RequestProfiler
-from omniplane.sched.spatial import SMLadder, SpatialController
+from omniplane.sched.ladder import Ladder, partition_rule
+from omniplane.sched.profiler import ClassProfile, RequestProfiler
+from omniplane.sched.spatial import SpatialController
 from omniplane.sched.temporal import TemporalScheduler
 
 REPEATS = 7
 LOOPS = 20_000
 PAPER = {"annotation": 0.4, "view": 1.0, "smcap": 0.3}  # us, HorizonServe Table 4 (RTX 6000 Ada)
 
-SHORT = ClassProfile("t2t", Path.SHORT, 0.115, 2e-5, 0.023, 0.023, 0.0, 0.0)
-LONG = ClassProfile("t2a", Path.LONG, 46.0, 2e-5, 0.023, 0.023, 115.0, 2.5)
+SHORT = ClassProfile("t2t", PathClass.SHORT, 0.115, 2e-5, 0.023, 0.023, 0.0, 0.0)
+LONG = ClassProfile("t2a", PathClass.LONG, 46.0, 2e-5, 0.023, 0.023, 115.0, 2.5)
 PROFILES = {"t2t": SHORT, "t2a": LONG}
-LADDER = SMLadder((56, 60, 66, 70), 142, 142)
+LADDER = Ladder(142, (56, 60, 66, 70), partition_rule(8, 9))  # RTX 6000 Ada's calibrated ladder
 
 
 def best_us(fn: Callable[[], object], loops: int = LOOPS) -> float:

@@ -116,9 +116,9 @@ class PressureThread:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
-    from omniplane.gpu import GpuUnavailable, LadderSpec
+    from omniplane.gpu import GpuUnavailable
     from omniplane.gpu.backends import make_sampler, make_streams
-    from omniplane.gpu.ladder import partition_rule
+    from omniplane.sched.ladder import LadderSpec, partition_rule
 
     if not torch.cuda.is_available():
         raise GpuUnavailable("torch.cuda: no CUDA device (CPU build or no GPU)")

@@ -28,3 +28,11 @@ def test_the_policy_contract_imports_nothing_from_omniplane_or_third_parties() -
     third = sorted(n for n in names if n.split(".")[0] in {"numpy", "pydantic", "yaml", "scipy"})
     assert third == [], third
 
+
+def test_the_factory_and_the_ladder_load_no_simulator_perf_or_spec_module() -> None:
+    for module in ("omniplane.sched.factory", "omniplane.sched.ladder"):
+        names = _imported(module)
+        assert module in names
+        heavy = sorted(n for n in names if n.split(".")[:2] in (["omniplane", "sim"], ["omniplane", "perf"],
+                                                              ["omniplane", "spec"], ["omniplane", "plan"]))
+        assert heavy == [], f"{module} loads {heavy}"

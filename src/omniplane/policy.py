@@ -99,8 +99,10 @@ class Policy(Protocol):
 class FCFS:
     """The base behaviour: nothing hidden, arrival order, no SM cap."""
 
-    name = "fcfs"
     _DECISION = StepDecision()
+
+    def __init__(self, name: str = "fcfs") -> None:
+        self.name = name
 
     def on_arrival(self, info: SeqInfo, now: float) -> None:
         return None

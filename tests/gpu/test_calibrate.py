@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 from omniplane.cli.app import app
 from omniplane.gpu.calibrate import calibrate
 from omniplane.perf.colocation_validation import load_fit
+from omniplane.sched.calibration import calibrated_ladder, gpu_rule
+from omniplane.spec import load_gpus
 
 EXAMPLE = Path(str(files("omniplane.gpu") / "data" / "gpu_check_synthetic.json"))
 
@@ -31,8 +33,12 @@ def test_fit_recovers_the_generating_parameters() -> None:
     assert doc["corun_pressure"] == pytest.approx(0.6, abs=0.05)
     lad = doc["ladder"]
     # a memory-bound kernel saturates at knee x 132 = 72.6 SMs: S_cap is a ladder step around it
-    assert 64 <= lad["s_cap"] <= 80 and lad["s_min"] == 16 and lad["levels"][-1] == lad["s_cap"]
+    assert 64 <= lad["s_cap"] <= 80 and lad["levels"][-1] == lad["s_cap"]
     assert lad["kernel"] == "membound"
+    # the offline calibration's ladder for that S_cap: S_min = 40% of 132 SMs on H200's partitions
+    h200 = load_gpus().get("H200")
+    assert lad["levels"] == list(calibrated_ladder(132, lad["s_cap"], gpu_rule(h200)).levels)
+    assert lad["s_min"] == 48 and all(s % 8 == 0 for s in lad["levels"])
 
 
 def test_cli_writes_a_fit_perf_can_load(tmp_path: Path) -> None:

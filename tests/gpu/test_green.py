@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from omniplane.gpu import GpuUnavailable, partition_rule
+from omniplane.gpu import GpuUnavailable
 from omniplane.gpu.backends import make_streams
 from omniplane.gpu.green import CudaStreams, NullStreams, TorchStreams
-from omniplane.gpu.ladder import LadderSpec
+from omniplane.sched.ladder import LadderSpec, partition_rule
 
 
 def test_null_streams_apply_nothing_and_say_why() -> None:

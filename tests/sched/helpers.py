@@ -13,15 +13,15 @@ from omniplane.policy import (
     StepOutcome,
     visible_waiting,
 )
+from omniplane.sched.ladder import Ladder, partition_rule
 from omniplane.sched.profiler import ClassProfile
-from omniplane.sched.spatial import SMLadder
 
 SHORT = ClassProfile("text", PathClass.SHORT, slo_s=0.2, prefill_s_per_token=1e-4, step_s=0.02,
                      decode_s_per_token=0.02, decode_tokens=0.0, downstream_s=0.0)
 LONG = ClassProfile("speech", PathClass.LONG, slo_s=20.0, prefill_s_per_token=1e-4, step_s=0.02,
                     decode_s_per_token=0.02, decode_tokens=50.0, downstream_s=2.0)
 PROFILES = {"text": SHORT, "speech": LONG}
-LADDER = SMLadder((56, 60, 66, 70), 142, 142)
+LADDER = Ladder(142, (56, 60, 66, 70), partition_rule(8, 9))  # RTX 6000 Ada's calibrated ladder
 
 
 @dataclass

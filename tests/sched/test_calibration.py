@@ -14,14 +14,15 @@ from omniplane.policy import PathClass
 from omniplane.sched.calibration import (
     SLOTable,
     SweepPoint,
-    build_ladder,
     calibrate,
+    calibrated_ladder,
     choose_s_cap,
+    gpu_rule,
     load_solo_p95,
     simulated_sm_sweep,
     sweep_from_file,
 )
-from omniplane.spec import load_gpus, load_model
+from omniplane.spec import compute_capability, load_gpus, load_model
 
 FIG4 = default_colocation_path().parent / "horizonserve_fig4.json"
 
@@ -76,14 +77,36 @@ def test_simulated_sweep_has_its_best_near_the_colocation_knee() -> None:
     assert choose_s_cap(pts) <= best.sms
 
 
-def test_ladder_lies_within_s_min_and_s_cap_on_the_granularity() -> None:
-    lad = build_ladder(142, 71, levels=4, granularity=2)
-    assert lad.levels[0] >= 2 and lad.s_cap <= 71 and all(s % 2 == 0 for s in lad.levels)
-    assert list(lad.levels) == sorted(set(lad.levels)) and lad.s_aggr == 142
-    tight = build_ladder(142, 40, s_min=60)  # S_min above S_cap collapses onto S_cap
+def test_ladder_lies_within_s_min_and_s_cap_on_the_gpus_partitions() -> None:
+    ada = gpu_rule(load_gpus().get("RTX6000Ada"))  # compute capability 8.9: at least 4, multiples of 2
+    lad = calibrated_ladder(142, 71, ada, levels=4)
+    assert lad.levels == (56, 60, 66, 70)  # 40% of 142 = 56.8 -> 56; S_cap 71 -> 70
+    assert lad.s_cap <= 71 and all(ada.valid(s) for s in lad.levels) and lad.s_aggr == 142
+    tight = calibrated_ladder(142, 40, ada, s_min=60)  # S_min above S_cap collapses onto S_cap
     assert tight.levels == (40,)
-    with pytest.raises(ValueError, match="no ladder"):
-        build_ladder(4, 4, granularity=4)
+    hopper = gpu_rule(load_gpus().get("H200"))  # 9.0: at least 8, multiples of 8
+    h = calibrated_ladder(132, 71, hopper)
+    assert h.levels == (48, 56, 64) and all(s % 8 == 0 for s in h.levels)
+    with pytest.raises(ValueError, match="cannot hold two partitions of at least 8"):
+        calibrated_ladder(12, 12, hopper)
+
+
+def test_calibration_and_the_gpu_backend_build_the_same_ladder() -> None:
+    """The simulated and the deployed HorizonServe cap on the same levels (issue 19): the GPU
+    backend's ladder for the calibration's S_min .. S_cap is the calibration's ladder."""
+    from omniplane.sched.ladder import build_ladder
+    from omniplane.vllm.settings import SchedulerSettings
+
+    model = load_model("qwen2.5-omni")
+    for name in ("RTX6000Ada", "RTXPRO6000", "H200"):
+        gpu = load_gpus().get(name)
+        cal = calibrate(model, gpu)
+        major, minor = compute_capability(gpu)
+        settings = SchedulerSettings(total_sms=gpu.sms, compute_capability=f"{major}.{minor}",
+                                     ladder={"levels": list(cal.ladder.levels)})
+        deployed = build_ladder(settings.total_sms, settings.rule(), settings.ladder.spec())
+        assert deployed == cal.ladder
+        assert all(settings.rule().valid(s) for s in cal.ladder.levels)
 
 
 def test_measured_solo_file_errors_name_the_field(tmp_path: Path) -> None:

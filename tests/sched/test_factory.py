@@ -6,12 +6,9 @@ import pytest
 
 from omniplane.policy import FCFS, SeqInfo, StepContext, StepOutcome
 from omniplane.sched.baselines import EDF
-from omniplane.sched.calibration import OfflineCalibration, SLOTable
-from omniplane.sched.factory import POLICIES, make_policy
+from omniplane.sched.factory import ALIASES, POLICIES, canonical, make_policy
 from omniplane.sched.horizon import HorizonServe
 from tests.sched.helpers import LADDER, PROFILES
-
-CAL = OfflineCalibration("m", "g", SLOTable({"text": 0.04, "speech": 4.0}), PROFILES, LADDER)
 
 
 @pytest.mark.parametrize(("name", "kind", "mode"), [
@@ -19,14 +16,22 @@ CAL = OfflineCalibration("m", "g", SLOTable({"text": 0.04, "speech": 4.0}), PROF
     ("mps", FCFS, "mps"), ("edf-mps", EDF, "mps"), ("no-rotation", HorizonServe, "split"),
     ("no-sm-throttle", HorizonServe, "mps")])
 def test_every_name_maps_to_a_policy_and_a_colocation_mode(name: str, kind: type, mode: str) -> None:
-    policy, m = make_policy(name, CAL)
+    policy, m = make_policy(name, PROFILES, LADDER)
     assert isinstance(policy, kind) and m == mode
-    assert name in POLICIES
+    assert name in POLICIES and policy.name == name
+
+
+def test_fcfs_is_vanillas_alias_and_edf_takes_each_class_slo() -> None:
+    assert ALIASES == {"fcfs": "vanilla"} and canonical("fcfs") == "vanilla"
+    fcfs, mode = make_policy("fcfs", PROFILES, LADDER)
+    assert isinstance(fcfs, FCFS) and mode == "timeslice"
+    edf, _ = make_policy("edf", PROFILES, LADDER)
+    assert isinstance(edf, EDF) and edf.slo_s == {c: p.slo_s for c, p in PROFILES.items()}
 
 
 def test_ablations_switch_off_exactly_their_mechanism() -> None:
-    nr, _ = make_policy("no-rotation", CAL)
-    ns, _ = make_policy("no-sm-throttle", CAL)
+    nr, _ = make_policy("no-rotation", PROFILES, LADDER)
+    ns, _ = make_policy("no-sm-throttle", PROFILES, LADDER)
     assert isinstance(nr, HorizonServe) and isinstance(ns, HorizonServe)
     assert not nr.config.rotation.rotate and not nr.config.rotation.cap_long and nr.config.spatial.throttle
     assert ns.config.rotation.rotate and not ns.config.spatial.throttle
@@ -34,7 +39,7 @@ def test_ablations_switch_off_exactly_their_mechanism() -> None:
 
 def test_unknown_policy_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown policy 'sjf'"):
-        make_policy("sjf", CAL)
+        make_policy("sjf", PROFILES, LADDER)
 
 
 def test_edf_orders_waiting_requests_by_deadline_and_forgets_admitted_ones() -> None:

@@ -8,12 +8,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from omniplane.policy import StepContext
+from omniplane.policy import FCFS, PathClass, StepContext
+from omniplane.sched.baselines import EDF
+from omniplane.sched.factory import POLICIES
 from omniplane.sched.horizon import HorizonServe
-from omniplane.sched.serving import horizon_config, horizon_for_serving, serving_calibration
+from omniplane.sched.ladder import LadderSpec, build_ladder, partition_rule
+from omniplane.sched.serving import horizon_config, policy_for_serving, serving_profiles
 
-CLASSES: dict[str, tuple[str, float | None]] = {"text": ("short", 0.4), "speech": ("long", 8.0),
-                                                "batch": ("long", None)}
+S, L = PathClass.SHORT, PathClass.LONG
+CLASSES: dict[str, tuple[PathClass, float | None]] = {"text": (S, 0.4), "speech": (L, 8.0),
+                                                      "batch": (L, None)}
+H200 = partition_rule(9, 0)
 
 
 def test_flat_options_land_in_their_groups() -> None:
@@ -27,19 +32,36 @@ def test_flat_options_land_in_their_groups() -> None:
         horizon_config({"gamma": 0.0})
 
 
-def test_calibration_from_a_class_table() -> None:
-    cal, has_ladder = serving_calibration(CLASSES, 132, (64, 40, 56, 132, 0), {})
-    assert has_ladder and cal.ladder.levels == (40, 56, 64)  # sorted, only real partitions
-    assert (cal.ladder.s_aggr, cal.ladder.s_total) == (132, 132)
-    assert cal.profiles["batch"].slo_s == math.inf and "batch" not in cal.slo.p95_s
-    assert cal.slo.slo_s("speech") == pytest.approx(8.0)  # the multiplier round-trips
-    _, has_ladder = serving_calibration(CLASSES, 0, (), {})
-    assert not has_ladder
+def test_profiles_from_a_class_table() -> None:
+    prof = serving_profiles(CLASSES, {})
+    assert prof["batch"].slo_s == math.inf and prof["speech"].slo_s == pytest.approx(8.0)
+    assert prof["text"].path is S and prof["speech"].path is L
+    # without a measured profile r_hat is the solo p95 the SLO was derived from (SLO / 5)
+    assert prof["speech"].step_s == pytest.approx(8.0 / 5)
 
 
-@given(st.floats(0.0, 1.0), st.integers(0, 4), st.lists(st.integers(1, 131), min_size=1, max_size=8))
-def test_published_cap_is_a_ladder_level_or_the_whole_gpu(bw: float, active: int, levels: list[int]) -> None:
-    p = horizon_for_serving(CLASSES, 132, levels, {})
+@pytest.mark.parametrize("name", [*POLICIES, "fcfs"])
+def test_every_factory_name_is_available_to_serving(name: str) -> None:
+    lad = build_ladder(132, H200, LadderSpec(levels=(40, 56, 64)))
+    policy, mode = policy_for_serving(name, CLASSES, 132, lad, {})
+    assert mode in ("split", "timeslice", "mps")
+    kind = {"vanilla": FCFS, "fcfs": FCFS, "mps": FCFS, "edf": EDF, "edf-mps": EDF}.get(name, HorizonServe)
+    assert isinstance(policy, kind)
+    if isinstance(policy, EDF):  # a class without an SLO has no deadline: it goes last
+        assert policy.slo_s["batch"] == math.inf
+
+
+def test_a_ladder_for_another_gpu_is_refused() -> None:
+    with pytest.raises(ValueError, match="ladder is for 132 SMs, the GPU has 114"):
+        policy_for_serving("horizon", CLASSES, 114, build_ladder(132, H200), {})
+
+
+@given(st.floats(0.0, 1.0), st.integers(0, 4), st.lists(st.integers(1, 15), min_size=1, max_size=8))
+def test_published_cap_is_a_ladder_level_or_the_whole_gpu(bw: float, active: int, steps: list[int]) -> None:
+    lad = build_ladder(132, H200, LadderSpec(levels=tuple(8 * k for k in steps)))
+    p, _ = policy_for_serving("horizon", CLASSES, 132, lad, {})
     assert isinstance(p, HorizonServe)
     cap = p.decide(StepContext(0.0, 0, (), (), active, bw, 132)).sm_cap
-    assert cap in set(levels) if active else cap == 132
+    assert cap in set(lad.levels) if active else cap == 132
+    none, _ = policy_for_serving("horizon", CLASSES, 132, None, {})  # no SM control: no cap
+    assert none.decide(StepContext(0.0, 0, (), (), active, bw, 132)).sm_cap is None

@@ -6,8 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from omniplane.sched.spatial import SMLadder, SpatialConfig, SpatialController
+from omniplane.sched.ladder import Ladder, PartitionRule
+from omniplane.sched.spatial import SpatialConfig, SpatialController
 from tests.sched.helpers import LADDER
+
+ANY = PartitionRule(1, 1)  # every SM count is a partition: the tests pick the levels
 
 
 def test_ewma_weights_the_newest_sample_by_gamma() -> None:
@@ -25,7 +28,7 @@ def test_no_downstream_means_the_aggressive_cap_and_no_headroom() -> None:
 
 
 def test_equation_1_maps_pressure_onto_the_ladder() -> None:
-    lad = SMLadder((40, 50, 60, 70), 142, 142)
+    lad = Ladder(142, (40, 50, 60, 70), ANY)
     cfg = SpatialConfig(gamma=1.0, b_sat=0.8)
     low, high = SpatialController(lad, cfg), SpatialController(lad, cfg)
     low.observe(0.0)
@@ -39,7 +42,7 @@ def test_equation_1_maps_pressure_onto_the_ladder() -> None:
 
 
 def test_hysteresis_needs_a_full_ladder_step_to_move() -> None:
-    lad = SMLadder((40, 50, 60, 70), 142, 142)
+    lad = Ladder(142, (40, 50, 60, 70), ANY)
     c = SpatialController(lad, SpatialConfig(gamma=1.0, b_sat=1.0))
     c.observe(1 / 3)  # target 50
     assert c.decide(1).sm_shared == 50
@@ -61,11 +64,15 @@ def test_throttle_off_publishes_no_cap() -> None:
 
 def test_ladder_and_config_validation() -> None:
     with pytest.raises(ValueError, match="ascending"):
-        SMLadder((60, 50), 142, 142)
+        Ladder(142, (60, 50), ANY)
+    with pytest.raises(ValueError, match="not partitions of 142 SMs"):
+        Ladder(142, (50, 142), ANY)
     with pytest.raises(ValueError, match="S_cap < S_aggr"):
-        SMLadder((50, 142), 142, 142)
+        Ladder(142, (50, 60), ANY, s_aggr=60)
     with pytest.raises(ValueError, match="S_aggr <= S_tot"):
-        SMLadder((50, 60), 150, 142)
+        Ladder(142, (50, 60), ANY, s_aggr=150)
+    with pytest.raises(ValueError, match="alignment 2"):
+        Ladder(142, (50, 61), PartitionRule(4, 2))
     with pytest.raises(ValueError, match="gamma"):
         SpatialConfig(gamma=0.0)
     with pytest.raises(ValueError, match="b_sat"):

@@ -109,10 +109,10 @@ class WatchedHorizon(Recording):
     name = "watched-horizon"
 
     def __init__(self, inputs: Any) -> None:
-        from omniplane.vllm.policies import make_policy
+        from omniplane.vllm.policies import scheduler_policy
 
         super().__init__(inputs)
-        self.inner = make_policy("horizon", inputs)
+        self.inner = scheduler_policy("horizon", inputs)
         self.caps: list[int | None] = []
 
     def on_arrival(self, info: SeqInfo, now: float) -> None:

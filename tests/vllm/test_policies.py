@@ -9,19 +9,26 @@ from typing import Any
 
 import pytest
 
-from omniplane.policy import FCFS, PathClass, SeqInfo, StepContext
+from omniplane.policy import FCFS, PathClass, SeqInfo, StepContext, StepDecision
+from omniplane.sched.factory import ALIASES, POLICIES, canonical
 from omniplane.sched.horizon import HorizonServe
-from omniplane.vllm.policies import PolicyInputs, make_policy
+from omniplane.sched.ladder import Ladder, LadderSpec, build_ladder, partition_rule
+from omniplane.vllm.policies import PolicyInputs, scheduler_policy
 from omniplane.vllm.settings import load_settings
 from tests.vllm.policies import HideEveryOther
 
-INPUTS = PolicyInputs.from_settings(load_settings({"omniplane": {"total_sms": 132}}), (8, 16))
+
+def ladder(*levels: int) -> Ladder:
+    return build_ladder(132, partition_rule(9, 0), LadderSpec(levels=levels))
+
+
+INPUTS = PolicyInputs.from_settings(load_settings({"omniplane": {"total_sms": 132}}), ladder(8, 16))
 
 
 def test_names() -> None:
-    assert isinstance(make_policy("fcfs", INPUTS), FCFS)
-    p = make_policy("import:tests.vllm.policies:HideEveryOther", INPUTS)
-    assert isinstance(p, HideEveryOther) and p.inputs.total_sms == 132 and p.inputs.ladder == (8, 16)
+    assert isinstance(scheduler_policy("fcfs", INPUTS), FCFS)
+    p = scheduler_policy("import:tests.vllm.policies:HideEveryOther", INPUTS)
+    assert isinstance(p, HideEveryOther) and p.inputs.total_sms == 132 and p.inputs.ladder == ladder(8, 16)
     assert INPUTS.classes["audio"] == ("long", None)
 
 
@@ -32,9 +39,10 @@ TABLE = {"omniplane": {"total_sms": 132, "slo_table": {
                 "image": {"priority": 20, "path": "long"}}}}}
 
 
-def horizon(options: dict[str, Any] | None = None, ladder: tuple[int, ...] = (40, 56, 64)) -> HorizonServe:
+def horizon(options: dict[str, Any] | None = None, levels: tuple[int, ...] = (40, 56, 64)) -> HorizonServe:
     settings = load_settings({"omniplane": {**TABLE["omniplane"], "policy_options": options or {}}})
-    policy = make_policy("horizon", PolicyInputs.from_settings(settings, ladder))
+    lad = ladder(*levels) if levels else None
+    policy = scheduler_policy("horizon", PolicyInputs.from_settings(settings, lad))
     assert isinstance(policy, HorizonServe)
     return policy
 
@@ -56,11 +64,28 @@ def ctx(downstream: int, waiting: tuple[SeqInfo, ...] = ()) -> StepContext:
     return StepContext(1.0, 0, waiting, (), downstream, 0.5, 132)
 
 
+@pytest.mark.parametrize("name", [*POLICIES, *ALIASES])
+def test_every_factory_name_is_a_vllm_policy(name: str) -> None:
+    """One factory for the simulator and vLLM: every name builds inside vLLM too."""
+    settings = load_settings(TABLE)
+    p = scheduler_policy(name, PolicyInputs.from_settings(settings, ladder(40, 56, 64)))
+    assert p.name == canonical(name)
+    reqs = (SeqInfo(0, "image", 0.0, 50, 0, 20, 0), SeqInfo(1, "audio", 0.5, 50, 0, 20, 0),
+            SeqInfo(2, "text", 1.0, 50, 0, 20, 0))
+    for r in reqs:
+        p.on_arrival(r, r.arrival)
+    d = p.decide(ctx(1, reqs))
+    if name in ("edf", "edf-mps"):  # deadlines 1.5 (text), 5.5 (audio); image has none: last
+        assert d.order == (2, 1, 0)
+    if name in ("vanilla", "fcfs", "mps"):
+        assert d == StepDecision()
+
+
 def test_horizon_caps_the_shared_stage_on_the_ladder_while_downstream_runs() -> None:
     p = horizon()
     assert p.decide(ctx(0)).sm_cap == 132  # S_aggr: the whole GPU
     assert p.decide(ctx(2)).sm_cap in (40, 56, 64)
-    assert horizon(ladder=()).decide(ctx(2)).sm_cap is None  # no SM control on this GPU
+    assert horizon(levels=()).decide(ctx(2)).sm_cap is None  # no SM control on this GPU
     assert horizon({"throttle": False}).decide(ctx(2)).sm_cap is None
 
 
@@ -113,4 +138,4 @@ def test_horizon_bad_options_name_the_field(options: dict[str, Any], msg: str) -
 )
 def test_bad_names(name: str, msg: str) -> None:
     with pytest.raises(ValueError, match=msg):
-        make_policy(name, INPUTS)
+        scheduler_policy(name, INPUTS)

@@ -12,8 +12,8 @@ from typing import Literal
 
 from omniplane.gpu.errors import GpuUnavailable
 from omniplane.gpu.green import CudaStreams, NullStreams, StreamLadder, TorchStreams
-from omniplane.gpu.ladder import LadderSpec, PartitionRule
 from omniplane.gpu.nvml import NullSampler, NvmlSampler, PressureSampler
+from omniplane.sched.ladder import LadderSpec, PartitionRule
 
 StreamsName = Literal["auto", "cuda", "torch", "null"]
 SamplerName = Literal["auto", "nvml", "null"]

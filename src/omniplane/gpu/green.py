@@ -10,7 +10,7 @@ backend reads back the SM count each level was actually granted, where the API a
   disjoint, complementary SM sets that sum to the GPU's total. Granted counts are the split's
   ``sm.smCount``; the partition rule comes from the device's ``minSmPartitionSize`` and
   ``smCoscheduledAlignment`` when the driver reports them (CUDA 13), else from the
-  compute-capability guideline in :mod:`omniplane.gpu.ladder`.
+  compute-capability guideline in :mod:`omniplane.sched.ladder`.
 - :class:`TorchStreams` (``torch.cuda.green_contexts``, torch 2.9+): creates one green context
   per level with the requested count. torch 2.13 neither exposes the remainder of a split
   nor the granted count, so the downstream stage's contexts may overlap the shared stage's SMs
@@ -25,7 +25,7 @@ import importlib
 from typing import Any, Literal, Protocol
 
 from omniplane.gpu.errors import GpuUnavailable
-from omniplane.gpu.ladder import Ladder, LadderSpec, PartitionRule, build_ladder, partition_rule
+from omniplane.sched.ladder import Ladder, LadderSpec, PartitionRule, build_ladder, partition_rule
 
 Role = Literal["shared", "downstream"]
 ROLES: tuple[str, ...] = ("shared", "downstream")

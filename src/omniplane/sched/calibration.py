@@ -12,8 +12,9 @@
   3.3, so the smallest near-best count is too). The sweep is simulated with the co-location
   model (:func:`simulated_sm_sweep`) or read from a real GPU sweep in the perf sweep format
   (:func:`sweep_from_file`, docs/perf.md).
-* **Ladder**: ``levels`` counts evenly spaced in ``[S_min, S_cap]``, rounded to the green-context
-  SM granularity; ``S_aggr`` (no downstream active) defaults to the whole GPU (Figure 7, t0:
+* **Ladder**: ``levels`` counts evenly spaced in ``[S_min, S_cap]``, each a green-context
+  partition of the GPU's compute capability (:mod:`omniplane.sched.ladder`, the builder the GPU
+  backends use too); ``S_aggr`` (no downstream active) defaults to the whole GPU (Figure 7, t0:
   "shared stage exclusively uses all SMs").
 """
 
@@ -29,19 +30,16 @@ import yaml
 
 from omniplane.perf import ColocationModel, CostModel, ExecutorConfig
 from omniplane.perf.solo import CHUNK_TOKENS, default_solo_config, request_latency, solo_table
+from omniplane.sched.ladder import Ladder, LadderSpec, PartitionRule, build_ladder, partition_rule
 from omniplane.sched.profiler import ClassProfile
-from omniplane.sched.spatial import SMLadder
-from omniplane.spec import ComponentKind, GPUKind, ModelSpec, PathClass
+from omniplane.spec import ComponentKind, GPUKind, ModelSpec, PathClass, compute_capability
+from omniplane.spec.slo import HORIZON_MULTIPLIER
 from omniplane.spec.work import mean_work
 
-SLO_MULTIPLIER = 5.0  # HorizonServe section 6.1: "5x its isolated p95 first-response latency"
+SLO_MULTIPLIER = HORIZON_MULTIPLIER  # section 6.1: "5x its isolated p95 first-response latency"
 SCAP_TOLERANCE = 0.05  # assumption: "near-best" decode TPOT (Fig. 4b: 64 SMs within 3.2% of the best)
 S_MIN_FRACTION = 0.40  # assumption: Figure 7 illustrates 40% of SMs for the shared stage at mid pressure
 LADDER_LEVELS = 4  # assumption: the paper does not give the ladder's size
-# https://docs.nvidia.com/cuda/archive/12.4.0/cuda-driver-api/group__CUDA__GREEN__CONTEXTS.html:
-# on compute capability 8.x green-context SM partitions are multiples of 2 (at least 4);
-# assumption for newer GPUs, whose granularity the guideline gives separately
-SM_GRANULARITY = 2
 # assumption (from the perf sweep of Figure 4, data/horizonserve_fig4.json): decode batch 8 at
 # 600 tokens of context per sequence for the simulated fixed-SM sweep
 SWEEP_DECODE_BATCH = 8
@@ -157,11 +155,17 @@ class SweepPoint:
     time_s: float  # the shared stage's decode iteration time on ``sms`` SMs, alone
 
 
+def gpu_rule(gpu: GPUKind) -> PartitionRule:
+    """The green-context partition rule of a catalog GPU kind (by its compute capability)."""
+    return partition_rule(*compute_capability(gpu))
+
+
 def simulated_sm_sweep(model: ModelSpec, cost: CostModel, gpu: GPUKind, *,
-                       colocation: ColocationModel | None = None, granularity: int = SM_GRANULARITY,
+                       colocation: ColocationModel | None = None, rule: PartitionRule | None = None,
                        decode_batch: int = SWEEP_DECODE_BATCH,
                        context_per_seq: int = SWEEP_CONTEXT_PER_SEQ) -> tuple[SweepPoint, ...]:
-    """A fixed-SM sweep of the shared stage's decode iteration from the co-location model."""
+    """A fixed-SM sweep of the shared stage's decode iteration from the co-location model, at
+    every partition size of ``rule`` (default: the GPU's) and on the whole GPU."""
     shared = model.shared_stage()
     if shared is None:
         raise ValueError(f"{model.name} has no shared LLM stage")
@@ -170,7 +174,8 @@ def simulated_sm_sweep(model: ModelSpec, cost: CostModel, gpu: GPUKind, *,
                                    decode_context=decode_batch * context_per_seq)
     colo = colocation or ColocationModel()
     eff = cost.efficiency(cfg)
-    counts = sorted({*range(granularity, gpu.sms + 1, granularity), gpu.sms})
+    rule = rule or gpu_rule(gpu)
+    counts = sorted({*range(rule.snap_up(rule.min_sms), gpu.sms + 1, rule.align), gpu.sms})
     return tuple(SweepPoint(s, colo.stage(work, gpu, s, eff=eff).time_s) for s in counts)
 
 
@@ -201,21 +206,14 @@ def choose_s_cap(points: tuple[SweepPoint, ...], tolerance: float = SCAP_TOLERAN
     return min(p.sms for p in points if p.time_s <= (1.0 + tolerance) * best)
 
 
-def build_ladder(s_total: int, s_cap: int, *, s_min: int | None = None, levels: int = LADDER_LEVELS,
-                 granularity: int = SM_GRANULARITY, s_aggr: int | None = None) -> SMLadder:
-    """``levels`` SM counts evenly spaced in ``[S_min, S_cap]`` (rounded to ``granularity``)."""
-    if levels < 1 or granularity < 1:
-        raise ValueError(f"levels and granularity must be >= 1, got {levels}, {granularity}")
-    aggr = s_total if s_aggr is None else s_aggr
-    cap = min(s_cap, aggr - 1)
-    cap -= cap % granularity
-    if cap < granularity:
-        raise ValueError(f"S_cap {s_cap} leaves no ladder below S_aggr {aggr} at granularity {granularity}")
-    lo = round(S_MIN_FRACTION * s_total) if s_min is None else s_min
-    lo = min(max(granularity, lo - lo % granularity), cap)
-    raw = [lo + (cap - lo) * i / (levels - 1) for i in range(levels)] if levels > 1 else [cap]
-    counts = sorted({min(cap, max(lo, granularity * round(x / granularity))) for x in raw})
-    return SMLadder(tuple(counts), aggr, s_total)
+def calibrated_ladder(total_sms: int, s_cap: int, rule: PartitionRule, *, levels: int = LADDER_LEVELS,
+                      s_min: int | None = None) -> Ladder:
+    """``levels`` partitions evenly spaced in ``[S_min, S_cap]`` (S_min: 40% of the SMs rounded
+    down to the alignment; it collapses onto S_cap when the sweep's cap is below it), built by
+    the one ladder builder (:func:`omniplane.sched.ladder.build_ladder`)."""
+    cap = rule.snap_down(s_cap)
+    lo = rule.snap_down(round(S_MIN_FRACTION * total_sms) if s_min is None else s_min)
+    return build_ladder(total_sms, rule, LadderSpec(s_min=min(lo, cap), s_max=cap, count=levels))
 
 
 @dataclass(frozen=True)
@@ -226,7 +224,7 @@ class OfflineCalibration:
     gpu: str
     slo: SLOTable
     profiles: Mapping[str, ClassProfile]
-    ladder: SMLadder
+    ladder: Ladder
     sweep: tuple[SweepPoint, ...] = ()
     sweep_source: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -250,7 +248,7 @@ class OfflineCalibration:
 def calibrate(model: ModelSpec, gpu: GPUKind, cost: CostModel | None = None, *,
               slo: SLOTable | None = None, sweep_file: Path | None = None,
               colocation: ColocationModel | None = None, tolerance: float = SCAP_TOLERANCE,
-              levels: int = LADDER_LEVELS, granularity: int = SM_GRANULARITY) -> OfflineCalibration:
+              levels: int = LADDER_LEVELS, rule: PartitionRule | None = None) -> OfflineCalibration:
     """Offline preprocessing for one model-platform pair."""
     cost = cost or CostModel(model)
     table = slo or slo_from_solo(model, cost, gpu)
@@ -262,9 +260,9 @@ def calibrate(model: ModelSpec, gpu: GPUKind, cost: CostModel | None = None, *,
             raise ValueError(f"{sweep_file}: gpu: the sweep is for {sweep_gpu.name}, calibrating {gpu.name}")
         source = str(sweep_file)
     else:
-        sweep = simulated_sm_sweep(model, cost, gpu, colocation=colocation, granularity=granularity)
+        sweep = simulated_sm_sweep(model, cost, gpu, colocation=colocation, rule=rule)
         source = (f"simulated: omniplane.perf.ColocationModel, decode batch {SWEEP_DECODE_BATCH} at "
                   f"{SWEEP_CONTEXT_PER_SEQ} tokens of context per sequence")
     s_cap = choose_s_cap(sweep, tolerance)
-    ladder = build_ladder(gpu.sms, s_cap, levels=levels, granularity=granularity)
+    ladder = calibrated_ladder(gpu.sms, s_cap, rule or gpu_rule(gpu), levels=levels)
     return OfflineCalibration(model.name, gpu.name, table, profiles, ladder, sweep, source)

@@ -131,7 +131,8 @@ class SingleGPU:
 
     def run(self, policy_name: str, rate: float, long_fraction: float, n: int, seed: int = 0, *,
             record: bool = False) -> RunResult:
-        policy, mode = make_policy(policy_name, self.calibration, record=record)
+        cal = self.calibration
+        policy, mode = make_policy(policy_name, cal.profiles, cal.ladder, record=record)
         loop = EventLoop()
         topo = build_topology(self.model, self.plan, self.gpu, self.cost, loop,
                               policy_for=lambda ex, c: policy if c == self.shared else None)

@@ -1,10 +1,11 @@
-"""The one place that maps a policy name to a policy object and a GPU co-location mode.
+"""The one place that maps a policy name to its class and GPU co-location mode, for the
+simulator (``omniplane.sched.experiment``) and for vLLM (``omniplane.vllm.policies``) alike.
 
 ==================  ==========================================  =====================
 name                policy                                      co-location mode
 ==================  ==========================================  =====================
 ``horizon``         HorizonServe (rotation, guard, cap, SMs)    ``split`` (SM cap)
-``vanilla``         FCFS (vLLM-Omni unmodified)                 ``timeslice``
+``vanilla``         FCFS (vLLM-Omni unmodified); alias ``fcfs``  ``timeslice``
 ``edf``             earliest deadline first                     ``timeslice``
 ``mps``             FCFS                                        ``mps``
 ``edf-mps``         earliest deadline first                     ``mps``
@@ -19,43 +20,57 @@ opportunities"), so the base scheduler sees the whole queue, and keeps SM thrott
 ``no-sm-throttle`` keeps the whole temporal scheduler but publishes no cap, so the stages
 co-run unconstrained (MPS), "exposing requests to co-running interference once downstream
 generation is active".
+
+A policy is built from what online serving looks up (section 4.2): the class profiles (each
+class's path and SLO, and the ``r_hat`` costs) and the SM ladder. The simulator takes them from
+the offline calibration (``OfflineCalibration.profiles`` / ``.ladder``), vLLM from its settings
+(``omniplane.sched.serving``). The co-location mode is what the GPU must do beside the policy:
+the simulator models it, a deployment provides it (green contexts for ``split``, MPS for
+``mps``). This module loads no cost model, simulator or spec module.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Literal
 
 from omniplane.policy import FCFS, Policy
 from omniplane.sched.baselines import EDF
-from omniplane.sched.calibration import OfflineCalibration
 from omniplane.sched.horizon import HorizonConfig, HorizonServe
+from omniplane.sched.ladder import Ladder
+from omniplane.sched.profiler import ClassProfile
+
+Mode = Literal["split", "timeslice", "mps"]
 
 POLICIES = ("horizon", "vanilla", "edf", "mps", "edf-mps", "no-rotation", "no-sm-throttle")
 BASELINES = ("vanilla", "edf", "mps", "edf-mps")
 ABLATIONS = ("no-rotation", "no-sm-throttle")
+ALIASES = {"fcfs": "vanilla"}  # vLLM's name for its own scheduling order
 
 
-def make_policy(name: str, calibration: OfflineCalibration, config: HorizonConfig | None = None, *,
-                record: bool = False) -> tuple[Policy, str]:
-    """``(policy, co-location mode)`` for ``name`` (one of :data:`POLICIES`)."""
+def canonical(name: str) -> str:
+    """The policy's name in :data:`POLICIES` (aliases resolved); a clear error otherwise."""
+    name = ALIASES.get(name, name)
+    if name not in POLICIES:
+        raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)} "
+                         f"(or the alias{'es' if len(ALIASES) > 1 else ''} {', '.join(ALIASES)})")
+    return name
+
+
+def make_policy(name: str, profiles: Mapping[str, ClassProfile], ladder: Ladder,
+                config: HorizonConfig | None = None, *, record: bool = False) -> tuple[Policy, Mode]:
+    """``(policy, co-location mode)`` for ``name`` (one of :data:`POLICIES` or an alias)."""
+    name = canonical(name)
     cfg = config or HorizonConfig()
-    slo = calibration.slo.as_dict()
-    if name == "horizon":
-        return HorizonServe(calibration.profiles, calibration.ladder, cfg, record=record), "split"
-    if name == "vanilla":
-        return FCFS(), "timeslice"
-    if name == "edf":
-        return EDF(slo), "timeslice"
-    if name == "mps":
-        return FCFS(), "mps"
-    if name == "edf-mps":
-        return EDF(slo, name="edf-mps"), "mps"
+    if name in ("vanilla", "mps"):
+        return FCFS(name), "timeslice" if name == "vanilla" else "mps"
+    if name in ("edf", "edf-mps"):
+        slo = {c: p.slo_s for c, p in profiles.items()}  # inf: a class without a deadline goes last
+        return EDF(slo, name=name), "timeslice" if name == "edf" else "mps"
     if name == "no-rotation":
-        ablated = replace(cfg, rotation=replace(cfg.rotation, rotate=False, cap_long=False))
-        return HorizonServe(calibration.profiles, calibration.ladder, ablated, name=name,
-                            record=record), "split"
-    if name == "no-sm-throttle":
-        ablated = replace(cfg, spatial=replace(cfg.spatial, throttle=False))
-        return HorizonServe(calibration.profiles, calibration.ladder, ablated, name=name,
-                            record=record), "mps"
-    raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")
+        cfg = replace(cfg, rotation=replace(cfg.rotation, rotate=False, cap_long=False))
+    elif name == "no-sm-throttle":
+        cfg = replace(cfg, spatial=replace(cfg.spatial, throttle=False))
+    mode: Mode = "mps" if name == "no-sm-throttle" else "split"
+    return HorizonServe(profiles, ladder, cfg, name=name, record=record), mode

@@ -25,8 +25,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from omniplane.policy import SeqInfo, StepContext, StepDecision, StepOutcome
+from omniplane.sched.ladder import Ladder
 from omniplane.sched.profiler import ClassProfile, ProfilerConfig, RequestProfiler
-from omniplane.sched.spatial import SMLadder, SpatialConfig, SpatialController, SpatialDecision
+from omniplane.sched.spatial import SpatialConfig, SpatialController, SpatialDecision
 from omniplane.sched.temporal import RotationConfig, TemporalScheduler, TemporalView
 
 
@@ -51,7 +52,7 @@ class HorizonStep:
 class HorizonServe:
     """The HorizonServe policy (section 4, Algorithm 1)."""
 
-    def __init__(self, profiles: Mapping[str, ClassProfile], ladder: SMLadder,
+    def __init__(self, profiles: Mapping[str, ClassProfile], ladder: Ladder,
                  config: HorizonConfig | None = None, *, name: str = "horizon", record: bool = False) -> None:
         self.name = name
         self.config = config or HorizonConfig()

@@ -1,11 +1,14 @@
-"""HorizonServe configured from a serving deployment instead of the performance model.
+"""Any policy of the factory configured from a serving deployment instead of the performance
+model.
 
 Inside vLLM (``omniplane.vllm.policies``) the scheduler knows the request classes of its
 settings (each a path and an SLO, from the SLO table the operator measured), the GPU's SM
-count, the SM ladder the GPU backend can realise and free-form ``policy_options``. This module
-turns those into an :class:`~omniplane.sched.calibration.OfflineCalibration` and the policy
-through :func:`omniplane.sched.factory.make_policy`, so the simulator and vLLM build the same
-object. It reads no model spec and runs no cost model.
+count, the SM ladder the GPU backend realises (:func:`omniplane.sched.ladder.build_ladder`, the
+builder the offline calibration uses) and free-form ``policy_options``. This module turns those
+into class profiles and hands them, with the ladder, to :func:`omniplane.sched.factory.make_policy`,
+so the simulator and vLLM build the same object for every name (``vanilla``/``fcfs``, ``edf``,
+``mps``, ``edf-mps``, ``horizon`` and the ablations). It reads no model spec and runs no cost
+model: a vLLM process that loads it loads no simulator or perf module.
 
 ``policy_options`` (all optional; an unknown key is an error)::
 
@@ -32,19 +35,22 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from omniplane.policy import PathClass, Policy
-from omniplane.sched.calibration import SLO_MULTIPLIER, OfflineCalibration, SLOTable
-from omniplane.sched.factory import make_policy
+from omniplane.sched.factory import Mode, make_policy
 from omniplane.sched.horizon import HorizonConfig
+from omniplane.sched.ladder import Ladder, PartitionRule
 from omniplane.sched.profiler import ClassProfile, ProfilerConfig
-from omniplane.sched.spatial import SMLadder, SpatialConfig
+from omniplane.sched.spatial import SpatialConfig
 from omniplane.sched.temporal import RotationConfig
+from omniplane.spec.slo import HORIZON_MULTIPLIER
 
+# the placeholder ladder of a policy that publishes no cap (throttle off): never read
+NO_LADDER = Ladder(2, (1,), PartitionRule(1, 1))
 _GROUPS: dict[str, type] = {"profiler": ProfilerConfig, "rotation": RotationConfig, "spatial": SpatialConfig}
 _CONFIG_KEYS = {f.name: group for group, cls in _GROUPS.items() for f in fields(cls)}
 _OTHER_KEYS = {"profiles", "calibration", "slo_multiplier"}
@@ -108,38 +114,31 @@ def _profile(name: str, path: str, slo_s: float | None, measured: Mapping[str, A
     return ClassProfile(name, kind, slo, *values)
 
 
-def serving_calibration(classes: Mapping[str, tuple[PathClass, float | None]], total_sms: int,
-                        ladder: Sequence[int], options: Mapping[str, Any], *, source: str = "",
-                        where: str = "policy_options") -> tuple[OfflineCalibration, bool]:
-    """``(calibration, has_ladder)`` from a class table ``{class: (path, SLO s or None)}``, the
-    GPU's SM count and the shared stage's ladder levels (ascending, below ``total_sms``)."""
-    multiplier = float(options.get("slo_multiplier", SLO_MULTIPLIER))
+def serving_profiles(classes: Mapping[str, tuple[PathClass, float | None]], options: Mapping[str, Any],
+                     where: str = "policy_options") -> dict[str, ClassProfile]:
+    """Class profiles from a class table ``{class: (path, SLO s or None)}`` and the options'
+    measured ``profiles`` (module docstring)."""
+    multiplier = float(options.get("slo_multiplier", HORIZON_MULTIPLIER))
     if not multiplier > 0.0:
         raise ValueError(f"{where}: slo_multiplier must be > 0, got {multiplier}")
     measured = _measured_profiles(options, where)
     unknown = sorted(set(measured) - set(classes))
     if unknown:
         raise ValueError(f"{where}: profiles for unknown class(es) {unknown}; classes are {sorted(classes)}")
-    profiles = {c: _profile(c, p, s, measured.get(c), multiplier, where) for c, (p, s) in classes.items()}
-    levels = tuple(sorted({s for s in ladder if 0 < s < total_sms}))
-    has_ladder = bool(levels)
-    sm_ladder = SMLadder(levels, total_sms, total_sms) if has_ladder else SMLadder((1,), 2, 2)
-    p95 = {c: p.slo_s / multiplier for c, p in profiles.items() if math.isfinite(p.slo_s)}
-    slo = SLOTable(p95 or {"-": 1.0}, multiplier, source or "serving settings")
-    notes = () if has_ladder else ("no SM ladder: no cap is published",)
-    cal = OfflineCalibration("serving", f"{total_sms} SMs", slo, profiles, sm_ladder,
-                             sweep_source="serving settings", notes=notes)
-    return cal, has_ladder
+    return {c: _profile(c, p, s, measured.get(c), multiplier, where) for c, (p, s) in classes.items()}
 
 
-def horizon_for_serving(classes: Mapping[str, tuple[PathClass, float | None]], total_sms: int,
-                        ladder: Sequence[int], options: Mapping[str, Any], *, source: str = "",
-                        where: str = "policy_options") -> Policy:
-    """HorizonServe for a serving deployment (module docstring), through the sched factory."""
+def policy_for_serving(name: str, classes: Mapping[str, tuple[PathClass, float | None]], total_sms: int,
+                       ladder: Ladder | None, options: Mapping[str, Any], *,
+                       where: str = "policy_options") -> tuple[Policy, Mode]:
+    """``(policy, co-location mode)`` for a serving deployment, through the sched factory. The
+    GPU backend realises the mode (green contexts for ``split``, MPS for ``mps``); without a
+    ladder for this GPU no cap is published."""
     config = horizon_config(options, where)
-    cal, has_ladder = serving_calibration(classes, total_sms, ladder, options, source=source, where=where)
-    if not has_ladder and config.spatial.throttle:
+    profiles = serving_profiles(classes, options, where)
+    if ladder is not None and ladder.total_sms != total_sms:
+        raise ValueError(f"{where}: the SM ladder is for {ladder.total_sms} SMs, the GPU has {total_sms}")
+    if ladder is None and config.spatial.throttle:
         config = HorizonConfig(config.profiler, config.rotation,
                                SpatialConfig(config.spatial.gamma, config.spatial.b_sat, throttle=False))
-    policy, _mode = make_policy("horizon", cal, config)  # the GPU backend realises the split
-    return policy
+    return make_policy(name, profiles, ladder or NO_LADDER, config)

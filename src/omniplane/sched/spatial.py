@@ -17,49 +17,9 @@ controller publishes no cap.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from dataclasses import dataclass
-from itertools import pairwise
 
-
-@dataclass(frozen=True)
-class SMLadder:
-    """The offline SM ladder (section 4.2): co-running levels ``S_min .. S_cap`` (ascending),
-    the aggressive cap ``S_aggr`` with no downstream active, and the GPU's ``S_tot``."""
-
-    levels: tuple[int, ...]
-    s_aggr: int
-    s_total: int
-
-    def __post_init__(self) -> None:
-        lv = self.levels
-        if not lv:
-            raise ValueError("SMLadder.levels must not be empty")
-        if any(b <= a for a, b in pairwise(lv)):
-            raise ValueError(f"SMLadder.levels must be strictly ascending, got {lv}")
-        if lv[0] < 1:
-            raise ValueError(f"SMLadder.levels must be >= 1 SM, got {lv}")
-        if not lv[-1] < self.s_aggr <= self.s_total:
-            raise ValueError(f"SMLadder needs S_cap < S_aggr <= S_tot (Equation 1), got S_cap={lv[-1]}, "
-                             f"S_aggr={self.s_aggr}, S_tot={self.s_total}")
-
-    @property
-    def s_min(self) -> int:
-        return self.levels[0]
-
-    @property
-    def s_cap(self) -> int:
-        return self.levels[-1]
-
-    def snap(self, x: float) -> int:
-        """Index of the ladder level nearest ``x`` (ties to the lower level)."""
-        lv = self.levels
-        i = bisect_left(lv, x)
-        if i == 0:
-            return 0
-        if i == len(lv):
-            return len(lv) - 1
-        return i - 1 if x - lv[i - 1] <= lv[i] - x else i
+from omniplane.sched.ladder import Ladder
 
 
 @dataclass(frozen=True)
@@ -90,7 +50,7 @@ class SpatialDecision:  # read-only by convention (built every step: a plain dat
 
 
 class SpatialController:
-    def __init__(self, ladder: SMLadder, config: SpatialConfig | None = None) -> None:
+    def __init__(self, ladder: Ladder, config: SpatialConfig | None = None) -> None:
         self.ladder = ladder
         self.config = config or SpatialConfig()
         self.pressure = 0.0  # B_hat

@@ -17,7 +17,7 @@ from omniplane.spec.component import Component, ComponentKind, Edge, GeneratorKi
 from omniplane.spec.dist import Distribution
 from omniplane.spec.errors import SpecError, SpecFieldError, SpecIssue
 from omniplane.spec.executor import ExecutorType
-from omniplane.spec.gpu import GPUCatalog, GPUKind
+from omniplane.spec.gpu import GPUCatalog, GPUKind, compute_capability
 from omniplane.spec.load import (
     ResolvedPlan,
     ResolvedWorkload,
@@ -72,6 +72,7 @@ __all__ = [
     "catalog_gpus_path",
     "catalog_model_paths",
     "catalog_workload_paths",
+    "compute_capability",
     "dump",
     "find_catalog_model",
     "find_catalog_workload",

@@ -83,3 +83,30 @@ class GPUCatalog(Document):
 
     def names(self) -> list[str]:
         return [g.name for g in self.gpus]
+
+
+# Compute capability per catalog GPU kind (https://developer.nvidia.com/cuda-gpus). It decides
+# the green-context SM partition rule (omniplane.sched.ladder) of the simulated and the deployed
+# SM ladder alike; read it through compute_capability() only, so that a catalog field can
+# replace this table without touching any reader.
+COMPUTE_CAPABILITY: dict[str, tuple[int, int]] = {
+    "A100-80GB": (8, 0),
+    "H100-SXM": (9, 0),
+    "H200": (9, 0),
+    "L40S": (8, 9),
+    "RTX6000Ada": (8, 9),
+    "RTXPRO6000": (12, 0),
+}
+
+
+def compute_capability(gpu: GPUKind) -> tuple[int, int]:
+    """``(major, minor)`` of a GPU kind: the catalog entry's ``compute_capability`` when it has
+    one (``"9.0"``), else :data:`COMPUTE_CAPABILITY`; a clear error for a kind in neither."""
+    field = getattr(gpu, "compute_capability", None)
+    if field is not None:
+        major, _, minor = str(field).partition(".")
+        return int(major), int(minor or 0)
+    if gpu.name not in COMPUTE_CAPABILITY:
+        raise KeyError(f"GPU kind {gpu.name!r}: compute capability unknown (add compute_capability: "
+                       f"'MAJOR.MINOR' to its catalog entry); known: {', '.join(COMPUTE_CAPABILITY)}")
+    return COMPUTE_CAPABILITY[gpu.name]

@@ -10,6 +10,12 @@ from omniplane.spec.base import Name, PositiveFloat, SpecModel
 
 Percentile = Annotated[float, Field(gt=0, lt=100)]
 
+# HorizonServe section 6.1: "We set each class SLO target to 5x its isolated p95 first-response
+# latency"; Cornfigurator section 6.1: "take its p25 latency as the target"
+HORIZON_MULTIPLIER = 5.0
+HORIZON_PERCENTILE = 95.0
+CORNFIGURATOR_PERCENTILE = 25.0
+
 
 class ExplicitSLO(SpecModel):
     """Fixed targets in milliseconds, per request type."""
@@ -23,8 +29,8 @@ class SoloMultiplierSLO(SpecModel):
     (HorizonServe section 6.1: 5 x solo p95)."""
 
     policy: Literal["solo_multiplier"] = "solo_multiplier"
-    multiplier: PositiveFloat = 5.0
-    percentile: Percentile = 95.0
+    multiplier: PositiveFloat = HORIZON_MULTIPLIER
+    percentile: Percentile = HORIZON_PERCENTILE
 
 
 class IsolatedPercentileSLO(SpecModel):
@@ -32,7 +38,7 @@ class IsolatedPercentileSLO(SpecModel):
     isolation, times ``multiplier`` (Cornfigurator section 6.1: p25, multiplier 1)."""
 
     policy: Literal["isolated_percentile"] = "isolated_percentile"
-    percentile: Percentile = 25.0
+    percentile: Percentile = CORNFIGURATOR_PERCENTILE
     multiplier: PositiveFloat = 1.0
 
 

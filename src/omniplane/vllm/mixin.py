@@ -28,7 +28,7 @@ from typing import Any
 from omniplane.policy import StepDecision
 from omniplane.vllm import queues
 from omniplane.vllm.bridge import PolicyBridge
-from omniplane.vllm.policies import PolicyInputs, make_policy
+from omniplane.vllm.policies import PolicyInputs, scheduler_policy
 from omniplane.vllm.settings import SchedulerSettings, load_settings
 from omniplane.vllm.stage import StageControl
 
@@ -58,8 +58,8 @@ class OmniplaneState:
     @classmethod
     def build(cls, settings: SchedulerSettings) -> OmniplaneState:
         control = StageControl(settings)
-        ladder = control.ladder.levels if control.ladder is not None else ()
-        policy = make_policy(settings.policy, PolicyInputs.from_settings(settings, ladder))
+        ladder = control.ladder
+        policy = scheduler_policy(settings.policy, PolicyInputs.from_settings(settings, ladder))
         state = cls(settings, PolicyBridge(policy, settings), control)
         log.info(
             "omniplane scheduler: policy %s, role %s, classes %s, control %s, sampler %s, ladder %s",
@@ -68,7 +68,7 @@ class OmniplaneState:
             {n: (c.priority, c.slo_s) for n, c in settings.classes.items()},
             settings.control,
             control.sampler.source,
-            list(ladder),
+            list(ladder.levels) if ladder is not None else [],
         )
         return state
 

@@ -1,13 +1,12 @@
-"""The one place a policy name becomes a policy object for the vLLM scheduler.
+"""How the vLLM scheduler gets its policy object from a name in its settings.
 
-Names:
-
-- ``fcfs``: :class:`omniplane.policy.FCFS` (nothing hidden, no cap): vLLM's own behaviour.
-- ``horizon``: HorizonServe (``omniplane.sched``, built by
-  :func:`omniplane.sched.serving.horizon_for_serving` through the sched factory, imported only
-  when asked for): the class table's paths and SLOs, the GPU's SM count and the ladder; its
-  ``policy_options`` are HorizonServe's parameters and measured class profiles (that module's
-  docstring and docs/vllm.md).
+- Every name of the one factory, :mod:`omniplane.sched.factory` (``vanilla`` with its alias
+  ``fcfs``, ``edf``, ``mps``, ``edf-mps``, ``horizon``, ``no-rotation``, ``no-sm-throttle``),
+  built by :func:`omniplane.sched.serving.policy_for_serving` from the class table's paths and
+  SLOs, the GPU's SM count and the ladder; ``policy_options`` are HorizonServe's parameters and
+  measured class profiles (that module's docstring and docs/vllm.md). The simulator builds the
+  same objects through the same factory. The co-location mode a name implies (MPS for ``mps``,
+  ``edf-mps`` and ``no-sm-throttle``) is the deployment's to provide; it is logged.
 - ``import:MODULE:NAME``: any callable ``NAME(inputs: PolicyInputs) -> Policy`` (a class or a
   factory function), for user policies and tests, without a registry filled by imports.
 
@@ -18,13 +17,17 @@ the GPU's SM count, the SM ladder and the free-form ``policy_options`` of the se
 from __future__ import annotations
 
 import importlib
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from omniplane.policy import FCFS, PathClass, Policy
+from omniplane.policy import PathClass, Policy
+from omniplane.sched.factory import ALIASES, POLICIES
+from omniplane.sched.ladder import Ladder
 from omniplane.vllm.settings import SchedulerSettings
 
-POLICIES: tuple[str, ...] = ("fcfs", "horizon")
+log = logging.getLogger(__name__)
+NAMES: tuple[str, ...] = (*POLICIES, *ALIASES)
 
 
 @dataclass(frozen=True)
@@ -33,12 +36,12 @@ class PolicyInputs:
 
     classes: dict[str, tuple[PathClass, float | None]]  # class -> (path, SLO seconds or None)
     total_sms: int
-    ladder: tuple[int, ...]  # the shared stage's SM levels, ascending (empty: no SM control)
+    ladder: Ladder | None  # the shared stage's SM ladder (None: no SM control)
     options: dict[str, Any] = field(default_factory=dict)
     slo_source: str = ""
 
     @classmethod
-    def from_settings(cls, s: SchedulerSettings, ladder: tuple[int, ...] = ()) -> PolicyInputs:
+    def from_settings(cls, s: SchedulerSettings, ladder: Ladder | None = None) -> PolicyInputs:
         return cls(
             {n: (c.path, c.slo_s) for n, c in s.classes.items()},
             s.total_sms,
@@ -48,15 +51,8 @@ class PolicyInputs:
         )
 
 
-def make_policy(name: str, inputs: PolicyInputs) -> Policy:
-    if name == "fcfs":
-        return FCFS()
-    if name == "horizon":
-        from omniplane.sched.serving import horizon_for_serving
-
-        return horizon_for_serving(
-            inputs.classes, inputs.total_sms, inputs.ladder, inputs.options, source=inputs.slo_source
-        )
+def scheduler_policy(name: str, inputs: PolicyInputs) -> Policy:
+    """The policy ``name`` (a factory name or ``import:MODULE:NAME``) asks for."""
     if name.startswith("import:"):
         _, _, ref = name.partition(":")
         module, sep, attr = ref.rpartition(":")
@@ -68,4 +64,10 @@ def make_policy(name: str, inputs: PolicyInputs) -> Policy:
             raise ValueError(f"policy {name!r}: cannot load {module}:{attr} ({exc})") from None
         policy: Policy = factory(inputs)
         return policy
-    raise ValueError(f"unknown policy {name!r}: expected one of {POLICIES} or 'import:MODULE:NAME'")
+    if name not in NAMES:
+        raise ValueError(f"unknown policy {name!r}: expected one of {NAMES} or 'import:MODULE:NAME'")
+    from omniplane.sched.serving import policy_for_serving
+
+    built, mode = policy_for_serving(name, inputs.classes, inputs.total_sms, inputs.ladder, inputs.options)
+    log.info("omniplane policy %s: co-location mode %s (SLO table: %s)", name, mode, inputs.slo_source or "-")
+    return built

@@ -34,8 +34,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import Field, model_validator
 
-from omniplane.gpu.ladder import LadderSpec, PartitionRule, partition_rule
 from omniplane.policy import PathClass
+from omniplane.sched.ladder import LadderSpec, PartitionRule, partition_rule
 from omniplane.spec.base import Name, PositiveFloat, PositiveInt, Source, SpecModel
 from omniplane.spec.errors import SpecError, SpecIssue
 from omniplane.spec.load import parse

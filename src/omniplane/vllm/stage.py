@@ -16,8 +16,8 @@ from pathlib import Path
 
 from omniplane.control import ControlRecord, SlotState
 from omniplane.gpu.backends import make_sampler
-from omniplane.gpu.ladder import Ladder, build_ladder
 from omniplane.gpu.nvml import PressureSampler
+from omniplane.sched.ladder import Ladder, build_ladder
 from omniplane.vllm.settings import SchedulerSettings
 
 STALE_AFTER_NS = 30_000_000_000  # assumption: a downstream slot not updated for 30 s is a dead stage

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from omniplane.spec import GPUKind
+from omniplane.spec import GPUKind, compute_capability
 from omniplane.vllm.settings import SloTable
 
 SCHEDULERS = {
@@ -143,17 +143,6 @@ LAYOUTS: dict[str, dict[str, Any]] = {
     }
 }
 
-# Compute capability per catalog GPU kind (https://developer.nvidia.com/cuda-gpus): the SM
-# partition rule of the null ladder and of the scheduler's snapping (real backends read it).
-COMPUTE_CAPABILITY = {
-    "A100-80GB": "8.0",
-    "H100-SXM": "9.0",
-    "H200": "9.0",
-    "L40S": "8.9",
-    "RTX6000Ada": "8.9",
-    "RTXPRO6000": "12.0",
-}
-
 
 def installed_stock(model: str) -> tuple[dict[str, Any], str] | None:
     """The stock stage config bundled with an installed vLLM-Omni, read as a file."""
@@ -221,8 +210,8 @@ def omniplane_config(
         "slo_table": table,
         "total_sms": gpu.sms if gpu is not None else 0,
     }
-    if gpu is not None and gpu.name in COMPUTE_CAPABILITY:
-        common["compute_capability"] = COMPUTE_CAPABILITY[gpu.name]
+    if gpu is not None:  # the partition rule of the null ladder and of the scheduler's snapping
+        common["compute_capability"] = "{}.{}".format(*compute_capability(gpu))
     if single_gpu:
         utils = [float((s.get("engine_args") or {}).get("gpu_memory_utilization", 0.0)) for s in stages]
         scale = min(1.0, memory_budget / sum(utils)) if sum(utils) else 1.0

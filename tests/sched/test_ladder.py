@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from omniplane.gpu.ladder import LadderSpec, PartitionRule, build_ladder, partition_rule
+from omniplane.sched.ladder import LadderSpec, PartitionRule, build_ladder, partition_rule
 
 
 @pytest.mark.parametrize(
