@@ -25,8 +25,8 @@ from omniplane.deploy import vtime
 from omniplane.deploy.clock import VirtualClock
 from omniplane.deploy.local import local_deployment, replay_local
 from omniplane.loadgen.metrics import summarize
-from omniplane.loadgen.slo import slo_targets
 from omniplane.perf import CostModel
+from omniplane.plan.slo import targets_for
 from omniplane.sim import simulate
 from omniplane.spec import SoloMultiplierSLO, find_catalog_workload, load_plan, load_workload
 from omniplane.spec.catalog import catalog_dir
@@ -41,7 +41,7 @@ def virtual_time_agreement() -> None:
     assert path is not None
     wl = load_workload(path)
     cost = CostModel(plan.model)
-    slo = slo_targets(plan.model, SLO, plan.gpu, cost=cost)
+    slo = targets_for(wl, plan.gpu, plan.spec.gpus or plan.spec.total_gpus, SLO, cost=cost).seconds
     reqs = generate_reqs(wl, 120.0, 12.0)
     t0 = time.perf_counter()
     res, sim = simulate(plan, reqs, cost, slo_s=slo)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from omniplane.cli.app import app
@@ -32,7 +33,16 @@ def test_json_has_exactly_the_issue_keys_and_writes_the_plan(tmp_path: Path) -> 
     assert abs(doc["goodput"]["total"] - sum(doc["goodput"]["per_type"].values())) < 1e-9
     plan = load_plan(out)  # the file is a valid plan the simulator can load
     assert plan.spec.total_gpus <= 2
-    assert plan.spec.meta["predicted_goodput_rps"]["total"] >= 0
+    # the file says what it was made for, in its typed fields: the prediction is the document's
+    # goodput (no --sweep: the pipeline's own run at alpha x R_d), the targets cover every type
+    pred, slo = plan.spec.prediction, plan.spec.slo
+    assert pred is not None and slo is not None
+    assert pred.workload == "qwen3-vl-servegen" and pred.requests == 80 and pred.seed == 0
+    assert pred.goodput_rps.total == pytest.approx(doc["goodput"]["total"], abs=1e-4)
+    assert pred.goodput_rps.per_type == pytest.approx(doc["goodput"]["per_type"], abs=1e-4)
+    assert 0 < pred.goodput_rps.total <= pred.offered_rps * (1 + 1e-6)  # goodput never exceeds the offer
+    assert set(slo.targets_ms) == {"t2t", "ti2t"} and slo.describe() == "isolated p25"
+    assert doc["plan"]["slo"]["targets_ms"] == pytest.approx(slo.targets_ms)
     assert sorted(p.name for p in figs.glob("*.png")) == sorted(
         f"qwen3-vl-2xA100-80GB-{k}.png" for k in ("fig7-pruning", "fig8-baselines", "fig9-goodput-vs-target"))
 
@@ -48,7 +58,11 @@ def test_show_draws_nodes_executors_gpus_and_routes() -> None:
 def test_bad_input_fails_with_a_clear_message() -> None:
     result = runner.invoke(app, ["plan", "--model", "qwen3-vl", "--gpus", "2", "--slo", "zz=1s"])
     assert result.exit_code == 2
-    assert "unknown request type 'zz'" in result.output
+    assert "--slo 'zz=1s': unknown request type 'zz' (expected one of: t2t, ti2t)" in result.output
+    result = runner.invoke(app, ["plan", "--model", "qwen3-vl", "--gpus", "2", "--slo", "ti2t=800"])
+    assert result.exit_code == 2 and "'800' needs a unit: 800ms or 800s" in result.output
+    result = runner.invoke(app, ["plan", "--model", "qwen3-vl", "--gpus", "2", "--slo", "plan"])
+    assert result.exit_code == 2 and "--slo plan: planning writes a plan's targets" in result.output
     result = runner.invoke(app, ["plan", "--gpus", "2"])
     assert result.exit_code == 2 and "--model" in result.output
     result = runner.invoke(app, ["plan", "show", "nope.yaml"])

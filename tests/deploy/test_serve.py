@@ -22,7 +22,7 @@ from omniplane.cli.app import app as cli
 from omniplane.deploy.cluster import LOOPBACK, deploy, kill_replica, ray_cluster, replica_actors
 from omniplane.deploy.rehearse import RehearsalConfig, rehearse
 from omniplane.deploy.serve_app import DeployOptions
-from omniplane.spec import ResolvedPlan, ResolvedWorkload, SoloMultiplierSLO
+from omniplane.spec import ResolvedPlan, ResolvedWorkload, SLOChoice, SoloMultiplierSLO
 from tests.deploy.conftest import SMALL_PLAN
 from tests.deploy.test_api import TI2A
 
@@ -186,8 +186,8 @@ def test_loadgen_cli_against_the_ingress(url: str) -> None:
             "2",
             "--seed",
             "3",
-            "--slo-multiplier",
-            "5",
+            "--slo",
+            "5x solo p95",
             "--json",
         ],
     )
@@ -213,7 +213,7 @@ def test_short_rehearsal_with_a_replica_killed(
         kill_at=0.5,
         port=port,
         drain_s=120.0,
-        slo=SoloMultiplierSLO(multiplier=5.0),
+        slo=SLOChoice(base=SoloMultiplierSLO(multiplier=5.0)),
     )
     out = rehearse(small_plan, workload, cfg)
     assert out["sent"] >= 8 and out["lost"] == 0 and out["failed"] == 0

@@ -7,8 +7,9 @@ from functools import cache
 from omniplane.perf import CostModel
 from omniplane.plan.costs import CostTable
 from omniplane.plan.problem import Problem, make_problem
-from omniplane.plan.slo import Targets, resolve_targets
+from omniplane.plan.slo import resolve_targets
 from omniplane.spec import (
+    LatencyTargets,
     ModelSpec,
     ResolvedWorkload,
     WorkloadSpec,
@@ -41,6 +42,6 @@ def table(workload: str, samples: int = 32) -> CostTable:
 
 
 @cache
-def targets(workload: str) -> Targets:
+def targets(workload: str) -> LatencyTargets:
     tab = table(workload)
     return resolve_targets(tab.problem.workload.spec.slo, tab, tab.cost)

@@ -12,6 +12,7 @@ from omniplane.plan.options import PlannerOptions
 from omniplane.plan.search import Search
 from omniplane.plan.select import selection_policy
 from omniplane.plan.show import render
+from omniplane.plan.slo import target_array
 from omniplane.plan.space import FULL
 from omniplane.spec import load_gpus, resolve_plan
 from tests.plan.conftest import problem, table
@@ -31,7 +32,7 @@ def test_emitted_plans_are_valid(workload, gpus, k_c, k_s, weights, step) -> Non
     tab = table(workload)
     opts = PlannerOptions(k_c=k_c, k_s=k_s, routing_step=step, max_logical=6, mc_samples=32)
     targets = conftest_targets(workload)
-    found = Search(pb, tab, FULL, opts, targets.array(types), 0.010, selection_policy("total")).run()
+    found = Search(pb, tab, FULL, opts, target_array(targets, types), 0.010, selection_policy("total")).run()
     gpus_cat = load_gpus()
     emitted = 0
     for block in found.pool[:3]:

@@ -19,11 +19,12 @@ import typer
 from rich.table import Table
 
 from omniplane.cli.output import console, fail, print_json
+from omniplane.cli.slo import SloOpt, legacy_solo_policy, slo_choice
 from omniplane.spec import (
+    LatencyTargets,
     ResolvedPlan,
     ResolvedWorkload,
-    SLOPolicy,
-    SoloMultiplierSLO,
+    SLOChoice,
     SpecError,
     find_catalog_workload,
     load_gpus,
@@ -39,20 +40,10 @@ RateOpt = Annotated[
     float | None, typer.Option("--rate", min=0.0, help="Arrivals per model second (default: the workload's).")
 ]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Random seed (default: the workload's).")]
-SloOpt = Annotated[list[str] | None, typer.Option("--slo", help="Per-type target TYPE=MS (repeatable).")]
-SloMultOpt = Annotated[
-    float | None,
-    typer.Option("--slo-multiplier", min=0.0, help="Use multiplier x solo percentile latency as the SLO."),
-]
-SloPctOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--slo-percentile",
-        min=0.0,
-        max=100.0,
-        help="Percentile of solo latency for --slo-multiplier (default 95).",
-    ),
-]
+# deprecated spellings of --slo 'Mx solo pQ' (hidden; cli/slo.py)
+SloMultOpt = Annotated[float | None, typer.Option("--slo-multiplier", hidden=True)]
+SloPctOpt = Annotated[float | None, typer.Option("--slo-percentile", hidden=True)]
+LEGACY = "--slo-multiplier/--slo-percentile"
 ApiOpt = Annotated[
     str, typer.Option("--api", help="typed (/v1/omniplane/requests) or chat (/v1/chat/completions).")
 ]
@@ -81,23 +72,6 @@ def _workload(ref: str) -> ResolvedWorkload:
     try:
         return load_workload(path)
     except SpecError as exc:
-        fail(str(exc))
-
-
-def _slo(mult: float | None, pct: float | None) -> SLOPolicy | None:
-    if mult is None and pct is None:
-        return None
-    return SoloMultiplierSLO(
-        multiplier=mult if mult is not None else 1.0, percentile=pct if pct is not None else 95.0
-    )
-
-
-def _overrides(items: list[str] | None) -> dict[str, float]:
-    from omniplane.loadgen.slo import parse_overrides
-
-    try:
-        return parse_overrides(items or [])
-    except ValueError as exc:
         fail(str(exc))
 
 
@@ -247,7 +221,7 @@ def loadgen(
     api: ApiOpt = "typed",
     gpu: Annotated[
         str | None,
-        typer.Option("--gpu", help="GPU kind for solo-latency SLOs (default: the server's plan GPU)."),
+        typer.Option("--gpu", help="GPU kind for resolving an SLO policy (default: the server's plan GPU)."),
     ] = None,
     slo: SloOpt = None,
     slo_multiplier: SloMultOpt = None,
@@ -272,11 +246,9 @@ def loadgen(
     wl = _workload(workload)
     info = fetch_info(url)
     scale = time_scale or float(info.get("time_scale", 1.0))
-    gpu_name = gpu or info.get("gpu")
-    policy = _slo(slo_multiplier, slo_percentile) or wl.spec.slo
-    overrides = _overrides(slo)
+    choice = slo_choice(slo, wl.model.type_names, legacy_solo_policy(slo_multiplier, slo_percentile), LEGACY)
     try:
-        targets = _targets(wl, policy, gpu_name, overrides)
+        targets = _server_targets(wl, info, choice, gpu)
     except (KeyError, ValueError) as exc:
         fail(str(exc).strip('"'))
     requests = generate(wl, duration_s=duration, rate=rate, seed=seed)
@@ -303,17 +275,23 @@ def loadgen(
     _show_metrics(result)
 
 
-def _targets(
-    wl: ResolvedWorkload, policy: SLOPolicy, gpu_name: str | None, overrides: dict[str, float]
+def _server_targets(
+    wl: ResolvedWorkload, info: dict[str, Any], choice: SLOChoice | None, gpu: str | None
 ) -> dict[str, float]:
-    from omniplane.loadgen.slo import slo_targets
+    """The deployed plan's targets (the ingress says them, from the plan file's ``slo``) unless
+    ``--slo`` asks otherwise; else the workload's policy on the server's GPU kind and budget."""
+    from omniplane.plan.slo import command_targets
 
-    if set(overrides) >= set(wl.model.type_names):
-        return {t: ms / 1e3 for t, ms in overrides.items()}
-    gpu = load_gpus().get(gpu_name) if gpu_name else None
-    if gpu is None and policy.policy != "explicit":
-        raise ValueError("the server does not say its GPU: pass --gpu (or --slo TYPE=MS for every type)")
-    return slo_targets(wl.model, policy, gpu, overrides=overrides)
+    stored = info.get("slo")
+    plan_slo = LatencyTargets.model_validate(stored) if isinstance(stored, dict) else None
+    gpu_name = gpu or info.get("gpu")
+    kind = load_gpus().get(gpu_name) if gpu_name else None
+    budget = info.get("gpus") if isinstance(info.get("gpus"), int) else None
+    if kind is not None and budget is None:
+        budget = kind.gpus_per_node  # assumption: a server that does not say its budget has one node
+    targets, _ = command_targets(choice, wl, stored=plan_slo, gpu=kind, gpus=budget,
+                                 where="the server's plan")
+    return targets.seconds
 
 
 def _fmt(x: Any, digits: int = 1) -> str:
@@ -345,8 +323,9 @@ def _show_metrics(result: dict[str, Any]) -> None:
 
 def rehearse(
     plan_file: PlanArg,
-    workload: WorkloadOpt,
     duration: DurationOpt,
+    workload: Annotated[str | None, typer.Option(
+        "--workload", help="Workload spec: catalog name or YAML file (default: the plan's).")] = None,
     rate: RateOpt = None,
     seed: SeedOpt = None,
     time_scale: ScaleOpt = 10.0,
@@ -369,8 +348,18 @@ def rehearse(
     out: Annotated[Path | None, typer.Option("--out", help="Also write the JSON document here.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Deploy on a local Ray cluster (emulated engine), replay a workload, compare with the simulator."""
-    plan, wl = _plan(plan_file), _workload(workload)
+    """Deploy on a local Ray cluster (emulated engine), replay a workload, compare with the simulator.
+
+    Defaults come from the plan file: its workload, type mix and offered rate, and its latency
+    targets (``slo``), as for ``sim run``."""
+    from omniplane.spec import plan_load
+
+    plan = _plan(plan_file)
+    try:
+        load = plan_load(plan, workload)
+    except (SpecError, OSError) as exc:
+        fail(str(exc))
+    wl = load.workload
     names = [n.name for n in plan.spec.nodes]
     if kill_replica not in (None, "auto") and kill_replica not in names:
         fail(f"--kill-replica {kill_replica!r}: the plan has nodes {', '.join(names)}")
@@ -386,15 +375,16 @@ def rehearse(
     cfg = RehearsalConfig(
         duration_s=duration,
         time_scale=time_scale,
-        rate=rate,
+        rate=rate if rate is not None else load.rate,
+        mix=load.mix,
         seed=seed,
         kill=kill_replica,
         kill_at=kill_at,
         port=port,
         api=api,
         max_in_flight=max_in_flight,
-        slo=_slo(slo_multiplier, slo_percentile),
-        slo_overrides=_overrides(slo),
+        slo=slo_choice(slo, plan.model.type_names, legacy_solo_policy(slo_multiplier, slo_percentile),
+                       LEGACY),
     )
     try:
         # Ray's driver prints its processes' warnings to sys.stdout; stdout is for our document

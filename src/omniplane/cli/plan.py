@@ -11,11 +11,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from omniplane.cli.output import console, err_console, fail, print_json
+from omniplane.cli.slo import SloOpt, legacy_plan_policy, slo_choice
 from omniplane.spec import (
-    ExplicitSLO,
-    IsolatedPercentileSLO,
-    SLOPolicy,
-    SoloMultiplierSLO,
     SpecError,
     catalog_workload_paths,
     dump,
@@ -24,6 +21,7 @@ from omniplane.spec import (
     load_model,
     load_plan,
     load_workload,
+    workload_ref,
 )
 
 app = typer.Typer(help="Plan a deployment (Cornfigurator); `plan show PLAN` draws a plan file.",
@@ -73,26 +71,6 @@ def _workload(model_name: str, ref: str | None) -> Path:
     fail(f"no catalog workload for model {model_name!r} has a type mix; give --workload FILE")
 
 
-def _policy(base: SLOPolicy, name: str | None, percentile: float | None,
-            multiplier: float | None) -> SLOPolicy:
-    if name is None and percentile is None and multiplier is None:
-        return base
-    name = name or base.policy
-    if name == "isolated_percentile":
-        d = IsolatedPercentileSLO()
-        return IsolatedPercentileSLO(percentile=percentile or d.percentile,
-                                     multiplier=multiplier or d.multiplier)
-    if name == "solo_multiplier":
-        s = SoloMultiplierSLO()
-        return SoloMultiplierSLO(percentile=percentile or s.percentile, multiplier=multiplier or s.multiplier)
-    if name == "explicit":
-        if not isinstance(base, ExplicitSLO):
-            fail("--slo-policy explicit needs the workload's explicit targets_ms, "
-                 "or give --slo TYPE=DURATION")
-        return base
-    fail(f"--slo-policy must be isolated_percentile, solo_multiplier or explicit (got {name!r})")
-
-
 def _mix(text: str, types: list[str]) -> dict[str, float]:
     out: dict[str, float] = {}
     for item in filter(None, (x.strip() for x in text.split(","))):
@@ -117,11 +95,10 @@ def plan(
     gpu: Annotated[str, typer.Option(help="GPU kind (catalog name or alias).")] = "A100-80GB",
     workload: Annotated[str | None, typer.Option(help="Catalog workload or file (default: the model's "
                                                       "base catalog workload with a mix).")] = None,
-    slo: Annotated[str | None, typer.Option(help="Targets for some types, e.g. ti2t=800ms,ti2a=3s.")] = None,
-    slo_policy: Annotated[str | None, typer.Option(help="isolated_percentile | solo_multiplier | explicit "
-                                                        "(default: the workload's).")] = None,
-    slo_percentile: Annotated[float | None, typer.Option(help="Percentile of the SLO policy.")] = None,
-    slo_multiplier: Annotated[float | None, typer.Option(help="Multiplier of the SLO policy.")] = None,
+    slo: SloOpt = None,
+    slo_policy: Annotated[str | None, typer.Option(hidden=True)] = None,  # deprecated: --slo POLICY
+    slo_percentile: Annotated[float | None, typer.Option(hidden=True)] = None,
+    slo_multiplier: Annotated[float | None, typer.Option(hidden=True)] = None,
     mix: Annotated[str | None, typer.Option(help="Replace the type mix, e.g. ti2t=0.5,ti2a=0.5.")] = None,
     out: Annotated[Path | None, typer.Option(help="Write the selected plan here (YAML).")] = None,
     figures: Annotated[Path | None, typer.Option(help="Write Figures 7, 8, 9 (PNG) here.")] = None,
@@ -151,7 +128,6 @@ def plan(
     from omniplane.plan.options import PlannerOptions
     from omniplane.plan.pipeline import Planner
     from omniplane.plan.problem import make_problem
-    from omniplane.plan.slo import parse_overrides
 
     try:
         m = load_model(model)
@@ -165,16 +141,19 @@ def plan(
         options = PlannerOptions(k_c=k_c, k_s=k_s, routing_step=routing_step, routing=routing,  # type: ignore[arg-type]
                                  alpha=alpha, mc_samples=mc_samples, sim_requests=sim_requests,
                                  max_simulated=max_simulated, max_logical=max_logical, seed=seed)
-        overrides = parse_overrides(slo, m.type_names) if slo else None
     except ValueError as exc:
         fail(str(exc))
-    policy_spec = _policy(wl.spec.slo, slo_policy, slo_percentile, slo_multiplier)
-    spec = wl.spec.model_copy(update={"slo": policy_spec})
-    wl = type(wl)(spec, wl.model, wl.path)
+    legacy = legacy_plan_policy(wl.spec.slo, slo_policy, slo_percentile, slo_multiplier)
+    choice = slo_choice(slo, m.type_names, legacy, "--slo-policy/--slo-percentile/--slo-multiplier")
+    if choice is not None and choice.base == "plan":
+        fail("--slo plan: planning writes a plan's targets; give a policy or TYPE=DURATION items")
+    if choice is not None and choice.base not in (None, "workload"):
+        wl = type(wl)(wl.spec.model_copy(update={"slo": choice.base}), wl.model, wl.path)
+    overrides = dict(choice.targets_ms) if choice is not None else None
     t0 = time.perf_counter()
     problem = make_problem(wl, kind, gpus, samples=options.mc_samples, seed=seed,
                            mix=_mix(mix, m.type_names) if mix else None)
-    planner = Planner(problem, options=options, slo_overrides=overrides, policy=policy,
+    planner = Planner(problem, options=options, slo_overrides_ms=overrides, policy=policy,
                       progress=RichProgress() if not json_out else _silent())
     profile_s = time.perf_counter() - t0
     cmp = compare(planner, baselines=None if baselines else [], sweep=sweep, cloud=figures is not None)
@@ -189,6 +168,10 @@ def plan(
         meta["replan"] = {"gpus": replan_gpus, "seconds": time.perf_counter() - t1,
                           "goodput_total": again.total, "profile_reused": True}
     plan_spec = cmp.planner.spec.model_copy(update={"meta": meta})
+    if out is not None and plan_spec.prediction is not None:  # the workload, relative to the plan file
+        ref = workload_ref(wl, out.parent)
+        plan_spec = plan_spec.model_copy(update={"prediction": plan_spec.prediction.model_copy(
+            update={"workload": ref})})
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(dump(plan_spec), encoding="utf-8")

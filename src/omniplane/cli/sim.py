@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from omniplane.cli.output import console, fail, print_json
+from omniplane.cli.slo import SloOpt, slo_choice
 from omniplane.sim.queueing import check_queue
 
 app = typer.Typer(help="Request-level simulator.", no_args_is_help=True)
@@ -44,64 +45,67 @@ def queue(
     )
 
 
-def _parse_slo(text: str) -> dict[str, float]:
-    """``t2t=800ms,t2a=3s`` -> seconds per type."""
-    out: dict[str, float] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        name, sep, value = part.partition("=")
-        if not sep:
-            fail(f"--slo: expected TYPE=VALUE pairs such as t2t=800ms, got {part!r}")
-        v = value.strip().lower()
-        try:
-            seconds = float(v[:-2]) / 1e3 if v.endswith("ms") else float(v.removesuffix("s"))
-        except ValueError:
-            fail(f"--slo: {name}: expected a duration like 800ms or 3s, got {value!r}")
-        if seconds <= 0:
-            fail(f"--slo: {name}: the target must be positive, got {value!r}")
-        out[name.strip()] = seconds
-    return out
-
-
 @app.command("run")
 def run(
     plan: Annotated[str, typer.Argument(help="Plan file (kind: plan).")],
-    workload: Annotated[str, typer.Option(help="Workload file or catalog workload name.")],
+    workload: Annotated[str | None, typer.Option(
+        help="Workload file or catalog name (default: the plan file's prediction.workload).")] = None,
     n: Annotated[int | None, typer.Option(help="Number of requests.")] = None,
-    duration: Annotated[float | None, typer.Option(help="Seconds of arrivals.")] = None,
-    rate: Annotated[float | None, typer.Option(help="Override the arrival rate (req/s).")] = None,
+    duration: Annotated[float | None, typer.Option(
+        help="Seconds of arrivals (default: the workload's).")] = None,
+    rate: Annotated[float | None, typer.Option(
+        help="Arrival rate, req/s (default: the plan's offered rate on its workload, "
+             "else the workload's).")] = None,
     seed: Annotated[int, typer.Option(help="Seed for arrivals, sizes and routing.")] = 0,
-    slo: Annotated[str | None, typer.Option(help="Targets, e.g. 'ti2t=800ms,ti2a=3s'.")] = None,
+    slo: SloOpt = None,
     trace: Annotated[str | None, typer.Option(help="Write a Chrome trace (JSON) here.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Simulate a workload on a plan: per-type latency, TPOT, SLO attainment, goodput."""
+    """Simulate a workload on a plan: per-type latency, TPOT, SLO attainment, goodput.
+
+    With no options the plan file says everything: its workload and type mix, the offered rate
+    and the latency targets it was planned for (``prediction`` and ``slo``); the output compares
+    the simulated goodput with the plan's own prediction."""
     from pathlib import Path
 
     from omniplane.perf import CostModel
+    from omniplane.plan.slo import command_targets, plan_budget
     from omniplane.sim import simulate
-    from omniplane.sim.slo import targets_for
     from omniplane.sim.trace import write_chrome_trace
-    from omniplane.spec import SpecError, find_catalog_workload, load_plan, load_workload
+    from omniplane.spec import SpecError, load_plan, plan_load
     from omniplane.workload import generate
 
     try:
         rplan = load_plan(plan)
-        wpath = find_catalog_workload(workload) or Path(workload)
-        wl = load_workload(wpath)
-    except SpecError as exc:
+        load = plan_load(rplan, workload)
+    except (SpecError, OSError) as exc:
         fail(str(exc))
+    wl, mix, pred = load.workload, load.mix, rplan.spec.prediction
     if wl.model.name != rplan.model.name:
         fail(f"the workload is for model {wl.model.name!r} but the plan is for {rplan.model.name!r}")
+    rate = rate if rate is not None else load.rate
     if n is None and duration is None:
         duration = wl.spec.duration_s or 600.0
     cost = CostModel(rplan.model)
-    targets = _parse_slo(slo) if slo else targets_for(wl, cost, rplan.gpu)
-    requests = generate(wl, n=n, duration_s=duration, rate=rate, seed=seed)
-    result, sim = simulate(rplan, requests, cost, slo_s=targets, seed=seed, trace=trace is not None)
+    try:
+        targets, source = command_targets(slo_choice(slo, rplan.model.type_names), wl, stored=rplan.spec.slo,
+                                          gpu=rplan.gpu, gpus=plan_budget(rplan), cost=cost)
+    except ValueError as exc:
+        fail(str(exc))
+    requests = generate(wl, n=n, duration_s=duration, rate=rate, seed=seed, mix=mix)
+    result, sim = simulate(rplan, requests, cost, slo_s=targets.seconds, seed=seed, trace=trace is not None)
     if trace:
         write_chrome_trace(sim.topo, Path(trace))
     data = result.to_json()
-    data["slo_ms"] = {t: v * 1e3 for t, v in targets.items()}
+    per_type = {t: m.goodput for t, m in result.per_type.items()}
+    data["goodput"] = {"total": result.goodput, "per_type": per_type}
+    data.update({"slo_ms": dict(targets.targets_ms), "slo_source": source, "workload": wl.spec.name,
+                 "offered_rps": rate if rate is not None else len(requests) / max(result.window_s, 1e-9),
+                 "mix": mix})
+    if load.on_plan and pred is not None:
+        g = pred.goodput_rps.total
+        data["prediction"] = {"goodput_total": g, "offered_rps": pred.offered_rps, "requests": pred.requests,
+                              "difference": (result.goodput - g) / g if g > 0 else None}
     if json_out:
         print_json(data)
         return
@@ -118,3 +122,8 @@ def run(
                       f(m.latency_ms["p50"]), f(m.latency_ms["p95"]), f(m.tpot_ms["p50"]),
                       "-" if m.attainment is None else f"{m.attainment:.2f}", f"{m.goodput:.3f}")
     console.print(table)
+    console.print(f"targets: {source}", highlight=False)
+    if "prediction" in data and data["prediction"]["difference"] is not None:
+        p = data["prediction"]
+        console.print(f"the plan predicted {p['goodput_total']:.3f} req/s at {p['offered_rps']:.3f} req/s "
+                      f"({p['requests']} requests): {p['difference']:+.1%}", highlight=False)

@@ -221,6 +221,9 @@ class IngressCore:
             "model": self.model.name,
             "plan": self.orch.plan.name,
             "gpu": self.orch.plan.gpu,
+            "gpus": self.orch.plan.gpus or self.orch.plan.total_gpus,
+            # the plan file's latency targets (loadgen judges by them unless --slo says otherwise)
+            "slo": self.orch.plan.slo.model_dump(mode="json") if self.orch.plan.slo is not None else None,
             "time_scale": self.clock.scale,
             "types": self.model.type_names,
             "max_in_flight": self.max_in_flight,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,10 +21,10 @@ from omniplane.deploy.orchestrator import deployment_name
 from omniplane.deploy.serve_app import DeployOptions
 from omniplane.loadgen.client import LEAD_S, LoadOptions, replay
 from omniplane.loadgen.metrics import Record, summarize
-from omniplane.loadgen.slo import describe, slo_targets
 from omniplane.perf import CostModel
+from omniplane.plan.slo import command_targets, plan_budget
 from omniplane.sim import SimResult, simulate
-from omniplane.spec import ResolvedPlan, ResolvedWorkload, SLOPolicy
+from omniplane.spec import LatencyTargets, ResolvedPlan, ResolvedWorkload, SLOChoice
 from omniplane.workload import Request, generate
 
 WARMUP_PER_TYPE = 1  # requests of each type sent (and awaited) before the measured run
@@ -35,14 +35,14 @@ class RehearsalConfig:
     duration_s: float  # model seconds of arrivals
     time_scale: float = 10.0  # wall seconds per model second
     rate: float | None = None  # arrivals per model second (default: the workload's)
+    mix: dict[str, float] | None = None  # request-type fractions (default: the workload's)
     seed: int | None = None
     kill: str | None = None  # plan node (or "auto") to kill one replica of
     kill_at: float = 0.5  # fraction of the arrival window at which to kill
     port: int = 8000
     api: str = "typed"
     max_in_flight: int = 1024
-    slo: SLOPolicy | None = None  # default: the workload's policy
-    slo_overrides: dict[str, float] = field(default_factory=dict)
+    slo: SLOChoice | None = None  # --slo (default: the plan file's targets, else the workload's policy)
     drain_s: float = 30.0
     address: str | None = None  # an existing cluster instead of a local one
 
@@ -69,6 +69,14 @@ def generate_types(plan: ResolvedPlan, per_type: int) -> list[Request]:
     return out
 
 
+def rehearsal_targets(plan: ResolvedPlan, workload: ResolvedWorkload, cfg: RehearsalConfig,
+                      cost: CostModel | None = None) -> tuple[LatencyTargets, str]:
+    """The targets the rehearsal judges both the deployment and the simulator by: the plan
+    file's ``slo`` unless ``--slo`` says otherwise (``omniplane.plan.slo.command_targets``)."""
+    return command_targets(cfg.slo, workload, stored=plan.spec.slo, gpu=plan.gpu, gpus=plan_budget(plan),
+                           cost=cost)
+
+
 def rehearse(plan: ResolvedPlan, workload: ResolvedWorkload, cfg: RehearsalConfig) -> dict[str, Any]:
     """Run the rehearsal; the JSON document ``omniplane rehearse --json`` prints."""
     if workload.model.name != plan.model.name:
@@ -76,12 +84,12 @@ def rehearse(plan: ResolvedPlan, workload: ResolvedWorkload, cfg: RehearsalConfi
             f"workload {workload.spec.name!r} is for model {workload.model.name!r} "
             f"but plan {plan.spec.name!r} is for {plan.model.name!r}"
         )
-    requests = generate(workload, duration_s=cfg.duration_s, rate=cfg.rate, seed=cfg.seed)
+    requests = generate(workload, duration_s=cfg.duration_s, rate=cfg.rate, seed=cfg.seed, mix=cfg.mix)
     if not requests:
         raise ValueError(f"no requests arrive within {cfg.duration_s} s; lengthen --duration")
     cost = CostModel(plan.model)
-    policy = cfg.slo or workload.spec.slo
-    slo = slo_targets(plan.model, policy, plan.gpu, cost=cost, overrides=cfg.slo_overrides)
+    targets, slo_source = rehearsal_targets(plan, workload, cfg, cost)
+    slo = targets.seconds
     sim, simulation = simulate(plan, requests, cost, slo_s=slo)
     sim_latency = {r.rid: r.latency() for r in simulation.requests}
     url = f"http://{LOOPBACK}:{cfg.port}"
@@ -121,7 +129,8 @@ def rehearse(plan: ResolvedPlan, workload: ResolvedWorkload, cfg: RehearsalConfi
         records,
         sim,
         sim_latency,
-        slo,
+        targets,
+        slo_source,
         {
             "deploy_s": deploy_s,
             "wall_s": time.monotonic() - t_start,
@@ -214,9 +223,11 @@ def _report(
     records: list[Record],
     sim: SimResult,
     sim_latency: dict[int, float | None],
-    slo: dict[str, float],
+    targets: LatencyTargets,
+    slo_source: str,
     extra: dict[str, Any],
 ) -> dict[str, Any]:
+    slo = targets.seconds
     m = summarize(records, slo)
     per_type = {}
     for t, mt in m["per_type"].items():
@@ -257,7 +268,8 @@ def _report(
         "duration_s": cfg.duration_s,
         "rate": cfg.rate if cfg.rate is not None else len(requests) / max(cfg.duration_s, 1e-9),
         "time_scale": cfg.time_scale,
-        "slo": describe(cfg.slo or workload.spec.slo) + (" with overrides" if cfg.slo_overrides else ""),
+        "slo": slo_source,
+        "slo_ms": dict(targets.targets_ms),
         "api": cfg.api,
         "errors": [r.error for r in records if r.error][:10],
         **extra,

@@ -174,3 +174,16 @@ def solo_table(model: ModelSpec, cost: CostModel, cfgs: ExecutorConfig | Mapping
                n: int = 200, seed: int = 0) -> list[SoloLatency]:
     """Every request type of the model (each with the same seed, so tables are reproducible)."""
     return [solo_latencies(model, cost, cfgs, t, n, seed) for t in model.type_names]
+
+
+SOLO_SAMPLES = 200  # assumption: requests per type behind a solo percentile (seeded, reproducible)
+
+
+def solo_percentiles(model: ModelSpec, cost: CostModel, gpu: GPUKind, percentile: float, *,
+                     n: int = SOLO_SAMPLES, seed: int = 0) -> tuple[dict[str, float], ExecutorConfig]:
+    """Every type's ``percentile`` solo first-response latency (seconds) on the default solo
+    deployment (:func:`default_solo_config`), and that deployment: the statistic behind
+    HorizonServe's SLO (multiplier x solo p95), for the SLO resolver and the offline calibration."""
+    cfg = default_solo_config(model, cost, gpu)
+    return ({t: float(np.percentile(solo_latencies(model, cost, cfg, t, n, seed).samples, percentile))
+             for t in model.type_names}, cfg)

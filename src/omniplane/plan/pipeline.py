@@ -24,9 +24,17 @@ from omniplane.plan.progress import NO_PROGRESS, Progress
 from omniplane.plan.refine import SimOutcome, Simulator
 from omniplane.plan.search import Block, Cloud, Search, SearchStats
 from omniplane.plan.select import pareto_front, selection_policy
-from omniplane.plan.slo import DEFAULT_TRANSFER_S, Targets, resolve_targets
+from omniplane.plan.slo import DEFAULT_TRANSFER_S, resolve_targets, target_array
 from omniplane.plan.space import FULL, Space
-from omniplane.spec import GPUCatalog, PlanSpec, load_gpus
+from omniplane.spec import (
+    GPUCatalog,
+    LatencyTargets,
+    PlanSpec,
+    PredictedGoodput,
+    Prediction,
+    load_gpus,
+    workload_ref,
+)
 
 
 @dataclass(frozen=True)
@@ -50,7 +58,7 @@ class Simulated:
 class PlanResult:
     space: str
     problem: Problem
-    targets: Targets
+    targets: LatencyTargets
     options: PlannerOptions
     best: Simulated | None
     simulated: list[Simulated]
@@ -88,7 +96,7 @@ class Planner:
 
     def __init__(self, problem: Problem, *, options: PlannerOptions | None = None,
                  cost: CostModel | None = None, table: CostTable | None = None,
-                 targets: Targets | None = None, slo_overrides: dict[str, float] | None = None,
+                 targets: LatencyTargets | None = None, slo_overrides_ms: dict[str, float] | None = None,
                  policy: str = "total", transfer_s: float = DEFAULT_TRANSFER_S,
                  gpus: GPUCatalog | None = None, progress: Progress = NO_PROGRESS) -> None:
         self.problem = problem
@@ -102,7 +110,7 @@ class Planner:
         self.progress = progress
         t0 = time.perf_counter()
         self.targets = targets or resolve_targets(problem.workload.spec.slo, self.table, self.cost,
-                                                  slo_overrides, transfer_s, self.options.seed)
+                                                  slo_overrides_ms, transfer_s, self.options.seed)
         self.profile_s = time.perf_counter() - t0
         self._sim: Simulator | None = None
 
@@ -129,7 +137,7 @@ class Planner:
     # ---- main loop ------------------------------------------------------------------------
     def run(self, space: Space = FULL, *, cloud: bool = False) -> PlanResult:
         t0 = time.perf_counter()
-        slo = self.targets.array(self.problem.types)
+        slo = target_array(self.targets, self.problem.types)
         found = Search(self.problem, self.table, space, self.options, slo, self.transfer_s, self.score,
                        self.progress, cloud).run()
         survivors = self._shortlist(found.front, found.pool)
@@ -223,32 +231,34 @@ class Planner:
         front = pareto_front(good)
         score = self.score(good[front], self.problem.pi())
         best = simulated[int(front[int(np.argmax(score))])]
-        best.spec = best.spec.model_copy(update={"meta": self._meta(best, simulated)})
+        best.spec = best.spec.model_copy(update={"meta": self._meta(best, simulated), "slo": self.targets,
+                                                 "prediction": self._prediction(best)})
         return best
 
-    def _meta(self, best: Simulated, simulated: list[Simulated]) -> dict[str, Any]:
+    def _prediction(self, best: Simulated) -> Prediction:
+        """The typed ``prediction`` of the plan file: the load simulated and its goodput."""
         types = self.problem.types
+        per = {t: round(float(g), 4) for t, g in zip(types, best.sim.goodput, strict=True)}
+        return Prediction(workload=workload_ref(self.problem.workload),
+                          mix={t: round(float(f), 6) for t, f in self.problem.mix.items()},
+                          offered_rps=round(best.sim.rate, 6), requests=self.options.sim_requests,
+                          seed=self.options.seed,
+                          goodput_rps=PredictedGoodput(total=round(float(best.sim.goodput.sum()), 4),
+                                                       per_type=per))
+
+    def _meta(self, best: Simulated, simulated: list[Simulated]) -> dict[str, Any]:
         wl = self.problem.workload
         return {
-            "predicted_goodput_rps": {
-                "total": round(float(best.sim.goodput.sum()), 4),
-                "per_type": {t: round(float(g), 4) for t, g in zip(types, best.sim.goodput, strict=True)},
-                "monte_carlo_total": round(float(best.mc.sum()), 4),
-            },
-            "evaluated_at_rps": round(self.options.alpha * best.rate, 4),
+            "monte_carlo_goodput_rps": round(float(best.mc.sum()), 4),
             "flow_bound_rps": round(best.rate, 4),
-            "latency_targets_ms": {t: round(v * 1e3, 2) for t, v in self.targets.seconds.items()},
             "provenance": {
                 "planner": f"omniplane {__version__} (Cornfigurator, arXiv plan pipeline)",
                 "workload": wl.spec.name,
-                "mix": {t: round(float(f), 6) for t, f in self.problem.mix.items()},
                 "gpu_budget": self.problem.gpus,
                 "policy": self.policy_name,
                 "options": {k: getattr(self.options, k) for k in ("k_c", "k_s", "routing_step", "routing",
                                                                     "alpha", "mc_samples", "sim_requests",
                                                                     "max_simulated", "seed")},
-                "simulated_requests": self.options.sim_requests,
                 "logical_plan": best.logical,
-                "slo_policy": wl.spec.slo.policy,
             },
         }

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from omniplane.spec import PlanSpec
+from omniplane.spec import PlanSpec, Prediction
 
 
 def render(spec: PlanSpec) -> str:
@@ -26,18 +24,18 @@ def render(spec: PlanSpec) -> str:
         for i, r in enumerate(routes):
             head = t if i == 0 else ""
             lines.append(f"  {head:<{tw}}  {r.p:>4.2f}  " + " -> ".join(r.nodes))
-    good = spec.meta.get("predicted_goodput_rps")
-    if isinstance(good, dict):
+    if spec.slo is not None:
         lines.append("")
-        lines.append(_goodput(good, spec.meta))
+        lines.append(f"latency targets ({spec.slo.describe()})")
+        lines.append("  " + ", ".join(f"{t} {ms:.0f} ms" for t, ms in spec.slo.targets_ms.items()))
+    if spec.prediction is not None:
+        lines.append("")
+        lines.append(_goodput(spec.prediction))
     return "\n".join(lines)
 
 
-def _goodput(good: dict[str, Any], meta: dict[str, Any]) -> str:
-    per = good.get("per_type", {})
-    rate = meta.get("evaluated_at_rps")
-    head = f"predicted goodput {good.get('total', 0):.2f} req/s"
-    if rate is not None:
-        head += f" at {rate:.2f} req/s offered"
-    body = ", ".join(f"{t} {v:.2f}" for t, v in per.items())
+def _goodput(pred: Prediction) -> str:
+    head = (f"predicted goodput {pred.goodput_rps.total:.2f} req/s at {pred.offered_rps:.2f} req/s offered "
+            f"({pred.workload}, {pred.requests} simulated requests)")
+    body = ", ".join(f"{t} {v:.2f}" for t, v in pred.goodput_rps.per_type.items())
     return f"{head}\n  {body}" if body else head

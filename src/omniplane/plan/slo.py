@@ -1,104 +1,151 @@
-"""Latency targets per request type from a workload's SLO policy (Cornfigurator section 3.2).
+"""The one SLO resolver: latency targets per request type from an SLO policy (Cornfigurator
+section 3.2, HorizonServe section 4.2). Every command that needs targets comes here: the planner
+(``omniplane plan``), and, for a plan file without ``slo`` or a ``--slo`` policy, ``sim run``,
+``rehearse`` and ``loadgen`` (:func:`targets_for`); the plan file stores what the planner
+resolved (``PlanSpec.slo``), so planning, simulating and rehearsing one plan judge it by
+identical targets.
 
-* ``isolated_percentile`` (the paper's default, section 6.1): serve the type alone; among its
+* ``isolated_percentile`` (Cornfigurator's default, section 6.1): serve the type alone; among its
   deployments (every Keep/Merge partition of its path, every executor config per node) take
   the highest-throughput one (fewest GPU-seconds per request: a balanced allocation of
   continuous GPUs), and the ``percentile`` of its first-response latency at full occupancy,
   processing only (the profiler subtracts queueing, section 5.1), times ``multiplier``.
 * ``solo_multiplier`` (HorizonServe section 6.1): ``multiplier`` x the ``percentile`` of the
-  solo latency on one idle executor (``omniplane.perf.solo``).
-* ``explicit``: the workload's ``targets_ms``.
+  solo latency on one idle executor (:func:`omniplane.perf.solo.solo_percentiles`, the statistic
+  the scheduler's offline calibration takes its SLO table from too).
+* ``explicit``: the workload's ``targets_ms`` (a user's table).
 
-``overrides`` (the CLI's ``--slo t=800ms``) replace single types' targets afterwards.
+A user's table (``--slo TYPE=DURATION``, parsed by :func:`omniplane.spec.parse_slo`) replaces
+single types' targets afterwards.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
 from omniplane.perf import CostModel
-from omniplane.perf.solo import default_solo_config, solo_latencies
+from omniplane.perf.solo import solo_percentiles
 from omniplane.plan.costs import CostTable
 from omniplane.plan.enumerate import partitions
 from omniplane.plan.flow import Candidates
 from omniplane.plan.logical import Subplan, compose
 from omniplane.plan.montecarlo import node_states, route_latency
+from omniplane.plan.options import PlannerOptions
+from omniplane.plan.problem import make_problem
 from omniplane.plan.routing import node_share
-from omniplane.spec import ExplicitSLO, GeneratorKind, IsolatedPercentileSLO, SLOPolicy, SoloMultiplierSLO
+from omniplane.spec import (
+    ExplicitSLO,
+    GeneratorKind,
+    GPUKind,
+    IsolatedPercentileSLO,
+    LatencyTargets,
+    ResolvedPlan,
+    ResolvedWorkload,
+    SLOChoice,
+    SLOPolicy,
+    SoloMultiplierSLO,
+)
+from omniplane.spec.slo import USER_TABLE, describe
 
 DEFAULT_TRANSFER_S = 0.010  # plans' default transfer_ms (Cornfigurator section 5.2: ~10 ms median)
 
 
-@dataclass(frozen=True)
-class Targets:
-    """Latency target per type (seconds) and how each was obtained."""
-
-    seconds: Mapping[str, float]
-    how: Mapping[str, str]
-
-    def array(self, types: list[str]) -> np.ndarray:
-        return np.array([self.seconds.get(t, np.inf) for t in types])
-
-
-def parse_duration(text: str) -> float:
-    """'800ms', '3s', '1.5' (seconds) -> seconds."""
-    s = text.strip().lower()
-    try:
-        if s.endswith("ms"):
-            return float(s[:-2]) / 1e3
-        return float(s[:-1]) if s.endswith("s") else float(s)
-    except ValueError:
-        raise ValueError(f"cannot read a duration from {text!r} (expected e.g. 800ms or 3s)") from None
-
-
-def parse_overrides(text: str, types: list[str]) -> dict[str, float]:
-    """``'ti2t=800ms,ti2a=3s'`` -> seconds per type."""
-    out: dict[str, float] = {}
-    for item in filter(None, (x.strip() for x in text.split(","))):
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"--slo item {item!r} must look like TYPE=DURATION (e.g. ti2t=800ms)")
-        if name not in types:
-            known = ", ".join(types)
-            raise ValueError(f"--slo names unknown request type {name!r} (expected one of: {known})")
-        out[name] = parse_duration(value)
-        if out[name] <= 0:
-            raise ValueError(f"--slo target for {name!r} must be positive, got {value!r}")
-    return out
-
-
 def resolve_targets(policy: SLOPolicy, table: CostTable, cost: CostModel,
-                    overrides: Mapping[str, float] | None = None, transfer_s: float = DEFAULT_TRANSFER_S,
-                    seed: int = 0) -> Targets:
+                    overrides_ms: Mapping[str, float] | None = None, transfer_s: float = DEFAULT_TRANSFER_S,
+                    seed: int = 0) -> LatencyTargets:
+    """Targets for every type of ``table``'s model under ``policy``, then the user's table."""
     types = table.types
-    seconds: dict[str, float] = {}
+    ms: dict[str, float] = {}
     how: dict[str, str] = {}
     if isinstance(policy, ExplicitSLO):
         for t in types:
             if t in policy.targets_ms:
-                seconds[t] = policy.targets_ms[t] / 1e3
+                ms[t] = policy.targets_ms[t]
                 how[t] = "explicit"
     elif isinstance(policy, SoloMultiplierSLO):
-        model, gpu = table.model, table.problem.gpu
-        cfg = default_solo_config(model, cost, gpu)
+        solo, cfg = solo_percentiles(table.model, cost, table.problem.gpu, policy.percentile, seed=seed)
         for t in types:
-            solo = solo_latencies(model, cost, cfg, t, n=len(table.problem.samples[t]), seed=seed)
-            seconds[t] = policy.multiplier * float(np.percentile(solo.samples, policy.percentile))
+            ms[t] = policy.multiplier * solo[t] * 1e3
             how[t] = f"{policy.multiplier:g} x solo p{policy.percentile:g} (tp {cfg.tp})"
     else:
         assert isinstance(policy, IsolatedPercentileSLO)
         alone = table if not _pads(table) else CostTable(table.problem, cost, pad=False)
         for t in types:
             lat, desc = isolated_best(alone, t, transfer_s)
-            seconds[t] = policy.multiplier * float(np.percentile(lat, policy.percentile))
+            ms[t] = policy.multiplier * float(np.percentile(lat, policy.percentile)) * 1e3
             how[t] = f"p{policy.percentile:g} x {policy.multiplier:g} of {desc}"
-    for t, s in (overrides or {}).items():
-        seconds[t] = s
-        how[t] = "override"
-    return Targets(seconds, how)
+    for t, v in (overrides_ms or {}).items():
+        ms[t] = v
+        how[t] = USER_TABLE
+    if not ms:
+        raise ValueError(f"the SLO policy gives no target for any type of {table.model.name}")
+    return LatencyTargets(targets_ms=ms, derived_from=policy, how=how)
+
+
+def targets_for(workload: ResolvedWorkload, gpu: GPUKind, gpus: int, policy: SLOPolicy | None = None,
+                overrides_ms: Mapping[str, float] | None = None, *, cost: CostModel | None = None,
+                transfer_s: float = DEFAULT_TRANSFER_S,
+                options: PlannerOptions | None = None) -> LatencyTargets:
+    """What the planner resolves for ``workload`` on ``gpus`` GPUs of kind ``gpu`` with its default
+    options (``PlannerOptions``: request sample and seed), for a command without a planner.
+    ``policy`` defaults to the workload's. Builds the planner's profile only when a type still
+    needs a target (a user's table naming every type needs nothing)."""
+    policy = policy or workload.spec.slo
+    opts = options or PlannerOptions()
+    types = workload.model.type_names
+    if overrides_ms and set(overrides_ms) >= set(types):
+        return LatencyTargets(targets_ms=dict(overrides_ms), derived_from=None,
+                              how=dict.fromkeys(overrides_ms, USER_TABLE))
+    problem = make_problem(workload, gpu, gpus, samples=opts.mc_samples, seed=opts.seed)
+    cost = cost or CostModel(workload.model)
+    return resolve_targets(policy, CostTable(problem, cost), cost, overrides_ms, transfer_s, opts.seed)
+
+
+def command_targets(choice: SLOChoice | None, workload: ResolvedWorkload, *, stored: LatencyTargets | None,
+                    gpu: GPUKind | None, gpus: int | None, cost: CostModel | None = None,
+                    where: str = "the plan file") -> tuple[LatencyTargets, str]:
+    """The targets a command judges by (``sim run``, ``rehearse``, ``loadgen``) and one line saying
+    where they come from. Base, in order: the ``--slo`` policy; ``--slo workload``; the plan's
+    stored ``slo`` (the default when there is one, and ``--slo plan``; ``where`` names its
+    holder); else the workload's policy, resolved as the planner would on GPU kind ``gpu`` and
+    budget ``gpus``. A user's ``TYPE=DURATION`` items replace single types on top."""
+    choice = choice or SLOChoice()
+    user = dict(choice.targets_ms)
+    if choice.base == "plan" and stored is None:
+        raise ValueError(f"--slo plan: {where} has no slo (a hand-written plan, or one from before the "
+                         "field); give a policy such as 'isolated p25' or '5x solo p95'")
+    if choice.base in (None, "plan") and stored is not None:
+        how = {**stored.how, **dict.fromkeys(user, USER_TABLE)}
+        got = LatencyTargets(targets_ms={**stored.targets_ms, **user}, derived_from=stored.derived_from,
+                             how=how)
+        return got, f"{where}'s slo ({got.describe()})"
+    if user and set(user) >= set(workload.model.type_names):
+        return LatencyTargets(targets_ms=user, how=dict.fromkeys(user, USER_TABLE)), "--slo (every type)"
+    given = None if choice.base is None or isinstance(choice.base, str) else choice.base
+    policy = given or workload.spec.slo
+    if gpu is None or gpus is None:
+        raise ValueError(f"the {describe(policy)} targets need the GPU kind and budget they are for "
+                         "(pass --gpu, or --slo TYPE=DURATION for every type)")
+    got = targets_for(workload, gpu, gpus, policy, user, cost=cost)
+    if given is not None:
+        why = "--slo"
+    else:
+        why = f"workload {workload.spec.name!r}'s policy" + (f"; {where} has no slo" if choice.base is None
+                                                             else "")
+    return got, f"{got.describe()} resolved on {gpus} x {gpu.name} ({why})"
+
+
+def plan_budget(plan: ResolvedPlan) -> int:
+    """The GPU budget a plan was made for (its ``gpus``, else the GPUs it uses)."""
+    return plan.spec.gpus or plan.spec.total_gpus
+
+
+def target_array(targets: LatencyTargets, types: list[str]) -> np.ndarray:
+    """Seconds in ``types`` order (inf: no target)."""
+    sec = targets.seconds
+    return np.array([sec.get(t, np.inf) for t in types])
 
 
 def _pads(table: CostTable) -> bool:

@@ -29,11 +29,17 @@ from typing import Any
 import yaml
 
 from omniplane.perf import ColocationModel, CostModel, ExecutorConfig
-from omniplane.perf.solo import CHUNK_TOKENS, default_solo_config, request_latency, solo_table
+from omniplane.perf.solo import (
+    CHUNK_TOKENS,
+    SOLO_SAMPLES,
+    default_solo_config,
+    request_latency,
+    solo_percentiles,
+)
 from omniplane.sched.ladder import Ladder, LadderSpec, PartitionRule, build_ladder, partition_rule
 from omniplane.sched.profiler import ClassProfile
 from omniplane.spec import ComponentKind, GPUKind, ModelSpec, PathClass, compute_capability
-from omniplane.spec.slo import HORIZON_MULTIPLIER
+from omniplane.spec.slo import HORIZON_MULTIPLIER, HORIZON_PERCENTILE
 from omniplane.spec.work import mean_work
 
 SLO_MULTIPLIER = HORIZON_MULTIPLIER  # section 6.1: "5x its isolated p95 first-response latency"
@@ -74,12 +80,12 @@ class SLOTable:
 
 
 def slo_from_solo(model: ModelSpec, cost: CostModel, gpu: GPUKind, *, multiplier: float = SLO_MULTIPLIER,
-                  n: int = 200, seed: int = 0) -> SLOTable:
-    """The SLO table from the performance model's solo latencies (:mod:`omniplane.perf.solo`)."""
-    cfg = default_solo_config(model, cost, gpu)
-    table = solo_table(model, cost, cfg, n=n, seed=seed)
+                  n: int = SOLO_SAMPLES, seed: int = 0) -> SLOTable:
+    """The SLO table from the performance model's solo p95 (:func:`omniplane.perf.solo.solo_percentiles`,
+    the statistic the SLO resolver's ``solo_multiplier`` policy takes too, so both give one number)."""
+    p95, cfg = solo_percentiles(model, cost, gpu, HORIZON_PERCENTILE, n=n, seed=seed)
     source = f"omniplane.perf.solo: {model.name} on {gpu.name} TP{cfg.tp}, {n} requests/class, seed {seed}"
-    return SLOTable({s.type: s.p95 for s in table}, multiplier, source)
+    return SLOTable(p95, multiplier, source)
 
 
 def load_solo_p95(path: Path, model: ModelSpec, *, multiplier: float = SLO_MULTIPLIER) -> SLOTable:

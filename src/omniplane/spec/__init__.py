@@ -19,6 +19,7 @@ from omniplane.spec.errors import SpecError, SpecFieldError, SpecIssue
 from omniplane.spec.executor import ExecutorType
 from omniplane.spec.gpu import GPUCatalog, GPUKind, compute_capability
 from omniplane.spec.load import (
+    PlanLoad,
     ResolvedPlan,
     ResolvedWorkload,
     dump,
@@ -28,14 +29,25 @@ from omniplane.spec.load import (
     load_plan,
     load_workload,
     parse,
+    plan_load,
+    plan_workload,
     resolve_plan,
     resolve_workload,
     validate_file,
+    workload_ref,
 )
 from omniplane.spec.model import ModelSpec
-from omniplane.spec.plan import ExecutorGroup, PlanNode, PlanSpec, Route
+from omniplane.spec.plan import ExecutorGroup, PlanNode, PlanSpec, PredictedGoodput, Prediction, Route
 from omniplane.spec.request import FirstResponse, RequestType
-from omniplane.spec.slo import ExplicitSLO, IsolatedPercentileSLO, SLOPolicy, SoloMultiplierSLO
+from omniplane.spec.slo import (
+    ExplicitSLO,
+    IsolatedPercentileSLO,
+    LatencyTargets,
+    SLOChoice,
+    SLOPolicy,
+    SoloMultiplierSLO,
+    parse_slo,
+)
 from omniplane.spec.workload import TraceArrivals, TraceMapping, WorkloadSpec
 
 __all__ = [
@@ -51,15 +63,20 @@ __all__ = [
     "GPUKind",
     "GeneratorKind",
     "IsolatedPercentileSLO",
+    "LatencyTargets",
     "Modality",
     "ModelSpec",
     "PathClass",
+    "PlanLoad",
     "PlanNode",
     "PlanSpec",
+    "PredictedGoodput",
+    "Prediction",
     "RequestType",
     "ResolvedPlan",
     "ResolvedWorkload",
     "Route",
+    "SLOChoice",
     "SLOPolicy",
     "Size",
     "SoloMultiplierSLO",
@@ -82,7 +99,11 @@ __all__ = [
     "load_plan",
     "load_workload",
     "parse",
+    "parse_slo",
+    "plan_load",
+    "plan_workload",
     "resolve_plan",
     "resolve_workload",
     "validate_file",
+    "workload_ref",
 ]

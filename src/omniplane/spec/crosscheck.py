@@ -150,4 +150,24 @@ def check_plan(spec: PlanSpec, model: ModelSpec, gpus: GPUCatalog) -> list[SpecI
             if useless:
                 issues.append(SpecIssue(("routes", t, j, "nodes"),
                                         f"node(s) {useless} serve nothing on the path of {t!r}"))
+    return issues + _check_plan_basis(spec, model)
+
+
+def _check_plan_basis(spec: PlanSpec, model: ModelSpec) -> list[SpecIssue]:
+    """``slo`` and ``prediction`` name only the model's request types (a type without a target,
+    e.g. one outside an explicit workload's mix, has no goodput)."""
+    issues: list[SpecIssue] = []
+    known = ", ".join(model.type_names)
+    if spec.slo is not None:
+        for t in spec.slo.targets_ms:
+            if t not in model.type_names:
+                issues.append(SpecIssue(("slo", "targets_ms", t),
+                                        f"unknown request type {t!r} (expected one of: {known})"))
+    pred = spec.prediction
+    if pred is not None:
+        for key, names in (("mix", pred.mix or {}), ("goodput_rps", pred.goodput_rps.per_type)):
+            for t in names:
+                if t not in model.type_names:
+                    loc = ("prediction", key, t) if key == "mix" else ("prediction", key, "per_type", t)
+                    issues.append(SpecIssue(loc, f"unknown request type {t!r} (expected one of: {known})"))
     return issues

@@ -7,6 +7,7 @@ shipped catalog.
 
 from __future__ import annotations
 
+import os
 import types
 import typing
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from typing import Any, TypeVar, Union
 
 from pydantic import BaseModel, ValidationError
 
-from omniplane.spec.catalog import catalog_gpus_path, find_catalog_model
+from omniplane.spec.catalog import catalog_gpus_path, find_catalog_model, find_catalog_workload
 from omniplane.spec.crosscheck import check_plan, check_trace_file, check_workload
 from omniplane.spec.errors import Loc, SpecError, SpecFieldError, SpecIssue
 from omniplane.spec.gpu import GPUCatalog, GPUKind
@@ -256,6 +257,77 @@ def resolve_plan(
     if issues:
         raise SpecError(str(path) if path else None, [_place(i, None, positions or {}) for i in issues])
     return ResolvedPlan(spec, model, gpus.get(spec.gpu), path)
+
+
+def workload_ref(workload: ResolvedWorkload, relative_to: Path | None = None) -> str:
+    """How a plan file names its workload: the catalog name of a catalog workload, else the
+    file's path (relative to ``relative_to``, the plan file's folder, when given)."""
+    path = workload.path
+    if path is None:
+        return workload.spec.name
+    found = find_catalog_workload(path.stem)
+    if found is not None and found.resolve() == path.resolve():
+        return path.stem
+    if relative_to is not None:
+        return os.path.relpath(path.resolve(), relative_to.resolve())
+    return str(path.resolve())
+
+
+def plan_workload(plan: ResolvedPlan) -> ResolvedWorkload | None:
+    """The workload a plan file names in ``prediction.workload`` (catalog name, or a file
+    relative to the plan file), checked to be for the plan's model; None when the plan names
+    none. Errors name the plan file and the field."""
+    if plan.spec.prediction is None:
+        return None
+    ref = plan.spec.prediction.workload
+    file = str(plan.path) if plan.path else None
+    found = find_catalog_workload(ref)
+    path = found if found is not None else Path(ref)
+    if found is None and not path.is_absolute() and plan.path is not None:
+        path = plan.path.parent / path
+    if not path.is_file():
+        raise SpecError(file, [SpecIssue(("prediction", "workload"),
+                                         f"no catalog workload or file named {ref!r} (a path is "
+                                         "relative to the plan file)")])
+    workload = load_workload(path)
+    if workload.model.name != plan.model.name:
+        raise SpecError(file, [SpecIssue(("prediction", "workload"),
+                                         f"{ref!r} is for model {workload.model.name!r}, the plan for "
+                                         f"{plan.model.name!r}")])
+    return workload
+
+
+@dataclass(frozen=True)
+class PlanLoad:
+    """The load a command runs a plan under: the workload, and (when it is the plan's own) the
+    offered rate and type mix the plan was evaluated at; None means the workload's own."""
+
+    workload: ResolvedWorkload
+    rate: float | None
+    mix: dict[str, float] | None
+
+    @property
+    def on_plan(self) -> bool:
+        return self.rate is not None
+
+
+def plan_load(plan: ResolvedPlan, workload: str | None = None) -> PlanLoad:
+    """``workload`` (a catalog name or file; default: the plan's ``prediction.workload``) with the
+    plan's offered rate and mix when it is the workload the plan was evaluated on."""
+    planned = plan_workload(plan)
+    if workload is None:
+        if planned is None:
+            raise SpecError(str(plan.path) if plan.path else None, [SpecIssue(
+                ("prediction", "workload"), "the plan names no workload it was made for: give --workload")])
+        chosen = planned
+    else:
+        found = find_catalog_workload(workload)
+        chosen = load_workload(found if found is not None else Path(workload))
+    pred = plan.spec.prediction
+    if pred is None or planned is None or chosen.path != planned.path:
+        return PlanLoad(chosen, None, None)
+    mix = {t: f for t, f in (pred.mix or {}).items() if f > 0} or None
+    return PlanLoad(chosen, pred.offered_rps, mix)
 
 
 def dump(spec: BaseModel) -> str:

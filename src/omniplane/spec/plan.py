@@ -21,6 +21,26 @@ A plan is what the planner emits, the simulator runs and the deployer deploys::
 Within a node, ``routing`` gives per type the probability of each executor group (default:
 in proportion to the group's executor count); executors inside a group share its traffic
 evenly. Every component on a type's path is served by exactly one node of each of its routes.
+
+A plan written by the planner also says what it was made for, in two typed fields that every
+command reads (``sim run``, ``rehearse``, ``loadgen`` through ``deploy``)::
+
+    slo:                       # LatencyTargets: per-type first-response targets
+      targets_ms: {ti2t: 244.5, ti2a: 338.9}
+      derived_from: {policy: isolated_percentile, percentile: 25.0, multiplier: 1.0}
+      how: {ti2t: "p25 x 1 of [...]", ...}
+    prediction:                # the load it was evaluated under and the goodput predicted
+      workload: qwen3-omni-servegen      # catalog name or file relative to the plan file
+      mix: {ti2t: 0.2, ti2a: 0.1}        # the type mix evaluated (default: the workload's)
+      offered_rps: 6.39
+      requests: 1200
+      seed: 0
+      goodput_rps: {total: 6.1, per_type: {ti2t: 1.2, ti2a: 0.6}}
+
+A plan file from before these fields kept the same numbers in ``meta`` (``latency_targets_ms``,
+``predicted_goodput_rps``, ``evaluated_at_rps``, ``provenance``); they are read into the typed
+fields when such a file loads. A plan without ``slo`` (hand-written, like the catalog's) is
+judged by the targets its workload's SLO policy resolves to, and the commands say so.
 """
 
 from __future__ import annotations
@@ -29,8 +49,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from omniplane.spec.base import Document, Name, PositiveInt, SpecModel
+from omniplane.spec.base import Document, Name, PositiveFloat, PositiveInt, SpecModel
 from omniplane.spec.errors import Loc, SpecFieldError
+from omniplane.spec.slo import LatencyTargets
+from omniplane.spec.workload import Fraction, check_fractions
 
 Probability = Annotated[float, Field(ge=0, le=1)]
 _TOL = 1e-6
@@ -73,6 +95,31 @@ class Route(SpecModel):
     p: Probability
 
 
+NonNegative = Annotated[float, Field(ge=0)]
+
+
+class PredictedGoodput(SpecModel):
+    total: NonNegative
+    per_type: dict[Name, NonNegative] = Field(default_factory=dict)
+
+
+class Prediction(SpecModel):
+    """The load a plan was evaluated under and the goodput predicted there (module docstring)."""
+
+    workload: Annotated[str, Field(min_length=1)]
+    mix: dict[Name, Fraction] | None = None
+    offered_rps: PositiveFloat
+    requests: PositiveInt
+    seed: int = 0
+    goodput_rps: PredictedGoodput
+
+    @model_validator(mode="after")
+    def _mix(self) -> Prediction:
+        if self.mix is not None:
+            check_fractions(self.mix, "mix")
+        return self
+
+
 class PlanSpec(Document):
     """``kind: plan``. See the module docstring for the format."""
 
@@ -84,7 +131,35 @@ class PlanSpec(Document):
     transfer_ms: Annotated[float, Field(ge=0)] = 10.0  # per disaggregated edge (Cornfigurator 5.2)
     nodes: Annotated[list[PlanNode], Field(min_length=1)]
     routes: Annotated[dict[Name, Annotated[list[Route], Field(min_length=1)]], Field(min_length=1)]
+    slo: LatencyTargets | None = None
+    prediction: Prediction | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_older_meta(cls, data: Any) -> Any:
+        """A plan file written before ``slo`` and ``prediction`` existed: read their numbers
+        from ``meta`` (module docstring)."""
+        if not isinstance(data, dict) or not isinstance(data.get("meta"), dict):
+            return data
+        meta = dict(data["meta"])
+        targets = meta.get("latency_targets_ms")
+        if "slo" not in data and isinstance(targets, dict) and targets:
+            how = dict.fromkeys(targets, "meta.latency_targets_ms (older plan file)")
+            data = {**data, "slo": {"targets_ms": targets, "how": how}}
+            meta.pop("latency_targets_ms")
+        good, rate = meta.get("predicted_goodput_rps"), meta.get("evaluated_at_rps")
+        prov: dict[str, Any] = meta["provenance"] if isinstance(meta.get("provenance"), dict) else {}
+        if "prediction" not in data and isinstance(good, dict) and rate and prov.get("workload"):
+            options: dict[str, Any] = prov["options"] if isinstance(prov.get("options"), dict) else {}
+            data = {**data, "prediction": {
+                "workload": prov["workload"], "mix": prov.get("mix"), "offered_rps": rate,
+                "requests": prov.get("simulated_requests", options.get("sim_requests", 1)),
+                "seed": options.get("seed", 0),
+                "goodput_rps": {k: v for k, v in good.items() if k in ("total", "per_type")}}}
+            meta.pop("predicted_goodput_rps")
+            meta.pop("evaluated_at_rps")
+        return {**data, "meta": meta}
 
     @model_validator(mode="after")
     def _local(self) -> PlanSpec:
