@@ -4,7 +4,10 @@ like ``AsyncOmni`` (stage_list with final_output / final_output_type, async gene
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
+import importlib.util
+import sys
+from importlib.machinery import ModuleSpec
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
@@ -63,8 +66,44 @@ def test_installed_generate_stamps_and_the_scheduler_reads_it() -> None:
     assert classes == ["text", "audio"]
 
 
-def test_plugin_hook_is_inert_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+def _fake_vllm_omni(monkeypatch: pytest.MonkeyPatch) -> type:
+    """A stand-in ``vllm_omni.entrypoints.async_omni.AsyncOmni`` importable by name."""
+
+    class AsyncOmni:  # not FakeOmni: another test wraps FakeOmni.generate for good
+        async def generate(self, prompt: Any, request_id: str, sampling_params_list: Any = None, *,
+                           output_modalities: list[str] | None = None) -> Any:
+            yield prompt
+
+    for name in ("vllm_omni", "vllm_omni.entrypoints", "vllm_omni.entrypoints.async_omni"):
+        mod = ModuleType(name)
+        mod.__spec__ = ModuleSpec(name, None)
+        monkeypatch.setitem(sys.modules, name, mod)
+    sys.modules["vllm_omni.entrypoints.async_omni"].AsyncOmni = AsyncOmni  # type: ignore[attr-defined]
+    return AsyncOmni
+
+
+def test_plugin_hook_installs_only_when_asked_and_vllm_omni_is_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    omni = _fake_vllm_omni(monkeypatch)
+    plain = omni.generate
     monkeypatch.delenv("OMNIPLANE_FORWARD_CLASS", raising=False)
-    register()  # must not import vLLM-Omni or fail
+    register()  # not asked: vLLM-Omni's generate stays as it is
+    assert omni.generate is plain
+    monkeypatch.setenv("OMNIPLANE_FORWARD_CLASS", "0")
+    register()
+    assert omni.generate is plain
     monkeypatch.setenv("OMNIPLANE_FORWARD_CLASS", "1")
-    register()  # vLLM-Omni absent here: still nothing
+    register()  # asked, and vLLM-Omni is importable: generate now stamps the class
+    assert omni.generate is not plain and getattr(omni.generate, "__omniplane__", False)
+    register()  # a second vLLM process start in the same interpreter does not wrap twice
+    assert omni.generate.__wrapped__ is plain  # type: ignore[attr-defined]
+
+
+def test_plugin_hook_without_vllm_omni_imports_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name.split(".")[0] == "vllm_omni" else real(name, *a))
+    for name in [m for m in sys.modules if m.split(".")[0] == "vllm_omni"]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setenv("OMNIPLANE_FORWARD_CLASS", "1")
+    register()  # asked, but vLLM-Omni is absent: no error, nothing imported
+    assert not [m for m in sys.modules if m.split(".")[0] == "vllm_omni"]
