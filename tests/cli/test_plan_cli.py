@@ -43,6 +43,11 @@ def test_json_has_exactly_the_issue_keys_and_writes_the_plan(tmp_path: Path) -> 
     assert 0 < pred.goodput_rps.total <= pred.offered_rps * (1 + 1e-6)  # goodput never exceeds the offer
     assert set(slo.targets_ms) == {"t2t", "ti2t"} and slo.describe() == "isolated p25"
     assert doc["plan"]["slo"]["targets_ms"] == pytest.approx(slo.targets_ms)
+    shown = runner.invoke(app, ["plan", "show", str(out)])
+    assert shown.exit_code == 0 and "latency targets (isolated p25)" in shown.output
+    assert f"predicted goodput {pred.goodput_rps.total:.2f} req/s" in shown.output
+    dry = runner.invoke(app, ["deploy", str(out), "--dry-run", "--json"])  # what the ingress will say
+    assert dry.exit_code == 0 and json.loads(dry.stdout)["slo_ms"] == slo.targets_ms
     assert sorted(p.name for p in figs.glob("*.png")) == sorted(
         f"qwen3-vl-2xA100-80GB-{k}.png" for k in ("fig7-pruning", "fig8-baselines", "fig9-goodput-vs-target"))
 

@@ -132,6 +132,8 @@ def deploy(
         "deployments": deps,
         "stage_configs": configs,
         "url": f"http://{host}:{port}",
+        # the targets the ingress reports to loadgen (GET /v1/omniplane/info): the plan file's slo
+        "slo_ms": dict(plan.spec.slo.targets_ms) if plan.spec.slo is not None else None,
     }
     if dry_run:
         _show_deployments(summary, json_out)
