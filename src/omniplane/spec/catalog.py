@@ -66,6 +66,11 @@ def find_trace(ref: str, base_dir: Path | None = None) -> tuple[Path, str | None
     return path, None
 
 
+def catalog_layout_paths() -> list[Path]:
+    """vLLM-Omni's stock stage layouts (omniplane.spec.layout)."""
+    return sorted((catalog_dir() / "layouts" / "vllm-omni").glob("*.yaml"))
+
+
 def all_catalog_files() -> list[Path]:
     return [catalog_gpus_path(), *catalog_model_paths(), *catalog_workload_paths(),
-            *catalog_plan_paths()]
+            *catalog_plan_paths(), *catalog_layout_paths()]

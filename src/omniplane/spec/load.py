@@ -20,18 +20,20 @@ from omniplane.spec.catalog import catalog_gpus_path, find_catalog_model, find_c
 from omniplane.spec.crosscheck import check_plan, check_trace_file, check_workload
 from omniplane.spec.errors import Loc, SpecError, SpecFieldError, SpecIssue
 from omniplane.spec.gpu import GPUCatalog, GPUKind
+from omniplane.spec.layout import VllmOmniLayout
 from omniplane.spec.model import ModelSpec
 from omniplane.spec.plan import PlanSpec
 from omniplane.spec.workload import TraceArrivals, WorkloadSpec
 from omniplane.spec.yamlio import Positions, dump_yaml, read_yaml
 
 T = TypeVar("T", bound=BaseModel)
-Document = ModelSpec | WorkloadSpec | GPUCatalog | PlanSpec
+Document = ModelSpec | WorkloadSpec | GPUCatalog | PlanSpec | VllmOmniLayout
 KINDS: dict[str, type[BaseModel]] = {
     "model": ModelSpec,
     "workload": WorkloadSpec,
     "gpus": GPUCatalog,
     "plan": PlanSpec,
+    "vllm-omni-layout": VllmOmniLayout,
 }
 
 
