@@ -55,11 +55,12 @@ class Sourced(SpecModel):
     sources: dict[str, Source] = Field(default_factory=dict)
 
     _unsourced: ClassVar[frozenset[str]] = frozenset()
+    _sourced_text: ClassVar[frozenset[str]] = frozenset()  # non-numeric facts ``sources`` may name
 
     @model_validator(mode="after")
     def _check_sources(self) -> Sourced:
         numeric = self.numeric_fields()
-        unknown = sorted(set(self.sources) - set(numeric))
+        unknown = sorted(set(self.sources) - set(numeric) - self._sourced_text)
         if unknown:
             raise ValueError(
                 f"sources names unknown field(s) {unknown}; numeric fields are {sorted(numeric)}"

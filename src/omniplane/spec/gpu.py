@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
 from omniplane.spec.base import Document, Name, PositiveFloat, PositiveInt, Sourced
 from omniplane.spec.errors import SpecFieldError
@@ -29,6 +29,19 @@ class GPUKind(Sourced):
     interconnect_gbs: PositiveFloat
     interconnect: Literal["nvlink", "pcie"]
     gpus_per_node: PositiveInt = 8
+    # CUDA compute capability "major.minor" (https://developer.nvidia.com/cuda-gpus): the SM
+    # partition rule of green contexts (omniplane.gpu.ladder) follows from it. None: not stated.
+    compute_capability: Annotated[str, StringConstraints(pattern=r"^\d+\.\d+$")] | None = None
+
+    _sourced_text: ClassVar[frozenset[str]] = frozenset({"compute_capability"})
+
+    def capability(self) -> tuple[int, int]:
+        """(major, minor) of the compute capability; the one place it is read (ladders, stage
+        configs). Raises ValueError naming the GPU when the catalog does not state it."""
+        if self.compute_capability is None:
+            raise ValueError(f"GPU {self.name}: compute_capability is not stated in its catalog entry")
+        major, minor = self.compute_capability.split(".")
+        return int(major), int(minor)
 
     @property
     def memory_bytes(self) -> float:
