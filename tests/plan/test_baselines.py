@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from omniplane.plan.baselines import VLLM_OMNI, baseline_spaces
+from omniplane.plan.baselines import baseline_spaces, stage_unit
 from omniplane.spec import load_model
+from omniplane.spec.layout import load_layout
 
 
 def test_each_model_gets_the_baselines_that_apply() -> None:
@@ -15,17 +16,38 @@ def test_each_model_gets_the_baselines_that_apply() -> None:
     assert "vllm-omni" in names["qwen2.5-omni"]
 
 
-def test_vllm_omni_replicates_its_stage_unit_to_the_budget() -> None:
+def test_vllm_omni_replicates_its_stock_unit_to_the_budget() -> None:
+    """Qwen3-Omni's stock layout (vLLM-Omni 0.30.0): thinker with the encoders on GPU 0, talker and
+    code2wav sharing GPU 1, so one unit is 2 GPUs: two plan nodes at TP 1, the second co-located."""
     model = load_model("qwen3-omni")
+    layout = load_layout("qwen3-omni")
+    assert layout is not None and layout.gpus == (0, 1)
     space = next(s for s in baseline_spaces(model) if s.name == "vllm-omni")
     assert space.logical is not None and space.counts is not None
     lp = space.logical[0]
-    assert [sorted(n) for n in lp.nodes] == [sorted(s) for s in VLLM_OMNI["qwen3-omni"].stages]
+    assert sorted(sorted(n) for n in lp.nodes) == [
+        ["audio_encoder", "image_encoder", "thinker", "video_encoder"], ["code2wav", "talker"]]
     tps = tuple(space.tp[n][0] for n in lp.nodes)
-    assert tps == (2, 1, 1)
-    assert space.counts(tps, 16) == (4, 4, 4)
-    assert space.counts(tps, 8) == (2, 2, 2)
-    assert space.counts(tps, 3) is None
+    assert tps == (1, 1) and not space.approximation.startswith("stages")
+    assert space.counts(tps, 16) == (8, 8)
+    assert space.counts(tps, 8) == (4, 4)
+    assert space.counts(tps, 1) is None
+
+
+def test_vllm_omni_stages_that_cannot_share_an_executor_get_their_own_gpus() -> None:
+    """Qwen2.5-Omni puts thinker and code2wav on GPU 0; they share no edge, so the baseline gives
+    each stage its own GPU (3 per unit) and says so."""
+    unit = stage_unit(load_model("qwen2.5-omni"))
+    assert unit is not None
+    assert [sorted(n) for n in unit.nodes] == [
+        ["audio_encoder", "thinker", "vision_encoder"], ["talker"], ["token2wav"]]
+    assert unit.tp == (1, 1, 1)
+    assert "share GPUs [0]" in unit.approximation and "3 per unit, the stock file uses 2" in unit.approximation
+    # models whose stages all share GPU 0 are one executor
+    for name in ("bagel", "mimo-audio", "qwen-image"):
+        u = stage_unit(load_model(name))
+        assert u is not None and len(u.nodes) == 1 and u.tp == (1,), name
+    assert stage_unit(load_model("qwen3-vl")) is None  # not a vLLM-Omni pipeline
 
 
 def test_modserve_splits_the_gpus_evenly_at_tp4() -> None:

@@ -3,8 +3,8 @@ pipeline, simulator, workload and latency targets as the planner.
 
 =====================  ======================================================================
 vllm                   monolithic: every component in one executor, replicated (vLLM)
-vllm-omni              vLLM-Omni's default stage split, its TP degrees, one executor per
-                       stage replicated to the budget (a "unit" of the stage config's GPUs)
+vllm-omni              vLLM-Omni's stock layout: its stages, TP degrees and GPU sharing,
+                       replicated to the budget (a "unit" of the layout's GPUs; see below)
 full-disaggregation    every component its own node; configs, counts and routing planned
 epd                    multimodal-input LLMs: encoders | LLM. The simulator has no prefill /
                        decode split, so prefill and decode stay together ("E | PD"): for a
@@ -13,50 +13,67 @@ modserve               multimodal-input LLMs: encoders disaggregated (TP 1), the
                        half of the GPUs to encoders and half to the LLM
 =====================  ======================================================================
 
-vLLM-Omni stage layouts (read from its shipped stage configs):
-
-* Qwen3-Omni: thinker (with the encoders) at TP 2 on GPUs 0-1, talker on GPU 1, code2wav on
-  GPU 0 (``vllm_omni/model_executor/stage_configs/qwen3_omni_moe.yaml``).
-* Qwen2.5-Omni: thinker (with the encoders), talker, token2wav, all on one GPU at memory
-  fractions 0.32 / 0.32 / 0.3 (``qwen2_5_omni.yaml``).
-* Qwen-Image: text encoder on GPU 0, diffusion (DiT + VAE) on GPU 1 (``QwenImagePipeline.yaml``).
-
-Approximation: the stage configs co-locate stages on shared GPUs; our plans give each stage
-executor its own GPUs (unit = the stages' TP degrees summed: 4 GPUs for Qwen3-Omni, 3 for
-Qwen2.5-Omni, 2 for Qwen-Image). The shipped ``max_batch_size: 1`` is a debugging default;
-the baseline's max batch sizes are planned like the planner's (favouring the baseline).
+vLLM-Omni's expert plan is read from the catalog's stock layouts (``omniplane.spec.layout``,
+``catalog/layouts/vllm-omni/<model>.yaml``: vLLM-Omni 0.30.0's pipeline topology and deploy YAML).
+Each stage is a plan node with the stage's TP degree. Stages the stock layout places on the same
+GPUs become one co-located executor when the model graph can host them together (Qwen3-Omni:
+talker + code2wav on GPU 1; BAGEL, MiMo-Audio: every stage on GPU 0, i.e. one executor), so
+one replica ("unit") uses the layout's GPU count (2 for Qwen3-Omni). Where it cannot (Qwen2.5-Omni
+puts the thinker and code2wav, which share no edge, on GPU 0), each stage gets its own GPUs and
+the unit is one GPU per stage (3 for Qwen2.5-Omni where the stock file uses 2); the space's
+``approximation`` says which. The shipped ``max_num_seqs`` (1 for Qwen2.5-Omni) is a debugging
+default; the baseline's max batch sizes are planned like the planner's (favouring the baseline).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from omniplane.plan.enumerate import subplan_of
 from omniplane.plan.logical import LogicalPlan, compose
 from omniplane.plan.space import CountRule, Space
 from omniplane.spec import ComponentKind, Modality, ModelSpec
-
-VLLM_OMNI_SRC = "https://github.com/vllm-project/vllm-omni/tree/main/vllm_omni/model_executor/stage_configs"
+from omniplane.spec.layout import LayoutStage, load_layout
 
 
 @dataclass(frozen=True)
-class StageLayout:
-    stages: tuple[tuple[str, ...], ...]
+class StageUnit:
+    """vLLM-Omni's stock layout as plan nodes: one node per stage group, its TP degree, and
+    what the grouping approximates (empty: nothing)."""
+
+    nodes: tuple[frozenset[str], ...]
     tp: tuple[int, ...]
     source: str
+    approximation: str
 
 
-VLLM_OMNI: Mapping[str, StageLayout] = {
-    "qwen3-omni": StageLayout(
-        (("audio_encoder", "image_encoder", "video_encoder", "thinker"), ("talker",), ("code2wav",)),
-        (2, 1, 1), f"{VLLM_OMNI_SRC}/qwen3_omni_moe.yaml"),
-    "qwen2.5-omni": StageLayout(
-        (("vision_encoder", "audio_encoder", "thinker"), ("talker",), ("token2wav",)),
-        (1, 1, 1), f"{VLLM_OMNI_SRC}/qwen2_5_omni.yaml"),
-    "qwen-image": StageLayout((("text_encoder",), ("dit", "vae")), (1, 1),
-                              f"{VLLM_OMNI_SRC}/QwenImagePipeline.yaml"),
-}
+def stage_unit(model: ModelSpec) -> StageUnit | None:
+    """The plan nodes of ``model``'s stock vLLM-Omni layout (None: vLLM-Omni has none)."""
+    layout = load_layout(model.name)
+    if layout is None:
+        return None
+    groups: dict[tuple[int, ...], list[LayoutStage]] = {}
+    for st in layout.stages:
+        groups.setdefault(layout.devices(st.stage_id), []).append(st)
+    out: list[tuple[int, frozenset[str], int]] = []  # (first stage id, node, TP)
+    split: list[str] = []
+    for devices, stages in groups.items():
+        comps = frozenset(c for st in stages for c in st.components)
+        tp = max(layout.tp(st.stage_id) for st in stages)
+        if len(stages) > 1 and tp == len(devices) and model.executor_type_for(comps) is not None:
+            out.append((stages[0].stage_id, comps, tp))
+            continue
+        if len(stages) > 1:
+            split.append(f"stages {[st.model_stage for st in stages]} share GPUs {list(devices)}")
+        out.extend((st.stage_id, frozenset(st.components), layout.tp(st.stage_id)) for st in stages)
+    out.sort(key=lambda x: x[0])
+    tps = tuple(t for _, _, t in out)
+    note = (f"{'; '.join(split)} in the stock layout but cannot share an executor here, so each "
+            f"stage gets its own GPUs ({sum(tps)} per unit, the stock file uses {len(layout.gpus)})"
+            if split else "")
+    return StageUnit(tuple(n for _, n, _ in out), tps, f"vLLM-Omni {layout.vllm_omni}: {layout.source}", note)
+
+
 MODSERVE_LLM_TP = 4  # ModServe's configuration in Cornfigurator section 6.3 ("TP=4")
 
 
@@ -92,17 +109,16 @@ def _replicate(unit: tuple[int, ...]) -> CountRule:
 
 
 def vllm_omni(model: ModelSpec) -> Space | None:
-    layout = VLLM_OMNI.get(model.name)
-    if layout is None:
+    unit = stage_unit(model)
+    if unit is None:
         return None
-    nodes = [frozenset(s) for s in layout.stages]
-    lp = _plan(model, nodes)
+    lp = _plan(model, list(unit.nodes))
     if lp is None:
         return None
-    tp = {n: (t,) for n, t in zip(nodes, layout.tp, strict=True)}
-    return Space("vllm-omni", f"vLLM-Omni stage split {' | '.join('+'.join(s) for s in layout.stages)}, "
-                 f"TP {layout.tp}, replicated", (lp,), tp, _replicate(layout.tp),
-                 approximation=f"stages on dedicated GPUs (the stage config shares them); {layout.source}")
+    tp = {n: (t,) for n, t in zip(unit.nodes, unit.tp, strict=True)}
+    split = " | ".join("+".join(model.ordered(n)) for n in unit.nodes)
+    return Space("vllm-omni", f"vLLM-Omni stock layout {split}, TP {unit.tp}, replicated", (lp,), tp,
+                 _replicate(unit.tp), approximation="; ".join(x for x in (unit.approximation, unit.source) if x))
 
 
 def _is_mllm(model: ModelSpec) -> bool:
