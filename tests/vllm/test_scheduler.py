@@ -23,39 +23,23 @@ from vllm.v1.request import RequestStatus  # noqa: E402
 
 from omniplane.control import ControlRecord, SlotState  # noqa: E402
 from omniplane.vllm.scheduler import OmniplaneAsyncScheduler, OmniplaneScheduler  # noqa: E402
-from tests.vllm.harness import make_request, make_scheduler, run, synthetic_output  # noqa: E402
+from tests.vllm.harness import (  # noqa: E402
+    arrivals,
+    check_view,
+    make_request,
+    make_scheduler,
+    run,
+    synthetic_output,
+)
 
 POLICIES = "import:tests.vllm.policies:"
 PRIORITY_CLASS = {0: "text", 10: "audio", 20: "image"}
-
-
-def arrivals(n: int, seed: int, per_step: int = 3) -> dict[int, list[Any]]:
-    rng = random.Random(seed)
-    reqs = [make_request(i, rng) for i in range(n)]
-    return {s: reqs[s * per_step : (s + 1) * per_step] for s in range(-(-n // per_step))}
 
 
 def omni(configs: dict[str, Any], policy: str, queue: str = "fcfs", **extra: Any) -> Any:
     return make_scheduler(
         OmniplaneScheduler, configs[queue], {"policy": POLICIES + policy, "sampler": "null", **extra}
     )
-
-
-def check_view(sched: Any, step: int, out: Any, snap: dict[str, list[str]]) -> None:
-    """After schedule(): hidden requests are waiting again; admitted ones were visible."""
-    op = sched.omniplane
-    policy = op.bridge.policy
-    hidden = {op.bridge.by_rid[r].request.request_id for r in policy.last_hidden if r in op.bridge.by_rid}
-    assert hidden == op.last_hidden
-    waiting_now = [r.request_id for r in sched.waiting]
-    assert hidden <= set(waiting_now), f"step {step}: hidden requests missing from the queue"
-    # the survivors of the starting queue keep their order
-    survivors = [i for i in snap["waiting"] if i in set(waiting_now)]
-    assert [i for i in waiting_now if i in set(snap["waiting"])] == survivors
-    admitted = set(out.num_scheduled_tokens) - set(snap["running"])
-    visible = (set(snap["waiting"]) - hidden) | set(snap["kv_waiting"])
-    assert admitted <= visible, f"step {step}: vLLM admitted {admitted - visible}, which the policy hid"
-    assert admitted.isdisjoint(hidden)
 
 
 def test_mixed_classes_hundreds_of_cycles_finish_exactly_once(configs: dict[str, Any]) -> None:
