@@ -19,16 +19,19 @@ app = typer.Typer(
 @app.command("config")
 def config(
     model: Annotated[
-        str, typer.Option(help="Catalog model (its stock vLLM-Omni stage layout is the start).")
+        str, typer.Option(help="Catalog model (its stock vLLM-Omni layout is the start).")
     ],
     slo_table: Annotated[Path, typer.Option("--slo-table", help="SLO table (YAML/JSON, docs/vllm.md).")],
     gpu: Annotated[
-        str | None, typer.Option(help="GPU kind (catalog name/alias): SM count for the SM ladder.")
+        str | None,
+        typer.Option(help="GPU kind (catalog name/alias): SM ladder and omniplane's worker classes."),
     ] = None,
     policy: Annotated[
         str, typer.Option(help="Shared-stage policy: fcfs, horizon, import:MODULE:NAME.")
     ] = "fcfs",
-    stock: Annotated[Path | None, typer.Option(help="Start from this stock stage config instead.")] = None,
+    stock: Annotated[
+        Path | None, typer.Option(help="Start from this vLLM-Omni deploy YAML instead of the catalog's.")
+    ] = None,
     control: Annotated[str, typer.Option(help="Name of the shared-memory control record.")] = "omniplane",
     single_gpu: Annotated[
         bool, typer.Option(help="All stages on device 0, memory fractions scaled to fit.")
@@ -39,17 +42,18 @@ def config(
     out: Annotated[Path | None, typer.Option(help="Write the YAML here (default: stdout).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the config as one JSON document.")] = False,
 ) -> None:
-    """Write a vLLM-Omni stage YAML with omniplane's scheduler and worker classes and settings."""
+    """Write a vLLM-Omni deploy YAML (--deploy-config) running omniplane's scheduler."""
     from omniplane.vllm.settings import load_slo_table
-    from omniplane.vllm.stage_config import dump_config, omniplane_config, stock_config
+    from omniplane.vllm.stage_config import dump_config, omniplane_config, stock_deploy
 
-    if find_catalog_model(model) is None and stock is None:
+    if find_catalog_model(model) is None:
         fail(f"--model: unknown catalog model {model!r}")
     try:
         table = load_slo_table(slo_table)
         kind = load_gpus(catalog_gpus_path()).get(gpu) if gpu else None
-        base, source = stock_config(model, stock)
+        layout, base, source = stock_deploy(model, stock)
         cfg = omniplane_config(
+            layout,
             base,
             table,
             policy=policy,
@@ -66,7 +70,8 @@ def config(
         print_json(cfg)
         return
     header = (
-        f"vLLM-Omni stage config for {model} with omniplane's scheduler (omniplane vllm-omni config).\n"
+        f"vLLM-Omni deploy config for {model} with omniplane's scheduler (omniplane vllm-omni config).\n"
+        f"Serve: vllm serve {layout.hf_id} --omni --deploy-config THIS_FILE\n"
         f"Stock layout: {source}\nSLO table: {slo_table} ({table.source})\n"
         f"GPU: {kind.name + f' ({kind.sms} SMs)' if kind else 'not given: no SM ladder'}; policy: {policy}"
     )

@@ -6,11 +6,14 @@ Two sources (``SchedulerSettings.class_source``):
   table (HorizonServe section 5: 0 text, 10 audio, 20 image by default). In vLLM a lower
   value runs first when the engine's ``scheduling_policy`` is ``priority``; with the default
   ``fcfs`` vLLM ignores it, so it only carries the class (docs/vllm.md).
-- ``metadata``: vLLM-Omni's request metadata. Stock vLLM-Omni 0.16 forwards neither the
-  ``priority`` nor the requested output modalities to its stage engines; the orchestrator
-  patch in :mod:`omniplane.vllm.omni_patch` stamps the final stage's output type
-  (``text``/``audio``/``image``) into the request's ``additional_information`` under
-  ``metadata_key``, mapped to a class through ``output_classes``.
+- ``metadata``: vLLM-Omni's request metadata, mapped to a class through ``output_classes``.
+  vLLM-Omni 0.30 does not forward the ``priority`` either, but it stamps the id of the stage
+  that finishes the request (chosen from the requested output modalities) into stage 0's
+  request (``additional_information.omni_final_stage_id``); ``stage_outputs`` (written into
+  the stage config by omniplane) gives that stage's output type. Stock vLLM-Omni 0.16 had
+  neither; there the orchestrator patch in :mod:`omniplane.vllm.omni_patch` stamps the final
+  stage's output type (``text``/``audio``/``image``) under ``metadata_key``, which wins when
+  present.
 
 ``auto`` uses the metadata when a request carries it and the priority otherwise. A request
 whose priority or output type has no class falls back to ``default_class`` and is counted in
@@ -26,16 +29,19 @@ from typing import Any
 from omniplane.vllm.settings import SchedulerSettings
 
 
+FINAL_STAGE_KEY = "omni_final_stage_id"  # vLLM-Omni 0.30: engine/async_engine_utils.py
+
+
 def metadata_value(info: Any, key: str) -> str | None:
     """``key`` from a request's ``additional_information``: a plain mapping, or vLLM-Omni's
-    ``AdditionalInformationPayload`` (``entries[key].list_data``). Values are lists (vLLM-Omni
-    requires list or tensor values); the first element is used."""
+    ``AdditionalInformationPayload`` (``entries[key]``, list or scalar form). Of a list value the
+    first element is used."""
     if info is None:
         return None
     entries = getattr(info, "entries", None)
     if entries is not None:
         entry = entries.get(key)
-        value = None if entry is None else getattr(entry, "list_data", None)
+        value = None if entry is None else _entry_value(entry)
     elif isinstance(info, Mapping):
         value = info.get(key)
     else:
@@ -43,6 +49,13 @@ def metadata_value(info: Any, key: str) -> str | None:
     if isinstance(value, list | tuple):
         value = value[0] if value else None
     return None if value is None else str(value)
+
+
+def _entry_value(entry: Any) -> Any:
+    """An ``AdditionalInformationEntry``'s value: its list form, else its scalar form (vLLM-Omni
+    serialises ``omni_final_stage_id`` as a scalar)."""
+    value = getattr(entry, "list_data", None)
+    return getattr(entry, "scalar_data", None) if value is None else value
 
 
 class ClassResolver:
@@ -55,6 +68,10 @@ class ClassResolver:
         s = self.settings
         if s.class_source != "priority":
             out = metadata_value(additional_information, s.metadata_key)
+            if out is None and s.stage_outputs:
+                final = metadata_value(additional_information, FINAL_STAGE_KEY)
+                if final is not None and final.lstrip("-").isdigit():
+                    out = s.stage_outputs.get(int(final))
             if out is not None:
                 cls = s.output_classes.get(out)
                 if cls is not None:

@@ -101,6 +101,10 @@ class SchedulerSettings(SpecModel):
     class_source: Literal["auto", "priority", "metadata"] = "auto"
     metadata_key: str = "omniplane_output"
     output_classes: dict[str, Name] = Field(default_factory=dict)
+    # vLLM-Omni >= 0.2x stamps the request's final stage id into stage 0's request
+    # (additional_information.omni_final_stage_id); this maps a final stage id to its output
+    # type (the stage config's final_output_type), so stage 0 learns the class without a patch
+    stage_outputs: dict[int, Literal["text", "audio", "image"]] = Field(default_factory=dict)
     role: Literal["shared", "downstream"] = "shared"
     control: Name | None = None
     control_dir: str | None = None

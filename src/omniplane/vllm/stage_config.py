@@ -1,187 +1,90 @@
-"""vLLM-Omni stage configs with omniplane's scheduler and worker classes filled in.
+"""vLLM-Omni deploy configs (0.30 schema) that run omniplane's scheduler.
 
-Starting point, in order: a stock stage config given as a file; the one bundled with an
-installed vLLM-Omni (read as a file: vLLM-Omni need not import); omniplane's copy of the stock
-layout (:data:`LAYOUTS`, transcribed from vLLM-Omni 0.16.0, see :data:`LAYOUT_SOURCES`).
+Start: the model's stock layout from the catalog (:mod:`omniplane.spec.layout`, vLLM-Omni
+0.30.0's pipeline topology and deploy YAML), or a deploy YAML given as a file (``--stock``) with
+the catalog's topology. The result is a deploy YAML vLLM-Omni loads with ``--deploy-config``:
 
-For every LLM stage the result sets ``scheduler_cls`` and ``worker_cls`` to omniplane's
-classes, keeps ``worker_type``, runs the stage eagerly (``enforce_eager``: CUDA graphs are not
-captured per SM level), and puts the scheduler settings (:mod:`omniplane.vllm.settings`) under
-``engine_args.additional_config.omniplane``: the comprehension stage (``is_comprehension``) is
-the shared stage (slot 0, the chosen policy), the other LLM stages are downstream (slots 1..,
-FCFS, publishing their activity). With ``single_gpu`` (HorizonServe's setting) every stage gets
-device ``"0"`` and the stock memory fractions are scaled to fit ``memory_budget`` together.
-Diffusion stages keep their stock settings (their engine has no vLLM scheduler to wrap).
+- ``pipeline: omniplane_<model_type>``: vLLM-Omni's own pipeline for the model with omniplane's
+  scheduler classes on its AR and generation stages (registered by omniplane's plugin,
+  :mod:`omniplane.vllm.omni_pipelines`; in vLLM-Omni 0.30 a stage's ``scheduler_cls`` belongs to
+  the topology, so a deploy YAML cannot set it directly);
+- per wrapped stage: the scheduler settings (:mod:`omniplane.vllm.settings`) under
+  ``additional_config.omniplane``: the comprehension stage (the one without inputs) is the shared
+  stage (slot 0, the chosen policy), the other LLM stages are downstream (slots 1.., FCFS,
+  publishing their activity, their requests' class fixed by the final output they lead to);
+  ``stage_outputs`` maps vLLM-Omni's ``omni_final_stage_id`` to an output type, which is how
+  stage 0 learns each request's class; ``enforce_eager`` (CUDA graphs are not captured per SM
+  level); ``async_scheduling: false`` on AR stages (the policy decides each step from the last
+  step's outcome; vLLM-Omni then picks its synchronous ``OmniARScheduler`` base);
+- with a GPU kind: the SM count and compute capability for the SM ladder, and omniplane's worker
+  classes (``worker_cls``), which apply the SM cap before each forward pass;
+- with ``single_gpu`` (HorizonServe's setting) every stage on device ``"0"`` and the stock memory
+  fractions scaled to fit ``memory_budget`` together.
+
+Diffusion stages keep their stock settings (their engine has no vLLM scheduler to wrap). The
+``platforms`` overrides (NPU, XPU, ROCm) are kept as vLLM-Omni ships them.
 """
 
 from __future__ import annotations
 
 import copy
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from omniplane.spec import GPUKind, compute_capability
+from omniplane.spec.layout import LayoutStage, VllmOmniLayout, layout_models, load_layout
+from omniplane.vllm.omni_pipelines import SCHEDULERS, pipeline_key
 from omniplane.vllm.settings import SloTable
 
-SCHEDULERS = {
-    "ar": "omniplane.vllm.omni_scheduler.OmniplaneOmniARScheduler",
-    "generation": "omniplane.vllm.omni_scheduler.OmniplaneOmniGenerationScheduler",
-}
 WORKERS = {
-    "ar": "omniplane.vllm.omni_worker.OmniplaneARWorker",
-    "generation": "omniplane.vllm.omni_worker.OmniplaneGenerationWorker",
-}
-STOCK_SCHEDULERS = {
-    "vllm_omni.core.sched.omni_ar_scheduler.OmniARScheduler": "ar",
-    "vllm_omni.core.sched.omni_generation_scheduler.OmniGenerationScheduler": "generation",
-}
-STOCK_FILES = {
-    "qwen2.5-omni": "qwen2_5_omni.yaml",
-    "qwen3-omni": "qwen3_omni_moe.yaml",
-    "bagel": "bagel.yaml",
-    "mimo-audio": "mimo_audio.yaml",
-}
-LAYOUT_SOURCES = {
-    "qwen2.5-omni": "https://github.com/vllm-project/vllm-omni/blob/v0.16.0/vllm_omni/"
-    "model_executor/stage_configs/qwen2_5_omni.yaml"
-}
-
-_ARCH = "Qwen2_5OmniForConditionalGeneration"
-_INPUTS = "vllm_omni.model_executor.stage_input_processors."
-# the thinker's and code2wav's sampling parameters in the stock layout (greedy)
-_GREEDY = {
-    "temperature": 0.0,
-    "top_p": 1.0,
-    "top_k": -1,
-    "max_tokens": 2048,
-    "seed": 42,
-    "detokenize": True,
-    "repetition_penalty": 1.1,
-}
-_COMMON = {
-    "model_arch": _ARCH,
-    "enforce_eager": True,
-    "trust_remote_code": True,
-    "enable_prefix_caching": False,
-    "max_num_batched_tokens": 32768,
-}
-# Qwen2.5-Omni in vLLM-Omni 0.16.0 (LAYOUT_SOURCES): thinker -> talker -> code2wav, whole
-# outputs handed over (window_size -1). Values are the stock file's.
-LAYOUTS: dict[str, dict[str, Any]] = {
-    "qwen2.5-omni": {
-        "stage_args": [
-            {
-                "stage_id": 0,
-                "stage_type": "llm",
-                "runtime": {"process": True, "devices": "0", "max_batch_size": 1},
-                "engine_args": {
-                    "model_stage": "thinker",
-                    **_COMMON,
-                    "worker_type": "ar",
-                    "scheduler_cls": "vllm_omni.core.sched.omni_ar_scheduler.OmniARScheduler",
-                    "gpu_memory_utilization": 0.8,
-                    "engine_output_type": "latent",
-                    "mm_processor_cache_gb": 0,
-                },
-                "is_comprehension": True,
-                "final_output": True,
-                "final_output_type": "text",
-                "default_sampling_params": dict(_GREEDY),
-            },
-            {
-                "stage_id": 1,
-                "stage_type": "llm",
-                "runtime": {"process": True, "devices": "1", "max_batch_size": 1},
-                "engine_args": {
-                    "model_stage": "talker",
-                    **_COMMON,
-                    "worker_type": "ar",
-                    "scheduler_cls": "vllm_omni.core.sched.omni_ar_scheduler.OmniARScheduler",
-                    "gpu_memory_utilization": 0.8,
-                    "engine_output_type": "latent",
-                },
-                "engine_input_source": [0],
-                "custom_process_input_func": _INPUTS + "qwen2_5_omni.thinker2talker",
-                "default_sampling_params": {
-                    "temperature": 0.9,
-                    "top_p": 0.8,
-                    "top_k": 40,
-                    "max_tokens": 2048,
-                    "seed": 42,
-                    "detokenize": True,
-                    "repetition_penalty": 1.05,
-                    "stop_token_ids": [8294],
-                },
-            },
-            {
-                "stage_id": 2,
-                "stage_type": "llm",
-                "runtime": {"process": True, "devices": "0", "max_batch_size": 1},
-                "engine_args": {
-                    "model_stage": "code2wav",
-                    **_COMMON,
-                    "worker_type": "generation",
-                    "scheduler_cls": "vllm_omni.core.sched.omni_generation_scheduler.OmniGenerationScheduler",
-                    "gpu_memory_utilization": 0.15,
-                    "async_scheduling": False,
-                    "engine_output_type": "audio",
-                },
-                "engine_input_source": [1],
-                "final_output": True,
-                "final_output_type": "audio",
-                "default_sampling_params": dict(_GREEDY),
-            },
-        ],
-        "runtime": {
-            "enabled": True,
-            "defaults": {"window_size": -1, "max_inflight": 1},
-            "edges": [{"from": 0, "to": 1, "window_size": -1}, {"from": 1, "to": 2, "window_size": -1}],
-        },
-    }
+    "llm_ar": "omniplane.vllm.omni_worker.OmniplaneARWorker",
+    "llm_generation": "omniplane.vllm.omni_worker.OmniplaneGenerationWorker",
 }
 
 
-def installed_stock(model: str) -> tuple[dict[str, Any], str] | None:
-    """The stock stage config bundled with an installed vLLM-Omni, read as a file."""
-    name = STOCK_FILES.get(model)
-    spec = importlib.util.find_spec("vllm_omni") if name else None
-    if spec is None or spec.origin is None or name is None:
-        return None
-    path = Path(spec.origin).parent / "model_executor" / "stage_configs" / name
-    if not path.is_file():
-        return None
-    return yaml.safe_load(path.read_text()), str(path)
+def layout_for(model: str) -> VllmOmniLayout:
+    layout = load_layout(model)
+    if layout is None:
+        raise ValueError(
+            f"no stock vLLM-Omni layout for {model!r} (catalog layouts: {', '.join(layout_models())})"
+        )
+    return layout
 
 
-def stock_config(model: str, stock: Path | None = None) -> tuple[dict[str, Any], str]:
-    """(stock config, where it came from)."""
-    if stock is not None:
-        data = yaml.safe_load(stock.read_text())
-        if not isinstance(data, dict) or not isinstance(data.get("stage_args"), list):
-            raise ValueError(f"{stock}: stage_args: expected a list of stages (a vLLM-Omni stage config)")
-        return data, str(stock)
-    found = installed_stock(model)
-    if found is not None:
-        return found
-    if model in LAYOUTS:
-        return copy.deepcopy(LAYOUTS[model]), LAYOUT_SOURCES[model]
-    raise ValueError(
-        f"no stock vLLM-Omni layout known for {model!r} (known: {sorted(LAYOUTS)}); pass --stock FILE"
-    )
+def stock_deploy(model: str, stock: Path | None = None) -> tuple[VllmOmniLayout, dict[str, Any], str]:
+    """(layout, stock deploy document, where the deploy document came from)."""
+    layout = layout_for(model)
+    if stock is None:
+        return layout, copy.deepcopy(layout.deploy), f"vLLM-Omni {layout.vllm_omni}: {layout.source}"
+    data = yaml.safe_load(stock.read_text())
+    if isinstance(data, dict) and "stage_args" in data:
+        raise ValueError(
+            f"{stock}: stage_args: this is vLLM-Omni's pre-0.2x stage config schema, which 0.30 removed; "
+            "give a deploy YAML (top-level stages:, as in vllm_omni/deploy/)"
+        )
+    if not isinstance(data, dict) or not isinstance(data.get("stages", []), list):
+        raise ValueError(f"{stock}: stages: expected a list of stage entries (a vLLM-Omni deploy YAML)")
+    known = {s.stage_id for s in layout.stages}
+    for i, d in enumerate(data.get("stages", [])):
+        if not isinstance(d, dict) or d.get("stage_id") not in known:
+            raise ValueError(f"{stock}: stages[{i}].stage_id: expected one of {sorted(known)} ({model}'s stages)")
+    return layout, data, str(stock)
 
 
-def _kind(engine_args: dict[str, Any]) -> str | None:
-    """'ar' / 'generation' for a stage omniplane wraps, None otherwise."""
-    kind = STOCK_SCHEDULERS.get(str(engine_args.get("scheduler_cls", "")))
-    wt = engine_args.get("worker_type")
-    return kind or (str(wt).lower() if wt in ("ar", "generation") else None)
+def _final_outputs(layout: VllmOmniLayout, stage: LayoutStage) -> set[str]:
+    """Output types of the final stages reachable from ``stage`` (itself included)."""
+    reach = {stage.stage_id}
+    for st in layout.stages:
+        if any(i in reach for i in st.input_sources):
+            reach.add(st.stage_id)
+    return {st.final_output_type for st in layout.stages if st.stage_id in reach and st.final_output_type}
 
 
 def omniplane_config(
-    stock: dict[str, Any],
+    layout: VllmOmniLayout,
+    deploy: dict[str, Any],
     slo: SloTable,
     *,
     policy: str = "fcfs",
@@ -190,53 +93,62 @@ def omniplane_config(
     single_gpu: bool = True,
     memory_budget: float = 0.9,
 ) -> dict[str, Any]:
+    """The deploy document for ``layout`` with omniplane switched on (module docstring)."""
     if not 0 < memory_budget <= 1:
         raise ValueError(f"memory_budget must be in (0, 1], got {memory_budget}")
-    out = copy.deepcopy(stock)
-    stages = out["stage_args"]
-    wrapped = [s for s in stages if s.get("stage_type", "llm") == "llm" and _kind(s.get("engine_args") or {})]
-    shared = [s for s in wrapped if s.get("is_comprehension")] or wrapped[:1]
-    if not shared:
-        raise ValueError("no LLM stage with vLLM-Omni's AR or generation scheduler to wrap")
-    downstream = [s for s in wrapped if s is not shared[0]]
-    table = {
-        "kind": slo.kind,
-        "source": slo.source,
-        "classes": {n: c.model_dump(mode="json") for n, c in slo.classes.items()},
-    }
+    wrapped = [st for st in layout.stages if st.execution in SCHEDULERS]
+    if not wrapped:
+        kinds = sorted({st.execution for st in layout.stages})
+        raise ValueError(
+            f"{layout.model}: vLLM-Omni runs it as {', '.join(kinds)} stages only; no stage with a vLLM "
+            "scheduler for omniplane to wrap"
+        )
+    shared = next((st for st in wrapped if not st.input_sources), wrapped[0])
+    downstream = [st for st in wrapped if st is not shared]
+    out = {"pipeline": pipeline_key(layout.model_type), **copy.deepcopy(deploy)}
+    by_id = {d["stage_id"]: d for d in out.get("stages", [])}
+    stages = [by_id.get(st.stage_id, {"stage_id": st.stage_id}) for st in layout.stages]
+    out["stages"] = stages
+    table = {"kind": slo.kind, "source": slo.source, "classes": {n: c.model_dump(mode="json") for n, c in slo.classes.items()}}
     common: dict[str, Any] = {
         "control": control,
         "control_slots": 1 + max(1, len(downstream)),
         "slo_table": table,
         "total_sms": gpu.sms if gpu is not None else 0,
+        "stage_outputs": {st.stage_id: st.final_output_type for st in layout.stages if st.final_output_type},
     }
     if gpu is not None:  # the partition rule of the null ladder and of the scheduler's snapping
         common["compute_capability"] = "{}.{}".format(*compute_capability(gpu))
     if single_gpu:
-        utils = [float((s.get("engine_args") or {}).get("gpu_memory_utilization", 0.0)) for s in stages]
-        scale = min(1.0, memory_budget / sum(utils)) if sum(utils) else 1.0
-    for stage in stages:
-        ea = stage.setdefault("engine_args", {})
+        total = sum(float(d.get("gpu_memory_utilization") or 0.0) for d in stages)
+        scale = min(1.0, memory_budget / total) if total else 1.0
+    for st, d in zip(layout.stages, stages, strict=True):
         if single_gpu:
-            stage.setdefault("runtime", {})["devices"] = "0"
-            if "gpu_memory_utilization" in ea:
-                ea["gpu_memory_utilization"] = round(float(ea["gpu_memory_utilization"]) * scale, 3)
-        if not any(stage is w for w in wrapped):
+            d["devices"] = "0"
+            if d.get("gpu_memory_utilization") is not None:
+                d["gpu_memory_utilization"] = round(float(d["gpu_memory_utilization"]) * scale, 3)
+        if st not in wrapped:
             continue
-        kind = _kind(ea)
-        assert kind is not None
-        role = "shared" if stage is shared[0] else "downstream"
+        role = "shared" if st is shared else "downstream"
         settings = {
             **copy.deepcopy(common),
             "policy": policy if role == "shared" else "fcfs",
             "role": role,
-            "slot": 0 if role == "shared" else 1 + [id(d) for d in downstream].index(id(stage)),
+            "slot": 0 if role == "shared" else 1 + downstream.index(st),
             "sampler": "auto" if role == "shared" else "null",
         }
-        ea["scheduler_cls"], ea["worker_cls"], ea["enforce_eager"] = SCHEDULERS[kind], WORKERS[kind], True
-        extra = dict(ea.get("additional_config") or {})
-        extra["omniplane"] = settings
-        ea["additional_config"] = extra
+        outputs = _final_outputs(layout, st)
+        if role == "downstream" and len(outputs) == 1 and next(iter(outputs)) in slo.classes:
+            # every request here leads to that output; vLLM-Omni passes downstream stages neither
+            # a priority nor omni_final_stage_id, so the class comes from the topology
+            settings["default_class"] = next(iter(outputs))
+            settings["class_source"] = "metadata"
+        d["enforce_eager"] = True
+        if st.execution == "llm_ar":
+            d["async_scheduling"] = False
+        if gpu is not None:
+            d["worker_cls"] = WORKERS[st.execution]
+        d["additional_config"] = {**dict(d.get("additional_config") or {}), "omniplane": settings}
     return out
 
 
