@@ -1,5 +1,8 @@
-"""Carry each request's class to vLLM-Omni's stage engines.
+"""Carry each request's class to vLLM-Omni's stage engines (needed for vLLM-Omni 0.16).
 
+vLLM-Omni 0.30 stamps the id of the request's final stage into stage 0's request itself
+(``additional_information.omni_final_stage_id``), which the scheduler maps to a class through
+the stage config's ``stage_outputs`` (:mod:`omniplane.vllm.classes`): no patch needed there.
 Stock vLLM-Omni 0.16 gives stage 0 only the prompt and the sampling parameters:
 ``AsyncOmni.generate`` says "priority [is] not supported yet" and the requested output
 modalities stay in the orchestrator. So a stage scheduler cannot tell a text-only request from
@@ -61,15 +64,28 @@ def stamp(prompt: Any, output: str) -> Any:
     return prompt
 
 
-def _stages(omni: Any) -> list[tuple[bool, str | None]]:
-    return [
+def _final_type(omni: Any, requested: Sequence[str] | None) -> str | None:
+    """The requested final output type, as the orchestrator will pick it: vLLM-Omni 0.30's own
+    ``_compute_final_stage_id`` over its stage metadata when it has one, else
+    :func:`final_output_type` over 0.16's ``stage_list``."""
+    meta = getattr(omni, "_stage_meta_list", None)
+    if meta is not None and hasattr(omni, "_compute_final_stage_id"):
+        sid = omni._compute_final_stage_id(list(requested) if requested is not None else None)
+        out = getattr(meta[sid], "final_output_type", None) if 0 <= sid < len(meta) else None
+        return None if out is None else str(out)
+    stages = [
         (bool(getattr(s, "final_output", False)), getattr(s, "final_output_type", None))
         for s in getattr(omni, "stage_list", [])
     ]
+    return final_output_type(requested, stages)
 
 
 def install(cls: Any = None) -> bool:
-    """Wrap ``cls.generate`` (default: vLLM-Omni's ``AsyncOmni``); False if already wrapped."""
+    """Wrap ``cls.generate`` (default: vLLM-Omni's ``AsyncOmni``); False if already wrapped.
+    The wrapper takes the prompt first and passes every other argument through unchanged
+    (0.16's ``generate(prompt, request_id, sampling_params_list, ...)`` and 0.30's
+    ``generate(prompt, sampling_params, request_id, ...)`` alike); ``output_modalities`` is a
+    keyword in both."""
     if cls is None:
         cls = importlib.import_module("vllm_omni.entrypoints.async_omni").AsyncOmni
     original = cls.generate
@@ -77,21 +93,11 @@ def install(cls: Any = None) -> bool:
         return False
 
     @functools.wraps(original)
-    async def generate(
-        self: Any,
-        prompt: Any,
-        request_id: str,
-        sampling_params_list: Any = None,
-        *,
-        output_modalities: list[str] | None = None,
-        **kwargs: Any,
-    ) -> AsyncIterator[Any]:
-        out = final_output_type(output_modalities, _stages(self))
-        if out is not None:
+    async def generate(self: Any, prompt: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        out = _final_type(self, kwargs.get("output_modalities"))
+        if out is not None and not hasattr(prompt, "__aiter__"):  # streaming input: left alone
             prompt = stamp(prompt, out)
-        async for item in original(
-            self, prompt, request_id, sampling_params_list, output_modalities=output_modalities, **kwargs
-        ):
+        async for item in original(self, prompt, *args, **kwargs):
             yield item
 
     generate.__omniplane__ = True  # type: ignore[attr-defined]
