@@ -1,13 +1,28 @@
-"""vLLM-Omni stage configs generated per plan node."""
+"""vLLM-Omni deploy configs generated per plan node (vLLM-Omni 0.30 schema), and the replica.
+
+Without vLLM-Omni: the files' structure. With it (marker ``omni``, ``make pytest-omni``): every
+node's file of the catalog plan and of a one-node plan per catalog model loads through
+vLLM-Omni's own loader, naming omniplane's scheduler exactly where the plan sets a policy, and a
+replica of a node holding part of a pipeline says why its sessions cannot run.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
 
 import pytest
 import yaml
 
-from omniplane.deploy.vllm_omni import GPU_MEMORY_BUDGET, node_stage_config, write_stage_configs
+from omniplane.deploy.messages import FAILED, OPENED, OpenOrder
+from omniplane.deploy.vllm_omni import (
+    GPU_MEMORY_BUDGET,
+    loader_document,
+    node_stage_config,
+    node_stages,
+    write_stage_configs,
+)
 from omniplane.spec import (
     ExecutorGroup,
     PlanNode,
@@ -18,84 +33,157 @@ from omniplane.spec import (
     load_model,
     resolve_plan,
 )
+from omniplane.spec.layout import load_layout
 
 
-def _stage(doc: dict, name: str) -> dict:
-    [s] = [s for s in doc["stage_args"] if s["engine_args"]["model_stage"] == name]
+def _stage(doc: dict, sid: int) -> dict:
+    [s] = [s for s in doc["stages"] if s["stage_id"] == sid]
     return s
+
+
+def one_node_plan(model_name: str, tp: int = 1, policy: str | None = None) -> ResolvedPlan:
+    model = load_model(model_name)
+    spec = PlanSpec(
+        model=model_name,
+        gpu="H200",
+        nodes=[PlanNode(name="all", components=model.topo_order, policy=policy,
+                        executors=[ExecutorGroup(count=2, tp=1, max_batch=32),
+                                   ExecutorGroup(count=1, tp=tp, max_batch=64)])],
+        routes={t: [Route(nodes=["all"], p=1.0)] for t in model.type_names},
+    )
+    return resolve_plan(spec, model, load_gpus())
 
 
 def test_each_node_gets_its_stages_with_the_plan_parallelism(catalog_plan: ResolvedPlan) -> None:
     front = node_stage_config(catalog_plan, "front")
     back = node_stage_config(catalog_plan, "back")
-    assert [s["engine_args"]["model_stage"] for s in front["stage_args"]] == ["thinker"]
-    assert [s["engine_args"]["model_stage"] for s in back["stage_args"]] == ["talker", "code2wav"]
-    thinker = _stage(front, "thinker")
-    assert thinker["engine_args"]["max_num_seqs"] == 128 and thinker["runtime"]["devices"] == "0"
-    # in-node edge: code2wav is fed by the talker stage of the same file
-    assert _stage(back, "code2wav")["engine_input_source"] == [0]
-    # cross-node edge: thinker (front) -> talker (back) over a connector, both ends named
-    assert thinker["output_connectors"] == {"to_back": "mooncake"}
-    assert _stage(back, "talker")["input_connectors"] == {"from_front": "mooncake"}
-    for doc in (front, back):
-        total = sum(s["engine_args"]["gpu_memory_utilization"] for s in doc["stage_args"])
-        assert total == pytest.approx(GPU_MEMORY_BUDGET, abs=0.002)
+    assert front["omniplane"]["stage_ids"] == [0] and back["omniplane"]["stage_ids"] == [1, 2]
+    thinker = _stage(front, 0)
+    assert thinker["max_num_seqs"] == 128 and thinker["devices"] == "0" and thinker["tensor_parallel_size"] == 1
+    # in-node edge: code2wav is fed by the talker of the same file, over the stock connector
+    assert _stage(back, 2)["input_connectors"] == load_layout("qwen3-omni").stage_deploy(2)["input_connectors"]
+    # cross-node edge: thinker (front) -> talker (back) over the Mooncake connector, both ends named
+    assert thinker["output_connectors"] == {"to_stage_1": "mooncake"}
+    assert _stage(back, 1)["input_connectors"]["from_stage_0"] == "mooncake"
+    assert back["connectors"]["mooncake"]["name"] == "MooncakeTransferEngineConnector"
+    assert _stage(front, 0)["gpu_memory_utilization"] == pytest.approx(GPU_MEMORY_BUDGET)
+    assert sum(_stage(back, i)["gpu_memory_utilization"] for i in (1, 2)) == pytest.approx(
+        GPU_MEMORY_BUDGET, abs=0.002)
+    assert "pipeline" not in front  # the plan sets no policy: vLLM-Omni's own schedulers
 
 
-def test_an_encoder_only_node_produces_embeddings_for_the_thinker(catalog_plan: ResolvedPlan) -> None:
+def test_an_encoder_split_is_reported_not_faked(catalog_plan: ResolvedPlan) -> None:
+    """vLLM-Omni 0.30's loader rejects a per-stage ec_transfer_config (test below), so an
+    encoder-only node is the thinker stage as stock and its file says the split is not realised."""
     aud = node_stage_config(catalog_plan, "aud")
-    [stage] = aud["stage_args"]
-    assert stage["engine_args"]["ec_transfer_config"]["ec_role"] == "ec_producer"
-    assert "final_output" not in stage
-    assert (
-        _stage(node_stage_config(catalog_plan, "front"), "thinker")["engine_args"]["ec_transfer_config"][
-            "ec_role"
-        ]
-        == "ec_consumer"
-    )
+    assert aud["omniplane"]["stage_ids"] == [0] and "ec_transfer_config" not in _stage(aud, 0)
+    assert any("encoder-only node" in n and "not realised" in n for n in aud["omniplane"]["notes"])
+    front = node_stage_config(catalog_plan, "front")
+    assert any("audio_encoder" in n and "own encoders" in n for n in front["omniplane"]["notes"])
 
 
 def test_tensor_parallel_groups_list_their_devices() -> None:
-    model = load_model("qwen3-omni")
-    spec = PlanSpec(
-        model="qwen3-omni",
-        gpu="A100-80GB",
-        nodes=[
-            PlanNode(
-                name="all",
-                components=model.topo_order,
-                executors=[
-                    ExecutorGroup(count=2, tp=2, max_batch=32),
-                    ExecutorGroup(count=1, tp=4, max_batch=64),
-                ],
-            )
-        ],
-        routes={t: [Route(nodes=["all"], p=1.0)] for t in model.type_names},
-    )
-    plan = resolve_plan(spec, model, load_gpus())
-    doc = node_stage_config(plan, "all", group=1)
-    assert [s["engine_args"]["model_stage"] for s in doc["stage_args"]] == ["thinker", "talker", "code2wav"]
-    assert {s["runtime"]["devices"] for s in doc["stage_args"]} == {"0,1,2,3"}
-    assert {s["engine_args"]["tensor_parallel_size"] for s in doc["stage_args"]} == {4}
-    assert "runtime" not in doc  # no cross-node edges: no connectors
+    doc = node_stage_config(one_node_plan("qwen3-omni", tp=4), "all", group=1)
+    assert doc["omniplane"]["stage_ids"] == [0, 1, 2]
+    assert {s["devices"] for s in doc["stages"]} == {"0,1,2,3"}
+    assert {s["tensor_parallel_size"] for s in doc["stages"]} == {4}
+    assert "mooncake" not in doc.get("connectors", {})  # no cross-node edges
+
+
+def test_a_node_policy_switches_omniplane_on() -> None:
+    doc = node_stage_config(one_node_plan("qwen2.5-omni", policy="horizon"), "all")
+    assert doc["pipeline"] == "omniplane_qwen2_5_omni"
+    settings = [s["additional_config"]["omniplane"] for s in doc["stages"]]
+    assert [(x["role"], x["policy"]) for x in settings] == [("shared", "horizon"), ("downstream", "fcfs"),
+                                                            ("downstream", "fcfs")]
+    assert {x["total_sms"] for x in settings} == {132} and settings[0]["control"] == "omniplane-all-g0"
+    assert [s["devices"] for s in doc["stages"]] == ["0", "0", "0"]  # the plan's placement, TP 1
 
 
 def test_configs_are_written_per_deployment(catalog_plan: ResolvedPlan, tmp_path: Path) -> None:
     paths = write_stage_configs(catalog_plan, tmp_path)
     assert sorted(p.name for p in paths) == ["aud-g0.yaml", "back-g0.yaml", "front-g0.yaml"]
-    doc = yaml.safe_load((tmp_path / "back-g0.yaml").read_text())
-    assert doc["model"] == "Qwen/Qwen3-Omni-30B-A3B-Instruct"
+    text = (tmp_path / "back-g0.yaml").read_text()
+    assert "# model: Qwen/Qwen3-Omni-30B-A3B-Instruct" in text
+    assert "omniplane" not in yaml.safe_load(text)  # the document is vLLM-Omni's alone
 
 
-def test_a_model_without_a_known_layout_is_refused() -> None:
-    model = load_model("qwen3-vl")
-    spec = PlanSpec(
-        model="qwen3-vl",
-        gpu="A100-80GB",
-        nodes=[
-            PlanNode(name="n", components=model.topo_order, executors=[ExecutorGroup(count=1, max_batch=32)])
-        ],
-        routes={t: [Route(nodes=["n"], p=1.0)] for t in model.type_names},
-    )
+def test_models_without_a_layout_and_split_stages_are_refused() -> None:
     with pytest.raises(ValueError, match="no vLLM-Omni stage layout known for model 'qwen3-vl'"):
-        node_stage_config(resolve_plan(spec, model, load_gpus()), "n")
+        node_stage_config(one_node_plan("qwen3-vl"), "all")
+    model = load_model("qwen-image")
+    spec = PlanSpec(
+        model="qwen-image", gpu="H200",
+        nodes=[PlanNode(name="te", components=["text_encoder"], executors=[ExecutorGroup(count=1, max_batch=8)]),
+               PlanNode(name="gen", components=["dit", "vae"], executors=[ExecutorGroup(count=1, max_batch=4)])],
+        routes={t: [Route(nodes=["te", "gen"], p=1.0)] for t in model.type_names},
+    )
+    with pytest.raises(ValueError, match="vLLM-Omni runs a stage whole"):
+        node_stages(resolve_plan(spec, model, load_gpus()), "te")
+
+
+# ---- against the installed vLLM-Omni ------------------------------------------------------------
+HF = {
+    "qwen2.5-omni": {"model_type": "qwen2_5_omni", "architectures": ["Qwen2_5OmniModel"]},
+    "qwen3-omni": {"model_type": "qwen3_omni_moe", "architectures": ["Qwen3OmniMoeForConditionalGeneration"]},
+    "bagel": {"model_type": "bagel", "architectures": ["BagelForConditionalGeneration"]},
+    "mimo-audio": {"model_type": "qwen2", "architectures": ["MiMoAudioModel"]},
+}
+
+
+def _resolve(model: str, doc: dict, tmp_path: Path, name: str) -> list:
+    from vllm_omni.config.resolver import resolve_omni_config
+
+    from omniplane.vllm.omni_pipelines import register
+
+    register()
+    hf = tmp_path / f"hf-{model}"
+    hf.mkdir(exist_ok=True)
+    (hf / "config.json").write_text(json.dumps(HF[model]))
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(loader_document(doc)))
+    res = resolve_omni_config(str(hf), trust_remote_code=False, deploy_config_path=str(path), cli_overrides={},
+                              stage_overrides=None, strategy_config_path=None)
+    return list(res.stage_configs)
+
+
+@pytest.mark.omni
+def test_every_node_config_loads_through_vllm_omnis_loader(catalog_plan: ResolvedPlan, tmp_path: Path) -> None:
+    pytest.importorskip("vllm_omni")
+    for node in ("aud", "front", "back"):
+        doc = node_stage_config(catalog_plan, node)
+        stages = _resolve("qwen3-omni", doc, tmp_path, node)
+        assert all(s.scheduler_cls.startswith("vllm_omni.") for s in stages)  # no policy in this plan
+        for sid in doc["omniplane"]["stage_ids"]:
+            assert str(stages[sid].runtime_config.devices) == "0"
+    bad = node_stage_config(catalog_plan, "aud")
+    _stage(bad, 0)["ec_transfer_config"] = {"ec_connector": "ECExampleConnector", "ec_role": "ec_producer"}
+    with pytest.raises(ValueError, match="no structured config owner: ec_transfer_config"):
+        _resolve("qwen3-omni", bad, tmp_path, "aud-ec")  # why encoder splits are not written
+    for model in HF:
+        for policy in (None, "horizon"):
+            doc = node_stage_config(one_node_plan(model, policy=policy), "all")
+            stages = _resolve(model, doc, tmp_path, f"{model}-{policy}")
+            llm = [s for s in stages if s.scheduler_cls is not None]
+            assert llm, model
+            ours = [s.scheduler_cls.startswith("omniplane.vllm.omni_scheduler.") for s in llm]
+            assert all(ours) if policy else not any(ours), (model, policy)
+
+
+@pytest.mark.omni
+def test_a_replica_of_part_of_a_pipeline_says_why_its_sessions_fail(
+    catalog_plan: ResolvedPlan, tmp_path: Path
+) -> None:
+    pytest.importorskip("vllm_omni")
+    from omniplane.deploy.vllm_omni import VllmOmniStage
+
+    stage = VllmOmniStage(catalog_plan, "back", 0, replica="r1", config_dir=str(tmp_path))
+    assert stage.omni is None and stage.stage_ids == [1, 2] and (tmp_path / "back-g0.yaml").is_file()
+    order = OpenOrder(rid=1, type="ti2a", arrival=0.0, work={}, nodes={}, comps=("talker", "code2wav"))
+
+    async def events() -> list:
+        return [e async for e in stage.open(order)]
+
+    got = asyncio.run(events())
+    assert [e.kind for e in got] == [OPENED, FAILED]
+    assert "distributed stages" in got[1].info["reason"] and "[1, 2]" in got[1].info["reason"]

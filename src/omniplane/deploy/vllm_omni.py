@@ -1,224 +1,163 @@
-"""vLLM-Omni stage configs for each plan node, and the replica that would start them.
+"""vLLM-Omni deploy configs for each plan node, and the replica that runs them.
 
-vLLM-Omni runs a model as *stages* (thinker, talker, code2wav), each an engine with its own
-scheduler and worker, described by a ``stage_args`` YAML. A plan node becomes one such file:
-the stages hosting the node's components (encoders run inside the thinker stage, as in
-vLLM-Omni's stock layout), on the replica's GPUs (``runtime.devices`` counts from 0: Ray sets
-``CUDA_VISIBLE_DEVICES`` per replica), with the plan's TP degree and batch size. Edges between
-stages of one node keep vLLM-Omni's in-process wiring (``engine_input_source`` and the stock
-input processors); edges to stages on other nodes use vLLM-Omni's Mooncake connector
-(``input_connectors`` / ``output_connectors``). An encoder-only node is a thinker stage that
-only encodes and hands the embeddings to the LLM's node through vLLM's encoder-cache transfer
-(``ec_transfer_config``, producer/consumer).
+vLLM-Omni runs a model as *stages* (thinker, talker, code2wav, DiT), a fixed pipeline topology
+per model plus a deploy YAML of per-stage placement and limits (the catalog's stock layout,
+:mod:`omniplane.spec.layout`). A plan node becomes one deploy YAML (vLLM-Omni 0.30 schema,
+``--deploy-config``): the stock deploy file with the node's stages set from the plan: devices
+``0..TP-1`` (Ray sets ``CUDA_VISIBLE_DEVICES`` per replica), ``tensor_parallel_size`` and
+``max_num_seqs`` from the executor group, GPU memory shared 0.9 in the stock proportions. A node
+whose ``policy`` is set runs omniplane's scheduler (the file names omniplane's pipeline variant
+and carries the settings, :func:`omniplane.vllm.stage_config.omniplane_config`); otherwise
+vLLM-Omni's own. Encoders run inside the thinker stage, as in vLLM-Omni; an encoder-only node is
+the thinker stage as stock: vLLM-Omni 0.30's loader rejects a per-stage ``ec_transfer_config``
+(vLLM's encoder-cache hand-over), so an encoder split in the plan is not realised (noted in the
+file). Edges to stages on other nodes name a Mooncake connector (``input_connectors`` /
+``output_connectors`` with the connector under top-level ``connectors``).
 
-Not verified on GPUs here (no GPU, no vLLM-Omni on this machine): the generated files follow
-the stock Qwen3-Omni layout below; the encoder-only and cross-node connector parts are the
-least certain and are marked with ``omniplane_note`` in the output.
+The replica (:class:`VllmOmniStage`) builds vLLM-Omni's ``AsyncOmni`` from its file and maps a
+session onto it: the request's work becomes a token prompt and per-stage sampling limits, the
+requested output modality selects the final stage, and the stage outputs become the session's
+``first`` / ``done`` / ``end`` events. That works for a node that hosts a whole pipeline. A node
+holding part of one (the catalog's 3-node Qwen3-Omni plan splits encoders, thinker and
+talker + code2wav) would need vLLM-Omni's distributed stages (a head orchestrator and
+``--headless --stage-id`` processes), which this replica does not drive: its sessions fail with
+that reason. The cross-node connector entries are unverified (no GPU and no Mooncake here);
+the files say so in their header.
 """
 
 from __future__ import annotations
 
+import copy
 import os
+import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from omniplane.deploy.messages import FAILED, OPENED, OpenOrder, Released, StageEvent
+from omniplane.deploy.messages import DONE, END, FAILED, FIRST, OPENED, OpenOrder, Released, StageEvent
 from omniplane.spec import ComponentKind, ResolvedPlan
+from omniplane.spec.layout import LayoutStage, VllmOmniLayout, layout_models, load_layout
 
-STOCK_SOURCE = (
-    "https://github.com/vllm-project/vllm-omni/blob/01f945306f2cac5cbb22c68d97716eaf0787ca88/"
-    "vllm_omni/model_executor/stage_configs/qwen3_omni_moe.yaml"
-)
 GPU_MEMORY_BUDGET = 0.9  # assumption: vLLM's default gpu_memory_utilization, shared by a replica's stages
+CONNECTOR = "mooncake"
+CONNECTOR_SPEC = {"name": "MooncakeTransferEngineConnector", "extra": {"host": "127.0.0.1", "protocol": "tcp"}}
 
 
-@dataclass(frozen=True)
-class StockStage:
-    """One stage of vLLM-Omni's stock layout of a model (``STOCK_SOURCE``)."""
-
-    engine_args: dict[str, Any]
-    memory_share: float  # the stock gpu_memory_utilization, used as a relative weight
-    input_func: str = ""  # custom_process_input_func when fed by the previous stage
-    final_output_type: str = ""
-
-
-_AR = {
-    "worker_cls": "vllm_omni.worker.gpu_ar_worker.GPUARWorker",
-    "scheduler_cls": "vllm_omni.core.sched.omni_ar_scheduler.OmniARScheduler",
-}
-_GEN = {
-    "worker_cls": "vllm_omni.worker.gpu_generation_worker.GPUGenerationWorker",
-    "scheduler_cls": "vllm_omni.core.sched.omni_generation_scheduler.OmniGenerationScheduler",
-}
-_COMMON = {
-    "enforce_eager": True,
-    "trust_remote_code": True,
-    "enable_prefix_caching": False,
-    "distributed_executor_backend": "mp",
-}
-
-# model -> (HF id, model_arch, component -> stage name, stage name -> StockStage)
-STOCK: dict[str, tuple[str, str, dict[str, str], dict[str, StockStage]]] = {
-    "qwen3-omni": (
-        "Qwen/Qwen3-Omni-30B-A3B-Instruct",
-        "Qwen3OmniMoeForConditionalGeneration",
-        {
-            "audio_encoder": "thinker",
-            "image_encoder": "thinker",
-            "video_encoder": "thinker",
-            "thinker": "thinker",
-            "talker": "talker",
-            "code2wav": "code2wav",
-        },
-        {
-            "thinker": StockStage(
-                {
-                    **_AR,
-                    **_COMMON,
-                    "model_stage": "thinker",
-                    "engine_output_type": "latent",
-                    "hf_config_name": "thinker_config",
-                },
-                0.6,
-                final_output_type="text",
-            ),
-            "talker": StockStage(
-                {
-                    **_AR,
-                    **_COMMON,
-                    "model_stage": "talker",
-                    "engine_output_type": "latent",
-                    "hf_config_name": "talker_config",
-                },
-                0.5,
-                "vllm_omni.model_executor.stage_input_processors.qwen3_omni.thinker2talker",
-            ),
-            "code2wav": StockStage(
-                {
-                    **_GEN,
-                    **_COMMON,
-                    "model_stage": "code2wav",
-                    "engine_output_type": "audio",
-                    "hf_config_name": "thinker_config",
-                },
-                0.1,
-                "vllm_omni.model_executor.stage_input_processors.qwen3_omni.talker2code2wav",
-                final_output_type="audio",
-            ),
-        },
-    ),
-}
-STAGE_ORDER = ("thinker", "talker", "code2wav")
-
-
-def _stock(plan: ResolvedPlan) -> tuple[str, str, dict[str, str], dict[str, StockStage]]:
-    try:
-        return STOCK[plan.model.name]
-    except KeyError:
+def _layout(plan: ResolvedPlan) -> VllmOmniLayout:
+    layout = load_layout(plan.model.name)
+    if layout is None:
         raise ValueError(
             f"no vLLM-Omni stage layout known for model {plan.model.name!r} "
-            f"(known: {', '.join(STOCK)}); use --engine emulated"
-        ) from None
+            f"(catalog layouts: {', '.join(layout_models())}); use --engine emulated"
+        )
+    return layout
 
 
-def node_stage_config(
-    plan: ResolvedPlan, node: str, group: int = 0, mooncake: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """The ``stage_args`` document for one replica of executor group ``group`` of ``node``."""
-    hf_id, arch, stage_of, stages = _stock(plan)
-    pnode, model = plan.spec.node(node), plan.model
+def _encoders(plan: ResolvedPlan, comps: list[str]) -> list[str]:
+    return [c for c in comps if plan.model.component(c).kind is ComponentKind.ENCODER]
+
+
+def node_stages(plan: ResolvedPlan, node: str) -> list[LayoutStage]:
+    """The layout stages node ``node`` runs. A stage must be on one node whole, except that the
+    thinker stage's encoders may run on their own nodes (encoder-only thinker stages)."""
+    layout, comps = _layout(plan), set(plan.spec.node(node).components)
+    out = []
+    for st in layout.stages:
+        here = [c for c in st.components if c in comps]
+        if not here:
+            continue
+        missing = [c for c in st.components if c not in comps]
+        if missing and _encoders(plan, missing) != missing and _encoders(plan, here) != here:
+            raise ValueError(
+                f"plan node {node!r} runs {here} of vLLM-Omni stage {st.model_stage!r} ({st.components}) "
+                f"without {missing}; vLLM-Omni runs a stage whole (only encoders may be split off)"
+            )
+        out.append(st)
+    return out
+
+
+def _home(plan: ResolvedPlan, stage: LayoutStage) -> str:
+    """The node running ``stage``'s model (for the thinker stage: the one with its LLM)."""
+    for n in plan.spec.nodes:
+        mine = [c for c in stage.components if c in n.components]
+        if mine and (len(mine) == len(stage.components) or any(plan.model.component(c).is_llm for c in mine)):
+            return n.name
+    raise ValueError(f"no plan node runs vLLM-Omni stage {stage.model_stage!r} ({stage.components})")
+
+
+def node_stage_config(plan: ResolvedPlan, node: str, group: int = 0) -> dict[str, Any]:
+    """The deploy document for one replica of executor group ``group`` of ``node``."""
+    from omniplane.vllm.settings import SloTable
+    from omniplane.vllm.stage_config import omniplane_config
+
+    layout, pnode = _layout(plan), plan.spec.node(node)
     g = pnode.executors[group]
-    mine = [s for s in STAGE_ORDER if any(stage_of[c] == s for c in pnode.components)]
-    # the node running each stage's model (the thinker stage's is the one with the thinker LLM)
-    home = {
-        stage_of[c]: n.name
-        for n in plan.spec.nodes
-        for c in n.components
-        if stage_of[c] != "thinker" or model.component(c).is_llm
+    mine = node_stages(plan, node)
+    deploy = copy.deepcopy(layout.deploy)
+    by_id = {d["stage_id"]: d for d in deploy.setdefault("stages", [])}
+    shares = {st.stage_id: layout.memory_fraction(st.stage_id) for st in mine}
+    weight = sum(v for v in shares.values() if v) or 1.0
+    notes: list[str] = []
+    for st in mine:
+        d = by_id.setdefault(st.stage_id, {"stage_id": st.stage_id})
+        d.update(devices=",".join(str(i) for i in range(g.tp)), tensor_parallel_size=g.tp, max_num_seqs=g.max_batch)
+        if shares[st.stage_id]:
+            d["gpu_memory_utilization"] = round(GPU_MEMORY_BUDGET * float(shares[st.stage_id] or 0) / weight, 3)
+        home = _home(plan, st)
+        for src in st.input_sources:
+            if _home(plan, layout.stages[src]) != node:
+                d.setdefault("input_connectors", {})[f"from_stage_{src}"] = CONNECTOR
+        for nxt in layout.stages:
+            if st.stage_id in nxt.input_sources and _home(plan, nxt) != node:
+                d.setdefault("output_connectors", {})[f"to_stage_{nxt.stage_id}"] = CONNECTOR
+        if home != node:  # an encoder-only node
+            notes.append(
+                f"encoder-only node: the plan runs {sorted(set(st.components) & set(pnode.components))} here for "
+                f"node {home}, but vLLM-Omni {layout.vllm_omni} runs encoders inside the {st.model_stage} stage "
+                "and its loader rejects a per-stage ec_transfer_config: this file is that stage as stock, "
+                "and the split is not realised")
+        elif set(st.components) - set(pnode.components):
+            notes.append(
+                f"the plan runs {sorted(set(st.components) - set(pnode.components))} on other nodes; vLLM-Omni "
+                f"{layout.vllm_omni} has no per-stage encoder hand-over, so this {st.model_stage} stage still "
+                "runs its own encoders")
+    deploy["stages"] = [by_id[i] for i in sorted(by_id)]
+    if any(CONNECTOR in (d.get(k) or {}).values() for d in deploy["stages"] for k in ("input_connectors",
+                                                                                      "output_connectors")):
+        deploy.setdefault("connectors", {})[CONNECTOR] = copy.deepcopy(CONNECTOR_SPEC)
+        notes.append("cross-node edges over the Mooncake connector; unverified")
+    if pnode.policy is not None:
+        table = SloTable(kind="omniplane-slo-table", source="assumption: classes only; SLOs from "
+                         "$OMNIPLANE_SLO_TABLE / OMNIPLANE_SLO_<CLASS> on the replica",
+                         classes={"text": {"priority": 0, "path": "short"}, "audio": {"priority": 10, "path": "long"},
+                                  "image": {"priority": 20, "path": "long"}})
+        deploy = omniplane_config(layout, deploy, table, policy=pnode.policy, gpu=plan.gpu,
+                                  control=f"omniplane-{node}-g{group}", single_gpu=False,
+                                  memory_budget=GPU_MEMORY_BUDGET)
+    deploy["omniplane"] = {
+        "plan": plan.spec.name,
+        "node": node,
+        "group": group,
+        "model": layout.hf_id,
+        "components": list(pnode.components),
+        "stage_ids": [st.stage_id for st in mine],
+        "source": f"vLLM-Omni {layout.vllm_omni}: {layout.source}",
+        "notes": notes,
     }
-    remote_encoders = [
-        c
-        for n in plan.spec.nodes
-        if n.name != node
-        for c in n.components
-        if model.component(c).kind is ComponentKind.ENCODER
-    ]
-    weight = sum(stages[s].memory_share for s in mine)
-    devices = ",".join(str(i) for i in range(g.tp))
-    out: list[dict[str, Any]] = []
-    for sid, name in enumerate(mine):
-        st = stages[name]
-        args = {
-            **st.engine_args,
-            "model_arch": arch,
-            "tensor_parallel_size": g.tp,
-            "max_num_seqs": g.max_batch,
-            "gpu_memory_utilization": round(GPU_MEMORY_BUDGET * st.memory_share / weight, 3),
-        }
-        stage: dict[str, Any] = {
-            "stage_id": sid,
-            "runtime": {"devices": devices, "max_batch_size": g.max_batch},
-            "engine_args": args,
-        }
-        i = STAGE_ORDER.index(name)
-        prev = STAGE_ORDER[i - 1] if i else None
-        nxt = STAGE_ORDER[i + 1] if i + 1 < len(STAGE_ORDER) else None
-        if prev in mine:
-            stage["engine_input_source"] = [mine.index(prev)]
-            stage["custom_process_input_func"] = st.input_func
-        elif prev is not None and prev in home:
-            stage["custom_process_input_func"] = st.input_func
-            stage["input_connectors"] = {f"from_{home[prev]}": "mooncake"}
-        if nxt is not None and nxt not in mine and nxt in home:
-            stage["output_connectors"] = {f"to_{home[nxt]}": "mooncake"}
-        if st.final_output_type:
-            stage["final_output"] = True
-            stage["final_output_type"] = st.final_output_type
-        if name == "thinker" and home.get("thinker") != node:
-            encoders = [c for c in pnode.components if stage_of[c] == "thinker"]
-            args["ec_transfer_config"] = {"ec_connector": "ECExampleConnector", "ec_role": "ec_producer"}
-            stage["omniplane_note"] = (
-                f"encoder-only node ({', '.join(encoders)}): runs the thinker stage's "
-                "encoders and ships embeddings to the thinker's node; unverified"
-            )
-            for key in ("final_output", "final_output_type", "output_connectors"):
-                stage.pop(key, None)
-        elif name == "thinker" and remote_encoders:
-            args["ec_transfer_config"] = {"ec_connector": "ECExampleConnector", "ec_role": "ec_consumer"}
-            stage["omniplane_note"] = (
-                f"receives {', '.join(remote_encoders)} embeddings from other nodes; unverified"
-            )
-        out.append(stage)
-    doc: dict[str, Any] = {
-        "model": hf_id,
-        "stage_args": out,
-        "omniplane": {
-            "plan": plan.spec.name,
-            "node": node,
-            "group": group,
-            "components": list(pnode.components),
-            "source": STOCK_SOURCE,
-        },
-    }
-    if any("input_connectors" in s or "output_connectors" in s for s in out):
-        doc["runtime"] = {
-            "enabled": True,
-            "connectors": {
-                "mooncake": {
-                    "name": "MooncakeConnector",
-                    "extra": dict(mooncake or {"host": "127.0.0.1", "proto": "tcp"}),
-                }
-            },
-        }
-    return doc
+    return deploy
+
+
+def loader_document(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` as vLLM-Omni's loader takes it (omniplane's own block removed: the loader ignores
+    unknown top-level keys, but the file stays one vLLM-Omni reads as its own)."""
+    return {k: v for k, v in doc.items() if k != "omniplane"}
 
 
 def write_stage_configs(plan: ResolvedPlan, out_dir: str | os.PathLike[str]) -> list[Path]:
-    """One YAML per executor group of every node: ``<node>-g<group>.yaml``."""
+    """One deploy YAML per executor group of every node: ``<node>-g<group>.yaml`` (omniplane's
+    description of the node as a comment header)."""
     from omniplane.deploy.orchestrator import deployment_name
 
     out = Path(out_dir)
@@ -227,21 +166,43 @@ def write_stage_configs(plan: ResolvedPlan, out_dir: str | os.PathLike[str]) -> 
     for node in plan.spec.nodes:
         for gi in range(len(node.executors)):
             p = out / f"{deployment_name(node.name, gi)}.yaml"
-            p.write_text(yaml.safe_dump(node_stage_config(plan, node.name, gi), sort_keys=False))
+            p.write_text(_dump(node_stage_config(plan, node.name, gi)))
             paths.append(p)
     return paths
 
 
-class VllmOmniStage:
-    """A replica running the node's vLLM-Omni stages (needs GPUs and the ``vllm_omni`` package).
+def _dump(doc: dict[str, Any]) -> str:
+    meta = doc["omniplane"]
+    head = "".join(f"# {k}: {v}\n" for k, v in meta.items())
+    return head + yaml.safe_dump(loader_document(doc), sort_keys=False, default_flow_style=None, width=110)
 
-    The engines are built from the generated stage config. Carrying a request's intermediate
-    tensors between nodes is left to vLLM-Omni's connectors; mapping a session's events onto
-    vLLM-Omni's outputs is not implemented in this version (sessions fail with a clear reason).
-    """
+
+def session_inputs(order: OpenOrder, layout: VllmOmniLayout, vocab: int) -> tuple[dict[str, Any], dict[int, int], str]:
+    """(token prompt, max_tokens per LLM stage, output modality) for one session: the thinker's
+    prompt and output tokens from the request's work, the talker's output tokens (its codec
+    steps) when the request continues to speech."""
+    out = order.type.rsplit("2", 1)[-1] if "2" in order.type else "t"
+    modality = {"t": "text", "a": "audio", "i": "image"}.get(out[:1], "text")
+    prompt_len = max_tokens = 1
+    limits: dict[int, int] = {}
+    for st in layout.stages:
+        work = {k: v for c in st.components for k, v in order.work.get(c, {}).items()}
+        if st.execution == "llm_ar":
+            if not st.input_sources:
+                prompt_len = max(1, int(sum(v for k, v in work.items() if k.endswith("prompt_tokens")) or 1))
+            max_tokens = max(1, int(work.get("output_tokens", 1) or 1))
+            limits[st.stage_id] = max_tokens
+    tokens = [1 + (order.rid * 7919 + i * 104729) % max(1, vocab - 1) for i in range(prompt_len)]
+    return {"prompt_token_ids": tokens}, limits, modality
+
+
+class VllmOmniStage:
+    """A replica running its node's vLLM-Omni pipeline (needs the ``vllm_omni`` package; GPUs
+    for real models, a CPU build of vLLM for tiny ones)."""
 
     def __init__(
-        self, plan: ResolvedPlan, node: str, group: int, *, replica: str = "", config_dir: str = ""
+        self, plan: ResolvedPlan, node: str, group: int, *, replica: str = "", config_dir: str = "",
+        model: str | None = None, vocab: int = 1024,
     ) -> None:
         try:
             from vllm_omni.entrypoints import AsyncOmni
@@ -251,27 +212,66 @@ class VllmOmniStage:
                 "machine (pip install vllm-omni); use --engine emulated to rehearse"
             ) from exc
         from omniplane.deploy.orchestrator import deployment_name
+        from omniplane.vllm.omni_pipelines import register
 
-        path = Path(config_dir or ".") / f"{deployment_name(node, group)}.yaml"
+        register()  # before AsyncOmni resolves the file's pipeline key (plugins load later)
+        self.plan, self.node, self.replica, self.vocab = plan, node, replica, vocab
+        self.layout = _layout(plan)
         doc = node_stage_config(plan, node, group)
-        path.write_text(yaml.safe_dump(doc, sort_keys=False))
-        self.replica = replica
-        self.omni = AsyncOmni(model=doc["model"], stage_configs_path=str(path))
+        self.stage_ids = doc["omniplane"]["stage_ids"]
+        self.whole = self.stage_ids == [s.stage_id for s in self.layout.stages]
+        self.path = Path(config_dir or ".") / f"{deployment_name(node, group)}.yaml"
+        self.path.write_text(_dump(doc))
+        self.sessions = 0
+        self.omni: Any = None
+        if self.whole:
+            self.omni = AsyncOmni(model=model or doc["omniplane"]["model"], deploy_config=str(self.path))
+
+    def _components(self, stage_id: int) -> list[str]:
+        return [c for c in self.layout.stages[stage_id].components if c in self.plan.spec.node(self.node).components]
 
     async def open(self, order: OpenOrder) -> AsyncIterator[StageEvent]:
         yield StageEvent(OPENED, info={"replica": self.replica})
-        yield StageEvent(
-            FAILED,
-            order.comps[0] if order.comps else "",
-            0.0,
-            {"reason": "vllm-omni sessions are not wired in this version (docs/deploy.md)"},
-        )
+        if not self.whole:
+            yield StageEvent(FAILED, order.comps[0] if order.comps else "", 0.0, {"reason": (
+                f"node {self.node!r} runs stages {self.stage_ids} of {self.plan.model.name}'s vLLM-Omni "
+                "pipeline; a pipeline split across nodes needs vLLM-Omni's distributed stages (a head "
+                "orchestrator and --headless --stage-id processes), which this replica does not drive")})
+            return
+        from vllm.sampling_params import SamplingParams
+
+        prompt, limits, modality = session_inputs(order, self.layout, self.vocab)
+        params = list(self.omni.default_sampling_params_list)
+        for sid, n in limits.items():
+            if isinstance(params[sid], SamplingParams):
+                params[sid] = params[sid].clone()
+                params[sid].max_tokens, params[sid].ignore_eos = n, True
+        start, first, done = time.monotonic(), set(), set()
+        self.sessions += 1
+        try:
+            async for out in self.omni.generate(prompt, request_id=f"{order.rid}-{order.attempt}",
+                                                sampling_params_list=params, output_modalities=[modality]):
+                sid = int(getattr(out, "stage_id", 0) or 0)
+                t = order.arrival + time.monotonic() - start
+                if sid not in first:
+                    first.add(sid)
+                    for c in self._components(sid)[-1:]:
+                        yield StageEvent(FIRST, c, t)
+                if getattr(out, "finished", False) and sid not in done:
+                    done.add(sid)
+                    for c in self._components(sid):
+                        yield StageEvent(DONE, c, t)
+        except Exception as exc:  # a failed request must reach the ingress as a failure
+            yield StageEvent(FAILED, order.comps[0] if order.comps else "", 0.0, {"reason": f"vllm-omni: {exc}"})
+            return
+        yield StageEvent(END, "", order.arrival + time.monotonic() - start)
 
     def release(self, rid: int, rel: Released) -> bool:
-        return False
+        return False  # whole pipelines only: nothing arrives from other nodes
 
     def upstream_done(self, rid: int, comp: str) -> bool:
         return False
 
     def stats(self) -> dict[str, Any]:
-        return {"replica": self.replica, "engine": "vllm-omni"}
+        return {"replica": self.replica, "engine": "vllm-omni", "stages": self.stage_ids,
+                "sessions": self.sessions, "config": str(self.path)}

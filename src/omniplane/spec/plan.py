@@ -73,6 +73,9 @@ class PlanNode(SpecModel):
     components: Annotated[list[Name], Field(min_length=1)]
     executors: Annotated[list[ExecutorGroup], Field(min_length=1)]
     routing: dict[Name, list[Probability]] = Field(default_factory=dict)
+    # ``deploy --engine vllm-omni``: the omniplane policy for the node's vLLM-Omni stages (fcfs,
+    # horizon, import:MODULE:NAME; docs/vllm.md); None runs vLLM-Omni's own schedulers
+    policy: str | None = Field(default=None, min_length=1)
 
     @property
     def gpus(self) -> int:
