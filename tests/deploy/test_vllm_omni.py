@@ -46,9 +46,17 @@ def one_node_plan(model_name: str, tp: int = 1, policy: str | None = None) -> Re
     spec = PlanSpec(
         model=model_name,
         gpu="H200",
-        nodes=[PlanNode(name="all", components=model.topo_order, policy=policy,
-                        executors=[ExecutorGroup(count=2, tp=1, max_batch=32),
-                                   ExecutorGroup(count=1, tp=tp, max_batch=64)])],
+        nodes=[
+            PlanNode(
+                name="all",
+                components=model.topo_order,
+                policy=policy,
+                executors=[
+                    ExecutorGroup(count=2, tp=1, max_batch=32),
+                    ExecutorGroup(count=1, tp=tp, max_batch=64),
+                ],
+            )
+        ],
         routes={t: [Route(nodes=["all"], p=1.0)] for t in model.type_names},
     )
     return resolve_plan(spec, model, load_gpus())
@@ -59,16 +67,21 @@ def test_each_node_gets_its_stages_with_the_plan_parallelism(catalog_plan: Resol
     back = node_stage_config(catalog_plan, "back")
     assert front["omniplane"]["stage_ids"] == [0] and back["omniplane"]["stage_ids"] == [1, 2]
     thinker = _stage(front, 0)
-    assert thinker["max_num_seqs"] == 128 and thinker["devices"] == "0" and thinker["tensor_parallel_size"] == 1
+    assert (
+        thinker["max_num_seqs"] == 128 and thinker["devices"] == "0" and thinker["tensor_parallel_size"] == 1
+    )
     # in-node edge: code2wav is fed by the talker of the same file, over the stock connector
-    assert _stage(back, 2)["input_connectors"] == load_layout("qwen3-omni").stage_deploy(2)["input_connectors"]
+    assert (
+        _stage(back, 2)["input_connectors"] == load_layout("qwen3-omni").stage_deploy(2)["input_connectors"]
+    )
     # cross-node edge: thinker (front) -> talker (back) over the Mooncake connector, both ends named
     assert thinker["output_connectors"] == {"to_stage_1": "mooncake"}
     assert _stage(back, 1)["input_connectors"]["from_stage_0"] == "mooncake"
     assert back["connectors"]["mooncake"]["name"] == "MooncakeTransferEngineConnector"
     assert _stage(front, 0)["gpu_memory_utilization"] == pytest.approx(GPU_MEMORY_BUDGET)
     assert sum(_stage(back, i)["gpu_memory_utilization"] for i in (1, 2)) == pytest.approx(
-        GPU_MEMORY_BUDGET, abs=0.002)
+        GPU_MEMORY_BUDGET, abs=0.002
+    )
     assert "pipeline" not in front  # the plan sets no policy: vLLM-Omni's own schedulers
 
 
@@ -94,8 +107,11 @@ def test_a_node_policy_switches_omniplane_on() -> None:
     doc = node_stage_config(one_node_plan("qwen2.5-omni", policy="horizon"), "all")
     assert doc["pipeline"] == "omniplane_qwen2_5_omni"
     settings = [s["additional_config"]["omniplane"] for s in doc["stages"]]
-    assert [(x["role"], x["policy"]) for x in settings] == [("shared", "horizon"), ("downstream", "fcfs"),
-                                                            ("downstream", "fcfs")]
+    assert [(x["role"], x["policy"]) for x in settings] == [
+        ("shared", "horizon"),
+        ("downstream", "fcfs"),
+        ("downstream", "fcfs"),
+    ]
     assert {x["total_sms"] for x in settings} == {132} and settings[0]["control"] == "omniplane-all-g0"
     assert [s["devices"] for s in doc["stages"]] == ["0", "0", "0"]  # the plan's placement, TP 1
 
@@ -113,9 +129,12 @@ def test_models_without_a_layout_and_split_stages_are_refused() -> None:
         node_stage_config(one_node_plan("qwen3-vl"), "all")
     model = load_model("qwen-image")
     spec = PlanSpec(
-        model="qwen-image", gpu="H200",
-        nodes=[PlanNode(name="te", components=["text_encoder"], executors=[ExecutorGroup(count=1, max_batch=8)]),
-               PlanNode(name="gen", components=["dit", "vae"], executors=[ExecutorGroup(count=1, max_batch=4)])],
+        model="qwen-image",
+        gpu="H200",
+        nodes=[
+            PlanNode(name="te", components=["text_encoder"], executors=[ExecutorGroup(count=1, max_batch=8)]),
+            PlanNode(name="gen", components=["dit", "vae"], executors=[ExecutorGroup(count=1, max_batch=4)]),
+        ],
         routes={t: [Route(nodes=["te", "gen"], p=1.0)] for t in model.type_names},
     )
     with pytest.raises(ValueError, match="vLLM-Omni runs a stage whole"):
@@ -142,13 +161,21 @@ def _resolve(model: str, doc: dict, tmp_path: Path, name: str) -> list:
     (hf / "config.json").write_text(json.dumps(HF[model]))
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(loader_document(doc)))
-    res = resolve_omni_config(str(hf), trust_remote_code=False, deploy_config_path=str(path), cli_overrides={},
-                              stage_overrides=None, strategy_config_path=None)
+    res = resolve_omni_config(
+        str(hf),
+        trust_remote_code=False,
+        deploy_config_path=str(path),
+        cli_overrides={},
+        stage_overrides=None,
+        strategy_config_path=None,
+    )
     return list(res.stage_configs)
 
 
 @pytest.mark.omni
-def test_every_node_config_loads_through_vllm_omnis_loader(catalog_plan: ResolvedPlan, tmp_path: Path) -> None:
+def test_every_node_config_loads_through_vllm_omnis_loader(
+    catalog_plan: ResolvedPlan, tmp_path: Path
+) -> None:
     pytest.importorskip("vllm_omni")
     for node in ("aud", "front", "back"):
         doc = node_stage_config(catalog_plan, node)

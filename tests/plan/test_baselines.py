@@ -42,7 +42,8 @@ def test_vllm_omni_stages_that_cannot_share_an_executor_get_their_own_gpus() -> 
     assert [sorted(n) for n in unit.nodes] == [
         ["audio_encoder", "thinker", "vision_encoder"], ["talker"], ["token2wav"]]
     assert unit.tp == (1, 1, 1)
-    assert "share GPUs [0]" in unit.approximation and "3 per unit, the stock file uses 2" in unit.approximation
+    assert "share GPUs [0]" in unit.approximation
+    assert "3 per unit, the stock file uses 2" in unit.approximation
     # models whose stages all share GPU 0 are one executor
     for name in ("bagel", "mimo-audio", "qwen-image"):
         u = stage_unit(load_model(name))

@@ -61,8 +61,12 @@ def resolve(model: str, deploy: Path, tmp_path: Path) -> Any:
     (d / "config.json").write_text(json.dumps(HF_CONFIGS[model]))
     omni_pipelines.register()
     return resolve_omni_config(
-        str(d), trust_remote_code=False, deploy_config_path=str(deploy), cli_overrides={},
-        stage_overrides=None, strategy_config_path=None,
+        str(d),
+        trust_remote_code=False,
+        deploy_config_path=str(deploy),
+        cli_overrides={},
+        stage_overrides=None,
+        strategy_config_path=None,
     ), str(d)
 
 
@@ -87,9 +91,12 @@ def test_catalog_layouts_are_the_installed_wheels(tmp_path: Path) -> None:
             hf = None  # model types transformers does not know (BAGEL): the registry's config needs none
         pipe = pipeline_registry.resolve_pipeline_config(layout.model_type, hf)
         assert pipe is not None, model
-        assert [(s.stage_id, s.model_stage, s.execution_type.value, list(s.input_sources), s.final_output_type)
-                for s in pipe.stages] == [
-            (s.stage_id, s.model_stage, s.execution, s.input_sources, s.final_output_type) for s in layout.stages
+        assert [
+            (s.stage_id, s.model_stage, s.execution_type.value, list(s.input_sources), s.final_output_type)
+            for s in pipe.stages
+        ] == [
+            (s.stage_id, s.model_stage, s.execution, s.input_sources, s.final_output_type)
+            for s in layout.stages
         ], f"{model}: topology differs"
         assert pipe.model_arch == layout.model_arch
 
@@ -125,7 +132,10 @@ def test_the_stock_layout_loads_with_vllm_omnis_own_schedulers(tmp_path: Path) -
     stock.write_text(yaml.safe_dump(layout.deploy))
     res, _ = resolve("qwen2.5-omni", stock, tmp_path)
     assert [c.scheduler_cls.rsplit(".", 1)[1] for c in res.stage_configs] == [
-        "OmniARAsyncScheduler", "OmniARAsyncScheduler", "OmniGenerationScheduler"]
+        "OmniARAsyncScheduler",
+        "OmniARAsyncScheduler",
+        "OmniGenerationScheduler",
+    ]
     assert [str(c.runtime_config.devices) for c in res.stage_configs] == ["0", "1", "0"]
 
 

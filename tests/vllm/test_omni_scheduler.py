@@ -156,8 +156,12 @@ def test_thinker_and_code2wav_stages_coupled_through_the_control_record(
     finishes once in each stage it visits."""
     control = {"control": "omni-pair", "control_dir": str(tmp_path), "control_slots": 2, "total_sms": 132}
     thinker = stage(
-        OmniplaneOmniARScheduler, configs, "WatchedHorizon", slo_table=TABLE,
-        ladder={"s_min": 40, "s_max": 64}, **control,
+        OmniplaneOmniARScheduler,
+        configs,
+        "WatchedHorizon",
+        slo_table=TABLE,
+        ladder={"s_min": 40, "s_max": 64},
+        **control,
     )
     code2wav = stage(
         OmniplaneOmniGenerationScheduler, configs, "Recording", role="downstream", slot=1, **control

@@ -45,8 +45,10 @@ def generate(tmp_path: Path, model: str = "qwen2.5-omni", *extra: str) -> dict[s
 
 
 def test_the_models_with_llm_stages_are_the_ones_written() -> None:
-    assert sorted(m for m in layout_models() if any(
-        s.execution in SCHEDULERS for s in load_layout(m).stages)) == WRAPPED  # type: ignore[union-attr]
+    assert (
+        sorted(m for m in layout_models() if any(s.execution in SCHEDULERS for s in load_layout(m).stages))
+        == WRAPPED
+    )  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("model", WRAPPED)
@@ -69,9 +71,13 @@ def test_every_llm_stage_runs_omniplane_with_its_role(tmp_path: Path, model: str
         s = load_settings(d["additional_config"], {})
         roles.append((s.role, s.slot))
         assert s.control == "gpu0" and s.total_sms == 132 and s.compute_capability == "9.0"
-        assert s.stage_outputs == {x.stage_id: x.final_output_type for x in layout.stages if x.final_output_type}
+        assert s.stage_outputs == {
+            x.stage_id: x.final_output_type for x in layout.stages if x.final_output_type
+        }
         if s.role == "downstream":
-            assert s.policy == "fcfs" and s.class_source == "metadata" and s.default_class in ("audio", "image")
+            assert (
+                s.policy == "fcfs" and s.class_source == "metadata" and s.default_class in ("audio", "image")
+            )
     assert roles[0] == ("shared", 0)
     assert [r for r in roles[1:]] == [("downstream", i) for i in range(1, len(roles))]
     total = sum(float(d.get("gpu_memory_utilization") or 0) for d in data["stages"])
@@ -79,7 +85,8 @@ def test_every_llm_stage_runs_omniplane_with_its_role(tmp_path: Path, model: str
     # everything else is the stock deploy file's
     stock = layout.deploy
     assert {k: v for k, v in data.items() if k not in ("pipeline", "stages")} == {
-        k: v for k, v in stock.items() if k != "stages"}
+        k: v for k, v in stock.items() if k != "stages"
+    }
 
 
 def test_qwen25_memory_shares_are_the_stock_proportions_scaled(tmp_path: Path) -> None:
@@ -108,11 +115,17 @@ def test_stock_file_and_errors(tmp_path: Path) -> None:
     layout = load_layout("qwen2.5-omni")
     assert layout is not None
     stock = tmp_path / "stock.yaml"
-    stock.write_text(yaml.safe_dump({**layout.deploy, "stages": [{**layout.deploy["stages"][0], "max_num_seqs": 4}]}))
+    stock.write_text(
+        yaml.safe_dump({**layout.deploy, "stages": [{**layout.deploy["stages"][0], "max_num_seqs": 4}]})
+    )
     data = generate(tmp_path, "qwen2.5-omni", "--stock", str(stock))
     assert data["stages"][0]["max_num_seqs"] == 4 and data["stages"][1] == {
-        "stage_id": 1, "devices": "0", "enforce_eager": True, "async_scheduling": False,
-        "additional_config": data["stages"][1]["additional_config"]}
+        "stage_id": 1,
+        "devices": "0",
+        "enforce_eager": True,
+        "async_scheduling": False,
+        "additional_config": data["stages"][1]["additional_config"],
+    }
     runner = CliRunner()
     table = tmp_path / "slo.yaml"
     old = tmp_path / "old.yaml"

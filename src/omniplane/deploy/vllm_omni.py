@@ -42,7 +42,10 @@ from omniplane.spec.layout import LayoutStage, VllmOmniLayout, layout_models, lo
 
 GPU_MEMORY_BUDGET = 0.9  # assumption: vLLM's default gpu_memory_utilization, shared by a replica's stages
 CONNECTOR = "mooncake"
-CONNECTOR_SPEC = {"name": "MooncakeTransferEngineConnector", "extra": {"host": "127.0.0.1", "protocol": "tcp"}}
+CONNECTOR_SPEC = {
+    "name": "MooncakeTransferEngineConnector",
+    "extra": {"host": "127.0.0.1", "protocol": "tcp"},
+}
 
 
 def _layout(plan: ResolvedPlan) -> VllmOmniLayout:
@@ -102,9 +105,13 @@ def node_stage_config(plan: ResolvedPlan, node: str, group: int = 0) -> dict[str
     notes: list[str] = []
     for st in mine:
         d = by_id.setdefault(st.stage_id, {"stage_id": st.stage_id})
-        d.update(devices=",".join(str(i) for i in range(g.tp)), tensor_parallel_size=g.tp, max_num_seqs=g.max_batch)
+        d.update(
+            devices=",".join(str(i) for i in range(g.tp)), tensor_parallel_size=g.tp, max_num_seqs=g.max_batch
+        )
         if shares[st.stage_id]:
-            d["gpu_memory_utilization"] = round(GPU_MEMORY_BUDGET * float(shares[st.stage_id] or 0) / weight, 3)
+            d["gpu_memory_utilization"] = round(
+                GPU_MEMORY_BUDGET * float(shares[st.stage_id] or 0) / weight, 3
+            )
         home = _home(plan, st)
         for src in st.input_sources:
             if _home(plan, layout.stages[src]) != node:
@@ -114,28 +121,46 @@ def node_stage_config(plan: ResolvedPlan, node: str, group: int = 0) -> dict[str
                 d.setdefault("output_connectors", {})[f"to_stage_{nxt.stage_id}"] = CONNECTOR
         if home != node:  # an encoder-only node
             notes.append(
-                f"encoder-only node: the plan runs {sorted(set(st.components) & set(pnode.components))} here for "
-                f"node {home}, but vLLM-Omni {layout.vllm_omni} runs encoders inside the {st.model_stage} stage "
-                "and its loader rejects a per-stage ec_transfer_config: this file is that stage as stock, "
-                "and the split is not realised")
+                f"encoder-only node: the plan runs {sorted(set(st.components) & set(pnode.components))} "
+                f"here for node {home}, but vLLM-Omni {layout.vllm_omni} runs encoders inside the "
+                f"{st.model_stage} stage and its loader rejects a per-stage ec_transfer_config: this file is "
+                "that stage as stock, and the split is not realised"
+            )
         elif set(st.components) - set(pnode.components):
             notes.append(
-                f"the plan runs {sorted(set(st.components) - set(pnode.components))} on other nodes; vLLM-Omni "
-                f"{layout.vllm_omni} has no per-stage encoder hand-over, so this {st.model_stage} stage still "
-                "runs its own encoders")
+                f"the plan runs {sorted(set(st.components) - set(pnode.components))} on other nodes; "
+                f"vLLM-Omni {layout.vllm_omni} has no per-stage encoder hand-over, so this "
+                f"{st.model_stage} stage still runs its own encoders"
+            )
     deploy["stages"] = [by_id[i] for i in sorted(by_id)]
-    if any(CONNECTOR in (d.get(k) or {}).values() for d in deploy["stages"] for k in ("input_connectors",
-                                                                                      "output_connectors")):
+    if any(
+        CONNECTOR in (d.get(k) or {}).values()
+        for d in deploy["stages"]
+        for k in ("input_connectors", "output_connectors")
+    ):
         deploy.setdefault("connectors", {})[CONNECTOR] = copy.deepcopy(CONNECTOR_SPEC)
         notes.append("cross-node edges over the Mooncake connector; unverified")
     if pnode.policy is not None:
-        table = SloTable(kind="omniplane-slo-table", source="assumption: classes only; SLOs from "
-                         "$OMNIPLANE_SLO_TABLE / OMNIPLANE_SLO_<CLASS> on the replica",
-                         classes={"text": {"priority": 0, "path": "short"}, "audio": {"priority": 10, "path": "long"},
-                                  "image": {"priority": 20, "path": "long"}})
-        deploy = omniplane_config(layout, deploy, table, policy=pnode.policy, gpu=plan.gpu,
-                                  control=f"omniplane-{node}-g{group}", single_gpu=False,
-                                  memory_budget=GPU_MEMORY_BUDGET)
+        table = SloTable(
+            kind="omniplane-slo-table",
+            source="assumption: classes only; SLOs from "
+            "$OMNIPLANE_SLO_TABLE / OMNIPLANE_SLO_<CLASS> on the replica",
+            classes={
+                "text": {"priority": 0, "path": "short"},
+                "audio": {"priority": 10, "path": "long"},
+                "image": {"priority": 20, "path": "long"},
+            },
+        )
+        deploy = omniplane_config(
+            layout,
+            deploy,
+            table,
+            policy=pnode.policy,
+            gpu=plan.gpu,
+            control=f"omniplane-{node}-g{group}",
+            single_gpu=False,
+            memory_budget=GPU_MEMORY_BUDGET,
+        )
     deploy["omniplane"] = {
         "plan": plan.spec.name,
         "node": node,
@@ -177,7 +202,9 @@ def _dump(doc: dict[str, Any]) -> str:
     return head + yaml.safe_dump(loader_document(doc), sort_keys=False, default_flow_style=None, width=110)
 
 
-def session_inputs(order: OpenOrder, layout: VllmOmniLayout, vocab: int) -> tuple[dict[str, Any], dict[int, int], str]:
+def session_inputs(
+    order: OpenOrder, layout: VllmOmniLayout, vocab: int
+) -> tuple[dict[str, Any], dict[int, int], str]:
     """(token prompt, max_tokens per LLM stage, output modality) for one session: the thinker's
     prompt and output tokens from the request's work, the talker's output tokens (its codec
     steps) when the request continues to speech."""
@@ -201,8 +228,15 @@ class VllmOmniStage:
     for real models, a CPU build of vLLM for tiny ones)."""
 
     def __init__(
-        self, plan: ResolvedPlan, node: str, group: int, *, replica: str = "", config_dir: str = "",
-        model: str | None = None, vocab: int = 1024,
+        self,
+        plan: ResolvedPlan,
+        node: str,
+        group: int,
+        *,
+        replica: str = "",
+        config_dir: str = "",
+        model: str | None = None,
+        vocab: int = 1024,
     ) -> None:
         try:
             from vllm_omni.entrypoints import AsyncOmni
@@ -228,15 +262,28 @@ class VllmOmniStage:
             self.omni = AsyncOmni(model=model or doc["omniplane"]["model"], deploy_config=str(self.path))
 
     def _components(self, stage_id: int) -> list[str]:
-        return [c for c in self.layout.stages[stage_id].components if c in self.plan.spec.node(self.node).components]
+        return [
+            c
+            for c in self.layout.stages[stage_id].components
+            if c in self.plan.spec.node(self.node).components
+        ]
 
     async def open(self, order: OpenOrder) -> AsyncIterator[StageEvent]:
         yield StageEvent(OPENED, info={"replica": self.replica})
         if not self.whole:
-            yield StageEvent(FAILED, order.comps[0] if order.comps else "", 0.0, {"reason": (
-                f"node {self.node!r} runs stages {self.stage_ids} of {self.plan.model.name}'s vLLM-Omni "
-                "pipeline; a pipeline split across nodes needs vLLM-Omni's distributed stages (a head "
-                "orchestrator and --headless --stage-id processes), which this replica does not drive")})
+            yield StageEvent(
+                FAILED,
+                order.comps[0] if order.comps else "",
+                0.0,
+                {
+                    "reason": (
+                        f"node {self.node!r} runs stages {self.stage_ids} of {self.plan.model.name}'s "
+                        "vLLM-Omni pipeline; a pipeline split across nodes needs vLLM-Omni's distributed "
+                        "stages (a head orchestrator and --headless --stage-id processes), which this "
+                        "replica does not drive"
+                    )
+                },
+            )
             return
         from vllm.sampling_params import SamplingParams
 
@@ -249,8 +296,12 @@ class VllmOmniStage:
         start, first, done = time.monotonic(), set(), set()
         self.sessions += 1
         try:
-            async for out in self.omni.generate(prompt, request_id=f"{order.rid}-{order.attempt}",
-                                                sampling_params_list=params, output_modalities=[modality]):
+            async for out in self.omni.generate(
+                prompt,
+                request_id=f"{order.rid}-{order.attempt}",
+                sampling_params_list=params,
+                output_modalities=[modality],
+            ):
                 sid = int(getattr(out, "stage_id", 0) or 0)
                 t = order.arrival + time.monotonic() - start
                 if sid not in first:
@@ -262,7 +313,9 @@ class VllmOmniStage:
                     for c in self._components(sid):
                         yield StageEvent(DONE, c, t)
         except Exception as exc:  # a failed request must reach the ingress as a failure
-            yield StageEvent(FAILED, order.comps[0] if order.comps else "", 0.0, {"reason": f"vllm-omni: {exc}"})
+            yield StageEvent(
+                FAILED, order.comps[0] if order.comps else "", 0.0, {"reason": f"vllm-omni: {exc}"}
+            )
             return
         yield StageEvent(END, "", order.arrival + time.monotonic() - start)
 
@@ -273,5 +326,10 @@ class VllmOmniStage:
         return False
 
     def stats(self) -> dict[str, Any]:
-        return {"replica": self.replica, "engine": "vllm-omni", "stages": self.stage_ids,
-                "sessions": self.sessions, "config": str(self.path)}
+        return {
+            "replica": self.replica,
+            "engine": "vllm-omni",
+            "stages": self.stage_ids,
+            "sessions": self.sessions,
+            "config": str(self.path),
+        }

@@ -71,7 +71,8 @@ def stage_unit(model: ModelSpec) -> StageUnit | None:
     note = (f"{'; '.join(split)} in the stock layout but cannot share an executor here, so each "
             f"stage gets its own GPUs ({sum(tps)} per unit, the stock file uses {len(layout.gpus)})"
             if split else "")
-    return StageUnit(tuple(n for _, n, _ in out), tps, f"vLLM-Omni {layout.vllm_omni}: {layout.source}", note)
+    source = f"vLLM-Omni {layout.vllm_omni}: {layout.source}"
+    return StageUnit(tuple(n for _, n, _ in out), tps, source, note)
 
 
 MODSERVE_LLM_TP = 4  # ModServe's configuration in Cornfigurator section 6.3 ("TP=4")
@@ -117,8 +118,9 @@ def vllm_omni(model: ModelSpec) -> Space | None:
         return None
     tp = {n: (t,) for n, t in zip(unit.nodes, unit.tp, strict=True)}
     split = " | ".join("+".join(model.ordered(n)) for n in unit.nodes)
+    note = "; ".join(x for x in (unit.approximation, unit.source) if x)
     return Space("vllm-omni", f"vLLM-Omni stock layout {split}, TP {unit.tp}, replicated", (lp,), tp,
-                 _replicate(unit.tp), approximation="; ".join(x for x in (unit.approximation, unit.source) if x))
+                 _replicate(unit.tp), approximation=note)
 
 
 def _is_mllm(model: ModelSpec) -> bool:

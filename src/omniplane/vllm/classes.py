@@ -28,7 +28,6 @@ from typing import Any
 
 from omniplane.vllm.settings import SchedulerSettings
 
-
 FINAL_STAGE_KEY = "omni_final_stage_id"  # vLLM-Omni 0.30: engine/async_engine_utils.py
 
 

@@ -69,10 +69,10 @@ class _Hook(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return spec
 
     def create_module(self, spec: Any) -> ModuleType | None:
-        return self._inner.create_module(spec)  # type: ignore[attr-defined,no-any-return]
+        return self._inner.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
-        self._inner.exec_module(module)  # type: ignore[attr-defined]
+        self._inner.exec_module(module)
         if not module._has_ops():
             define_missing_ops()
 

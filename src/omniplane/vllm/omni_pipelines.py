@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from omniplane.spec.layout import load_layout, layout_models
+from omniplane.spec.layout import layout_models, load_layout
 
 PREFIX = "omniplane_"
 SCHEDULERS = {

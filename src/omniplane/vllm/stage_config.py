@@ -69,7 +69,9 @@ def stock_deploy(model: str, stock: Path | None = None) -> tuple[VllmOmniLayout,
     known = {s.stage_id for s in layout.stages}
     for i, d in enumerate(data.get("stages", [])):
         if not isinstance(d, dict) or d.get("stage_id") not in known:
-            raise ValueError(f"{stock}: stages[{i}].stage_id: expected one of {sorted(known)} ({model}'s stages)")
+            raise ValueError(
+                f"{stock}: stages[{i}].stage_id: expected one of {sorted(known)} ({model}'s stages)"
+            )
     return layout, data, str(stock)
 
 
@@ -109,7 +111,11 @@ def omniplane_config(
     by_id = {d["stage_id"]: d for d in out.get("stages", [])}
     stages = [by_id.get(st.stage_id, {"stage_id": st.stage_id}) for st in layout.stages]
     out["stages"] = stages
-    table = {"kind": slo.kind, "source": slo.source, "classes": {n: c.model_dump(mode="json") for n, c in slo.classes.items()}}
+    table = {
+        "kind": slo.kind,
+        "source": slo.source,
+        "classes": {n: c.model_dump(mode="json") for n, c in slo.classes.items()},
+    }
     common: dict[str, Any] = {
         "control": control,
         "control_slots": 1 + max(1, len(downstream)),
