@@ -9,7 +9,6 @@ replica of a node holding part of a pipeline says why its sessions cannot run.
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import pytest
@@ -34,6 +33,7 @@ from omniplane.spec import (
     resolve_plan,
 )
 from omniplane.spec.layout import load_layout
+from tests.vllm.omni_loader import HF_CONFIGS
 
 
 def _stage(doc: dict, sid: int) -> dict:
@@ -142,34 +142,10 @@ def test_models_without_a_layout_and_split_stages_are_refused() -> None:
 
 
 # ---- against the installed vLLM-Omni ------------------------------------------------------------
-HF = {
-    "qwen2.5-omni": {"model_type": "qwen2_5_omni", "architectures": ["Qwen2_5OmniModel"]},
-    "qwen3-omni": {"model_type": "qwen3_omni_moe", "architectures": ["Qwen3OmniMoeForConditionalGeneration"]},
-    "bagel": {"model_type": "bagel", "architectures": ["BagelForConditionalGeneration"]},
-    "mimo-audio": {"model_type": "qwen2", "architectures": ["MiMoAudioModel"]},
-}
-
-
 def _resolve(model: str, doc: dict, tmp_path: Path, name: str) -> list:
-    from vllm_omni.config.resolver import resolve_omni_config
+    from tests.vllm.omni_loader import resolve
 
-    from omniplane.vllm.omni_pipelines import register
-
-    register()
-    hf = tmp_path / f"hf-{model}"
-    hf.mkdir(exist_ok=True)
-    (hf / "config.json").write_text(json.dumps(HF[model]))
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(loader_document(doc)))
-    res = resolve_omni_config(
-        str(hf),
-        trust_remote_code=False,
-        deploy_config_path=str(path),
-        cli_overrides={},
-        stage_overrides=None,
-        strategy_config_path=None,
-    )
-    return list(res.stage_configs)
+    return list(resolve(model, loader_document(doc), tmp_path, name)[0].stage_configs)
 
 
 @pytest.mark.omni
@@ -187,7 +163,7 @@ def test_every_node_config_loads_through_vllm_omnis_loader(
     _stage(bad, 0)["ec_transfer_config"] = {"ec_connector": "ECExampleConnector", "ec_role": "ec_producer"}
     with pytest.raises(ValueError, match="no structured config owner: ec_transfer_config"):
         _resolve("qwen3-omni", bad, tmp_path, "aud-ec")  # why encoder splits are not written
-    for model in HF:
+    for model in HF_CONFIGS:
         for policy in (None, "horizon"):
             doc = node_stage_config(one_node_plan(model, policy=policy), "all")
             stages = _resolve(model, doc, tmp_path, f"{model}-{policy}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -145,3 +146,82 @@ def check_view(sched: Any, step: int, out: Any, snap: dict[str, list[str]]) -> N
     visible = (set(snap["waiting"]) - hidden) | set(snap["kv_waiting"])
     assert admitted <= visible, f"step {step}: vLLM admitted {admitted - visible}, which the policy hid"
     assert admitted.isdisjoint(hidden)
+
+
+PRIORITY_CLASS = {0: "text", 10: "audio", 20: "image"}
+
+
+def check_hundreds_of_cycles(sched: Any, n: int = 120, seed: int = 1) -> int:
+    """``n`` mixed text/audio/image requests through a wrapped scheduler (policy
+    ``HideEveryOther``) to the end: the view checks after every step, then every request
+    arrived, finished and got its first token exactly once, the scheduler preempted, the policy
+    hid often, classes came from the priorities, one ``step`` per ``decide``. Returns the steps."""
+    trace = arrivals(n, seed=seed)
+    preempted: set[str] = set()
+    hiding: list[bool] = []
+
+    def after(s: Any, step: int, out: Any, snap: dict[str, list[str]]) -> None:
+        check_view(s, step, out, snap)
+        preempted.update(out.preempted_req_ids or ())
+        hiding.append(bool(s.omniplane.last_hidden))
+
+    steps = run(sched, trace, after=after)
+    policy = sched.omniplane.bridge.policy
+    assert steps >= 200, f"only {steps} cycles"
+    assert not sched.has_requests()
+    assert len(policy.arrivals) == n and set(policy.arrivals.values()) == {1}
+    assert policy.finishes == policy.arrivals, "a request finished twice or never"
+    assert sched.omniplane.bridge.by_id == {}
+    assert preempted, "the small KV cache was meant to make the scheduler preempt"
+    assert sum(hiding) >= 50, "the policy rarely hid anything: the view checks prove little"
+    firsts = Counter(r for o in policy.outcomes for r in o.first_tokens)
+    assert len(firsts) == n and set(firsts.values()) == {1}, "first tokens must be reported once per request"
+    reqs = [r for step in sorted(trace) for r in trace[step]]  # rid = add_request order
+    assert [policy.info[i].type for i in range(n)] == [PRIORITY_CLASS[r.priority] for r in reqs]
+    assert policy.calls.count("decide") == policy.calls.count("step") == steps
+    return steps
+
+
+def check_fcfs_is_the_bare_scheduler(bare: Any, wrapped: Any, seed: int = 2) -> None:
+    """The wrapper with a policy that hides nothing schedules exactly as the bare class."""
+    logs: dict[str, list[dict[str, int]]] = {"bare": [], "wrapped": []}
+    for name, sched in (("bare", bare), ("wrapped", wrapped)):
+        run(
+            sched,
+            arrivals(60, seed=seed),
+            after=lambda s, st, out, snap, n=name: logs[n].append(dict(out.num_scheduled_tokens)),
+        )
+    assert logs["bare"] == logs["wrapped"]
+    assert len(logs["bare"]) > 100
+
+
+def check_exception_in_schedule_loses_nothing(sched: Any, seed: int = 3, warmup: int = 3) -> None:
+    """An exception inside the base ``schedule()`` (KV allocation failing) with requests hidden:
+    the queues are as before, and after repair every request finishes once."""
+    rng = random.Random(seed)
+    for i in range(12):
+        sched.add_request(make_request(i, rng))
+    for _ in range(warmup):
+        out = sched.schedule()
+        sched.update_from_output(out, synthetic_output(sched, out, rng))
+    real = sched.kv_cache_manager.allocate_slots
+
+    def broken(*a: Any, **k: Any) -> Any:
+        raise RuntimeError("allocation failed (test)")
+
+    before_waiting = [r.request_id for r in sched.waiting]
+    before_all = set(before_waiting) | {r.request_id for r in sched.running}
+    sched.kv_cache_manager.allocate_slots = broken
+    try:
+        sched.schedule()
+    except RuntimeError as exc:
+        assert "allocation failed" in str(exc)
+    else:
+        raise AssertionError("schedule() did not raise")
+    assert sched.omniplane.bridge.policy.last_hidden, "nothing was hidden: the test proves nothing"
+    assert [r.request_id for r in sched.waiting] == before_waiting
+    assert {r.request_id for r in sched.waiting} | {r.request_id for r in sched.running} == before_all
+    sched.kv_cache_manager.allocate_slots = real
+    run(sched, {})
+    policy = sched.omniplane.bridge.policy
+    assert not sched.has_requests() and len(policy.finishes) == 12 and set(policy.finishes.values()) == {1}

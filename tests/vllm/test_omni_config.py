@@ -29,7 +29,6 @@ import vllm_omni  # noqa: E402
 from vllm.sampling_params import SamplingParams  # noqa: E402
 from vllm.v1.engine import EngineCoreRequest  # noqa: E402
 from vllm_omni.config import pipeline_registry  # noqa: E402
-from vllm_omni.config.resolver import resolve_omni_config  # noqa: E402
 from vllm_omni.engine.async_engine_utils import (  # noqa: E402
     apply_omni_final_stage_metadata,
     upgrade_to_omni_request,
@@ -43,31 +42,10 @@ from omniplane.vllm import omni_pipelines, plugin  # noqa: E402
 from omniplane.vllm.omni_scheduler import OmniplaneOmniARScheduler  # noqa: E402
 from omniplane.vllm.settings import load_settings  # noqa: E402
 from tests.vllm.harness import make_scheduler  # noqa: E402
+from tests.vllm.omni_loader import HF_CONFIGS, hf_dir, resolve  # noqa: E402
 from tests.vllm.test_stage_config import WRAPPED, generate  # noqa: E402
 
 WHEEL = Path(vllm_omni.__file__).parent
-# the least HF config.json that lets vLLM-Omni resolve each pipeline (no weights, no hub)
-HF_CONFIGS = {
-    "qwen2.5-omni": {"model_type": "qwen2_5_omni", "architectures": ["Qwen2_5OmniModel"]},
-    "qwen3-omni": {"model_type": "qwen3_omni_moe", "architectures": ["Qwen3OmniMoeForConditionalGeneration"]},
-    "bagel": {"model_type": "bagel", "architectures": ["BagelForConditionalGeneration"]},
-    "mimo-audio": {"model_type": "qwen2", "architectures": ["MiMoAudioModel"]},
-}
-
-
-def resolve(model: str, deploy: Path, tmp_path: Path) -> Any:
-    d = tmp_path / f"hf-{model}"
-    d.mkdir(exist_ok=True)
-    (d / "config.json").write_text(json.dumps(HF_CONFIGS[model]))
-    omni_pipelines.register()
-    return resolve_omni_config(
-        str(d),
-        trust_remote_code=False,
-        deploy_config_path=str(deploy),
-        cli_overrides={},
-        stage_overrides=None,
-        strategy_config_path=None,
-    ), str(d)
 
 
 def test_catalog_layouts_are_the_installed_wheels(tmp_path: Path) -> None:
@@ -82,9 +60,7 @@ def test_catalog_layouts_are_the_installed_wheels(tmp_path: Path) -> None:
             continue
         rel = layout.source.split("/vllm_omni/", 1)[1]
         assert layout.deploy == yaml.safe_load((WHEEL / rel).read_text()), f"{model}: deploy half differs"
-        d = tmp_path / model
-        d.mkdir()
-        (d / "config.json").write_text(json.dumps(HF_CONFIGS[model]))
+        d = hf_dir(model, tmp_path)
         try:
             hf = AutoConfig.from_pretrained(str(d))
         except ValueError:

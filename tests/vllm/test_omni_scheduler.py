@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import random
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,9 @@ from omniplane.vllm.omni_scheduler import (  # noqa: E402
 )
 from tests.vllm.harness import (  # noqa: E402
     arrivals,
+    check_exception_in_schedule_loses_nothing,
+    check_fcfs_is_the_bare_scheduler,
+    check_hundreds_of_cycles,
     check_view,
     make_request,
     make_scheduler,
@@ -41,7 +43,6 @@ from tests.vllm.harness import (  # noqa: E402
 )
 
 POLICIES = "import:tests.vllm.policies:"
-PRIORITY_CLASS = {0: "text", 10: "audio", 20: "image"}
 TABLE = {
     "kind": "omniplane-slo-table",
     "source": "assumption: test SLOs",
@@ -61,29 +62,7 @@ def stage(cls: type, configs: dict[str, Any], policy: str, **extra: Any) -> Any:
 def test_ar_stage_hundreds_of_cycles_finish_exactly_once(configs: dict[str, Any], cls: type) -> None:
     sched = stage(cls, configs, "HideEveryOther")
     assert isinstance(sched, OmniARScheduler)
-    trace = arrivals(120, seed=21)
-    preempted: set[str] = set()
-    hiding = []
-
-    def after(s: Any, step: int, out: Any, snap: dict[str, list[str]]) -> None:
-        check_view(s, step, out, snap)
-        preempted.update(out.preempted_req_ids or ())
-        hiding.append(bool(s.omniplane.last_hidden))
-
-    steps = run(sched, trace, after=after)
-    policy = sched.omniplane.bridge.policy
-    assert steps >= 200, f"only {steps} cycles"
-    assert not sched.has_requests()
-    assert len(policy.arrivals) == 120 and set(policy.arrivals.values()) == {1}
-    assert policy.finishes == policy.arrivals, "a request finished twice or never"
-    assert sched.omniplane.bridge.by_id == {}
-    assert preempted, "the small KV cache was meant to make vLLM-Omni preempt"
-    assert sum(hiding) >= 50, "the policy rarely hid anything: the view checks prove little"
-    firsts = Counter(r for o in policy.outcomes for r in o.first_tokens)
-    assert len(firsts) == 120 and set(firsts.values()) == {1}
-    reqs = [r for step in sorted(trace) for r in trace[step]]
-    assert [policy.info[i].type for i in range(120)] == [PRIORITY_CLASS[r.priority] for r in reqs]
-    assert policy.calls.count("decide") == policy.calls.count("step") == steps
+    check_hundreds_of_cycles(sched, seed=21)
 
 
 def test_generation_stage_hundreds_of_cycles_finish_exactly_once(configs: dict[str, Any]) -> None:
@@ -107,42 +86,12 @@ def test_generation_stage_hundreds_of_cycles_finish_exactly_once(configs: dict[s
 
 def test_fcfs_wrapper_schedules_exactly_like_bare_omni_ar(configs: dict[str, Any]) -> None:
     bare = make_scheduler(OmniARScheduler, configs["fcfs"], None)
-    wrapped = stage(OmniplaneOmniARScheduler, configs, "Recording")
-    logs: dict[str, list[dict[str, int]]] = {"bare": [], "wrapped": []}
-    for name, sched in (("bare", bare), ("wrapped", wrapped)):
-        run(
-            sched,
-            arrivals(60, seed=23),
-            after=lambda s, st, out, snap, n=name: logs[n].append(dict(out.num_scheduled_tokens)),
-        )
-    assert logs["bare"] == logs["wrapped"] and len(logs["bare"]) > 100
+    check_fcfs_is_the_bare_scheduler(bare, stage(OmniplaneOmniARScheduler, configs, "Recording"), seed=23)
 
 
 @pytest.mark.parametrize("cls", [OmniplaneOmniARScheduler, OmniplaneOmniGenerationScheduler])
 def test_exception_inside_omni_schedule_loses_nothing(configs: dict[str, Any], cls: type) -> None:
-    sched = stage(cls, configs, "HideEveryOther")
-    rng = random.Random(24)
-    for i in range(12):
-        sched.add_request(make_request(i, rng))
-    out = sched.schedule()
-    sched.update_from_output(out, synthetic_output(sched, out, rng))
-    real = sched.kv_cache_manager.allocate_slots
-
-    def broken(*a: Any, **k: Any) -> Any:
-        raise RuntimeError("allocation failed (test)")
-
-    before_waiting = [r.request_id for r in sched.waiting]
-    before_all = set(before_waiting) | {r.request_id for r in sched.running}
-    sched.kv_cache_manager.allocate_slots = broken
-    with pytest.raises(RuntimeError, match="allocation failed"):
-        sched.schedule()
-    assert sched.omniplane.bridge.policy.last_hidden, "nothing was hidden: the test proves nothing"
-    assert [r.request_id for r in sched.waiting] == before_waiting
-    assert {r.request_id for r in sched.waiting} | {r.request_id for r in sched.running} == before_all
-    sched.kv_cache_manager.allocate_slots = real
-    run(sched, {})
-    policy = sched.omniplane.bridge.policy
-    assert not sched.has_requests() and len(policy.finishes) == 12 and set(policy.finishes.values()) == {1}
+    check_exception_in_schedule_loses_nothing(stage(cls, configs, "HideEveryOther"), seed=24, warmup=1)
 
 
 def test_thinker_and_code2wav_stages_coupled_through_the_control_record(

@@ -25,6 +25,9 @@ from omniplane.control import ControlRecord, SlotState  # noqa: E402
 from omniplane.vllm.scheduler import OmniplaneAsyncScheduler, OmniplaneScheduler  # noqa: E402
 from tests.vllm.harness import (  # noqa: E402
     arrivals,
+    check_exception_in_schedule_loses_nothing,
+    check_fcfs_is_the_bare_scheduler,
+    check_hundreds_of_cycles,
     check_view,
     make_request,
     make_scheduler,
@@ -33,7 +36,6 @@ from tests.vllm.harness import (  # noqa: E402
 )
 
 POLICIES = "import:tests.vllm.policies:"
-PRIORITY_CLASS = {0: "text", 10: "audio", 20: "image"}
 
 
 def omni(configs: dict[str, Any], policy: str, queue: str = "fcfs", **extra: Any) -> Any:
@@ -43,75 +45,16 @@ def omni(configs: dict[str, Any], policy: str, queue: str = "fcfs", **extra: Any
 
 
 def test_mixed_classes_hundreds_of_cycles_finish_exactly_once(configs: dict[str, Any]) -> None:
-    sched = omni(configs, "HideEveryOther")
-    trace = arrivals(120, seed=1)
-    preempted: set[str] = set()
-    hiding_steps = []
-
-    def after(s: Any, step: int, out: Any, snap: dict[str, list[str]]) -> None:
-        check_view(s, step, out, snap)
-        preempted.update(out.preempted_req_ids or ())
-        hiding_steps.append(bool(s.omniplane.last_hidden))
-
-    steps = run(sched, trace, after=after)
-    policy = sched.omniplane.bridge.policy
-    assert steps >= 200, f"only {steps} cycles"
-    assert not sched.has_requests()
-    assert len(policy.arrivals) == 120 and set(policy.arrivals.values()) == {1}
-    assert policy.finishes == policy.arrivals, "a request finished twice or never"
-    assert sched.omniplane.bridge.by_id == {}
-    assert preempted, "the test meant to exercise vLLM's preemption did not preempt"
-    assert sum(hiding_steps) >= 50, "the policy rarely hid anything: the view checks prove little"
-    firsts = Counter(r for o in policy.outcomes for r in o.first_tokens)
-    assert len(firsts) == 120 and set(firsts.values()) == {1}, (
-        "first tokens must be reported once per request"
-    )
-    # classes from priority, in rid (= add_request) order
-    reqs = [r for step in sorted(trace) for r in trace[step]]
-    assert [policy.info[i].type for i in range(120)] == [PRIORITY_CLASS[r.priority] for r in reqs]
-    # the call order of the policy contract: arrival before its first decide, one step per decide
-    assert policy.calls.count("decide") == policy.calls.count("step") == steps
+    check_hundreds_of_cycles(omni(configs, "HideEveryOther"), seed=1)
 
 
 def test_fcfs_wrapper_schedules_exactly_like_bare_vllm(configs: dict[str, Any]) -> None:
     bare = make_scheduler(Scheduler, configs["fcfs"], None)
-    wrapped = omni(configs, "Recording")
-    logs: dict[str, list[dict[str, int]]] = {"bare": [], "wrapped": []}
-    for name, sched in (("bare", bare), ("wrapped", wrapped)):
-        run(
-            sched,
-            arrivals(60, seed=2),
-            after=lambda s, st, out, snap, n=name: logs[n].append(dict(out.num_scheduled_tokens)),
-        )
-    assert logs["bare"] == logs["wrapped"]
-    assert len(logs["bare"]) > 100
+    check_fcfs_is_the_bare_scheduler(bare, omni(configs, "Recording"))
 
 
 def test_exception_inside_vllm_schedule_loses_nothing(configs: dict[str, Any]) -> None:
-    sched = omni(configs, "HideEveryOther")
-    rng = random.Random(3)
-    for i in range(12):
-        sched.add_request(make_request(i, rng))
-    for _ in range(3):
-        out = sched.schedule()
-        sched.update_from_output(out, synthetic_output(sched, out, rng))
-    real = sched.kv_cache_manager.allocate_slots
-
-    def broken(*a: Any, **k: Any) -> Any:
-        raise RuntimeError("allocation failed (test)")
-
-    before_waiting = [r.request_id for r in sched.waiting]
-    before_all = set(before_waiting) | {r.request_id for r in sched.running}
-    sched.kv_cache_manager.allocate_slots = broken
-    with pytest.raises(RuntimeError, match="allocation failed"):
-        sched.schedule()
-    assert sched.omniplane.bridge.policy.last_hidden, "nothing was hidden: the test proves nothing"
-    assert [r.request_id for r in sched.waiting] == before_waiting
-    assert {r.request_id for r in sched.waiting} | {r.request_id for r in sched.running} == before_all
-    sched.kv_cache_manager.allocate_slots = real
-    run(sched, {})
-    policy = sched.omniplane.bridge.policy
-    assert not sched.has_requests() and set(policy.finishes.values()) == {1} and len(policy.finishes) == 12
+    check_exception_in_schedule_loses_nothing(omni(configs, "HideEveryOther"))
 
 
 def test_policy_exceptions_fall_back_to_fcfs_and_are_counted(configs: dict[str, Any]) -> None:
