@@ -30,18 +30,11 @@ class GPUKind(Sourced):
     interconnect: Literal["nvlink", "pcie"]
     gpus_per_node: PositiveInt = 8
     # CUDA compute capability "major.minor" (https://developer.nvidia.com/cuda-gpus): the SM
-    # partition rule of green contexts (omniplane.gpu.ladder) follows from it. None: not stated.
+    # partition rule of green contexts (omniplane.sched.ladder) follows from it. None: not
+    # stated. Read it through compute_capability() below.
     compute_capability: Annotated[str, StringConstraints(pattern=r"^\d+\.\d+$")] | None = None
 
     _sourced_text: ClassVar[frozenset[str]] = frozenset({"compute_capability"})
-
-    def capability(self) -> tuple[int, int]:
-        """(major, minor) of the compute capability; the one place it is read (ladders, stage
-        configs). Raises ValueError naming the GPU when the catalog does not state it."""
-        if self.compute_capability is None:
-            raise ValueError(f"GPU {self.name}: compute_capability is not stated in its catalog entry")
-        major, minor = self.compute_capability.split(".")
-        return int(major), int(minor)
 
     @property
     def memory_bytes(self) -> float:
@@ -98,28 +91,13 @@ class GPUCatalog(Document):
         return [g.name for g in self.gpus]
 
 
-# Compute capability per catalog GPU kind (https://developer.nvidia.com/cuda-gpus). It decides
-# the green-context SM partition rule (omniplane.sched.ladder) of the simulated and the deployed
-# SM ladder alike; read it through compute_capability() only, so that a catalog field can
-# replace this table without touching any reader.
-COMPUTE_CAPABILITY: dict[str, tuple[int, int]] = {
-    "A100-80GB": (8, 0),
-    "H100-SXM": (9, 0),
-    "H200": (9, 0),
-    "L40S": (8, 9),
-    "RTX6000Ada": (8, 9),
-    "RTXPRO6000": (12, 0),
-}
-
-
 def compute_capability(gpu: GPUKind) -> tuple[int, int]:
-    """``(major, minor)`` of a GPU kind: the catalog entry's ``compute_capability`` when it has
-    one (``"9.0"``), else :data:`COMPUTE_CAPABILITY`; a clear error for a kind in neither."""
-    field = getattr(gpu, "compute_capability", None)
-    if field is not None:
-        major, _, minor = str(field).partition(".")
-        return int(major), int(minor or 0)
-    if gpu.name not in COMPUTE_CAPABILITY:
+    """``(major, minor)`` of a GPU kind, from its catalog entry's ``compute_capability``
+    (``catalog/gpus.yaml``). It decides the green-context SM partition rule
+    (omniplane.sched.ladder) of the simulated and the deployed SM ladder alike; this is the one
+    reader. A clear error for a kind whose entry does not state it."""
+    if gpu.compute_capability is None:
         raise KeyError(f"GPU kind {gpu.name!r}: compute capability unknown (add compute_capability: "
-                       f"'MAJOR.MINOR' to its catalog entry); known: {', '.join(COMPUTE_CAPABILITY)}")
-    return COMPUTE_CAPABILITY[gpu.name]
+                       "'MAJOR.MINOR' to its catalog entry)")
+    major, _, minor = gpu.compute_capability.partition(".")
+    return int(major), int(minor)
