@@ -149,6 +149,16 @@ def check_view(sched: Any, step: int, out: Any, snap: dict[str, list[str]]) -> N
 
 
 PRIORITY_CLASS = {0: "text", 10: "audio", 20: "image"}
+# tight SLOs so that HorizonServe's slack guard and rotation act within a short run
+HORIZON_SLO_TABLE = {
+    "kind": "omniplane-slo-table",
+    "source": "assumption: test SLOs",
+    "classes": {
+        "text": {"priority": 0, "path": "short", "slo_s": 0.05},
+        "audio": {"priority": 10, "path": "long", "slo_s": 1.0},
+        "image": {"priority": 20, "path": "long", "slo_s": 5.0},
+    },
+}
 
 
 def check_hundreds_of_cycles(sched: Any, n: int = 120, seed: int = 1) -> int:

@@ -31,6 +31,7 @@ from omniplane.vllm.omni_scheduler import (  # noqa: E402
     OmniplaneOmniGenerationScheduler,
 )
 from tests.vllm.harness import (  # noqa: E402
+    HORIZON_SLO_TABLE,
     arrivals,
     check_exception_in_schedule_loses_nothing,
     check_fcfs_is_the_bare_scheduler,
@@ -43,15 +44,6 @@ from tests.vllm.harness import (  # noqa: E402
 )
 
 POLICIES = "import:tests.vllm.policies:"
-TABLE = {
-    "kind": "omniplane-slo-table",
-    "source": "assumption: test SLOs",
-    "classes": {
-        "text": {"priority": 0, "path": "short", "slo_s": 0.05},
-        "audio": {"priority": 10, "path": "long", "slo_s": 1.0},
-        "image": {"priority": 20, "path": "long", "slo_s": 5.0},
-    },
-}
 
 
 def stage(cls: type, configs: dict[str, Any], policy: str, **extra: Any) -> Any:
@@ -108,7 +100,7 @@ def test_thinker_and_code2wav_stages_coupled_through_the_control_record(
         OmniplaneOmniARScheduler,
         configs,
         "WatchedHorizon",
-        slo_table=TABLE,
+        slo_table=HORIZON_SLO_TABLE,
         ladder={"s_min": 40, "s_max": 64},
         **control,
     )

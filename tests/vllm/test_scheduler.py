@@ -24,6 +24,7 @@ from vllm.v1.request import RequestStatus  # noqa: E402
 from omniplane.control import ControlRecord, SlotState  # noqa: E402
 from omniplane.vllm.scheduler import OmniplaneAsyncScheduler, OmniplaneScheduler  # noqa: E402
 from tests.vllm.harness import (  # noqa: E402
+    HORIZON_SLO_TABLE,
     arrivals,
     check_exception_in_schedule_loses_nothing,
     check_fcfs_is_the_bare_scheduler,
@@ -169,15 +170,7 @@ def test_horizon_policy_in_vllm_keeps_the_invariants_and_caps_on_the_ladder(
     published cap is a ladder level while the downstream stage is active, the whole GPU otherwise."""
     import time
 
-    table = {
-        "kind": "omniplane-slo-table",
-        "source": "assumption: test SLOs",
-        "classes": {
-            "text": {"priority": 0, "path": "short", "slo_s": 0.05},
-            "audio": {"priority": 10, "path": "long", "slo_s": 1.0},
-            "image": {"priority": 20, "path": "long", "slo_s": 5.0},
-        },
-    }
+    table = HORIZON_SLO_TABLE
     sched = omni(
         configs, "WatchedHorizon", slo_table=table, control="hz", control_dir=str(tmp_path),
         total_sms=132, ladder={"s_min": 40, "s_max": 64},
