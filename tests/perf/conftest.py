@@ -7,7 +7,7 @@ import pytest
 from omniplane.perf import CostModel
 from omniplane.spec import GPUCatalog, ModelSpec, catalog_gpus_path, find_catalog_model, load_gpus, load_model
 
-MODELS = ("qwen3-omni", "qwen2.5-omni", "bagel", "mimo-audio", "qwen-image", "qwen3-vl", "internvl3")
+MODELS = ("qwen3-omni", "qwen2.5-omni", "bagel", "mimo-audio", "qwen-image", "qwen3-vl", "internvl3", "qwen2.5-vl")
 
 
 @pytest.fixture(scope="session")
@@ -27,4 +27,5 @@ def specs() -> dict[str, ModelSpec]:
 
 @pytest.fixture(scope="session")
 def costs(specs: dict[str, ModelSpec]) -> dict[str, CostModel]:
-    return {name: CostModel(spec) for name, spec in specs.items()}
+    # the roofline alone: physics tests (runtime overheads are tested in test_runtime.py)
+    return {name: CostModel(spec, runtime="roofline") for name, spec in specs.items()}

@@ -110,7 +110,7 @@ def test_cost_model_uses_the_table_inside_and_records_fallbacks_outside(costs: d
                                                                          gpus: GPUCatalog) -> None:
     base = costs["qwen2.5-omni"]
     cfg = ExecutorConfig(gpus.get("h100"), 1)  # an alias reaches the table written for H100-SXM
-    cost = CostModel(base.model, profiles=_grid())
+    cost = CostModel(base.model, profiles=_grid(), runtime="roofline")
     assert cost.source_of("thinker", cfg, "decode") == "profile"
     assert cost.source_of("thinker", cfg, "prefill") == "roofline"
     assert cost.decode_step_time("thinker", cfg, 1, 150) == pytest.approx(0.015)
@@ -125,7 +125,7 @@ def test_cost_model_uses_the_table_inside_and_records_fallbacks_outside(costs: d
         "thinker", "decode", 16, 1000, 4, 200)
     # prefill and other components still come from the roofline
     assert cost.prefill_time("thinker", cfg, 300) == base.prefill_time("thinker", cfg, 300)
-    strict = CostModel(base.model, profiles=_grid(), strict_profiles=True)
+    strict = CostModel(base.model, profiles=_grid(), strict_profiles=True, runtime="roofline")
     with pytest.raises(OutsideProfile, match="nearest measured point: batch 4, size 200"):
         strict.decode_step_time("thinker", cfg, 16, 16 * 1000)
 
@@ -137,7 +137,7 @@ def test_prefill_and_mixed_iterations_with_tables(costs: dict[str, CostModel], g
             for s, lat in [(100, 20.0), (900, 60.0)]]
     rows += [ProfileRow("thinker", "H100-SXM", 1, "decode", b, 500, lat)
              for b, lat in [(1, 10.0), (8, 12.0)]]
-    cost = CostModel(base.model, profiles=ProfileSet(rows))
+    cost = CostModel(base.model, profiles=ProfileSet(rows), runtime="roofline")
     assert cost.prefill_time("thinker", cfg, 500) == pytest.approx(0.040)
     # cached context adds the roofline's extra attention to the measured empty-cache prefill
     extra = base.prefill_time("thinker", cfg, 500, 3000) - base.prefill_time("thinker", cfg, 500)
@@ -156,6 +156,6 @@ def test_generator_tables_take_precedence(costs: dict[str, CostModel], gpus: GPU
     cfg = ExecutorConfig(gpus.get("H100-SXM"), 1)
     rows = [ProfileRow("dit", "H100-SXM", 1, "dit_step", 1, s, lat)
             for s, lat in [(1024, 60.0), (4096, 240.0)]]
-    cost = CostModel(costs["qwen-image"].model, profiles=ProfileSet(rows))
+    cost = CostModel(costs["qwen-image"].model, profiles=ProfileSet(rows), runtime="roofline")
     assert cost.dit_step_time("dit", cfg, 1, 2048) == pytest.approx(0.120)
     assert cost.vae_time("vae", cfg, 1, 1e6) == costs["qwen-image"].vae_time("vae", cfg, 1, 1e6)

@@ -26,7 +26,7 @@ def test_lists_many_public_points_with_prediction_measurement_and_error(report: 
     for p in pts:
         assert p["measured"] > 0 and p["predicted"] > 0
         assert p["rel_error"] == pytest.approx(p["predicted"] / p["measured"] - 1, abs=1e-3)
-        assert p["role"] in ("fit", "held-out") and p["source"]
+        assert p["role"] in ("fit", "runtime-fit", "held-out") and p["source"]
 
 
 def test_held_out_median_error_is_at_most_15_percent(report: dict[str, Any]) -> None:
@@ -78,3 +78,20 @@ def test_colocation_section_covers_every_catalog_gpu(report: dict[str, Any]) -> 
     assert {r["gpu"] for r in co["per_gpu"]} == {"A100-80GB", "H100-SXM", "H200", "L40S", "RTX6000Ada",
                                                  "RTXPRO6000"}
     assert len([r for r in co["points"] if r["metric"] == "time_ms"]) == 5
+
+
+def test_shipped_runtimes_are_what_the_fit_produces() -> None:
+    """Provenance: refitting the runtime points reproduces the shipped runtimes' factors."""
+    from omniplane.perf.runtime import NUMERIC
+    from omniplane.perf.validation.fit import fit_all
+
+    ctx = Context()
+    points, _ = all_points(ctx)
+    fresh, shipped = fit_all(ctx, points), load_calibration()
+    assert shipped.default_runtime == "cornserve" and set(shipped.runtimes) >= {"roofline", "vllm", "cornserve"}
+    for name in ("vllm", "cornserve"):
+        a, b = fresh.runtime(name), shipped.runtime(name)
+        for f in NUMERIC:
+            assert getattr(a, f) == pytest.approx(getattr(b, f), rel=1e-2, abs=1e-9), (name, f)
+        assert b.source.startswith("fitted:") and set(b.fitted_to) <= {p.id for p in points}
+        assert all(p.role is Role.RUNTIME and p.runtime == name for p in points if p.id in set(b.fitted_to))

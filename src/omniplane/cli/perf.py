@@ -88,14 +88,15 @@ def _print_report(report: dict[str, Any]) -> None:
 def fit(
     out: Annotated[Path | None, typer.Option(help="Write the calibration here (default: print it).")] = None,
 ) -> None:
-    """Fit the roofline's per-kind efficiency factors to the fit points (docs/perf.md)."""
-    from omniplane.perf.validation.fit import fit_calibration
+    """Fit the roofline's per-kind efficiency factors to the fit points, then each serving
+    runtime's host-side factors to the points measured on it (docs/perf.md)."""
+    from omniplane.perf.validation.fit import fit_all
     from omniplane.perf.validation.points import Context
     from omniplane.perf.validation.report import all_points
 
     ctx = Context()
     points, _ = all_points(ctx)
-    cal = fit_calibration(ctx, points, command="omniplane perf fit" + (f" --out {out}" if out else ""))
+    cal = fit_all(ctx, points, command="omniplane perf fit" + (f" --out {out}" if out else ""))
     if out is None:
         print_json(cal.to_json())
         return
@@ -122,8 +123,9 @@ def colocation_fit(
         print_json(result.to_json())
         return
     p = result.params
-    console.print(f"knee {p.knee:.3f} of the SMs, thrash {p.thrash:.3f}, scales {result.scales}, "
-                  f"co-runner demand {result.corun_pressure:.3f} of effective bandwidth")
+    console.print(f"kappa {p.kappa:.3f}, best at x0 {p.x0:.3f} of the SMs, penalty {p.delta:.3f} by "
+                  f"x1 {p.x1:.3f}, eta_max {p.eta_max:.3f}; scales {result.scales}, co-runner demand "
+                  f"{result.corun_pressure:.3f} of effective bandwidth")
     for r in result.rows:
         console.print(f"  {r['kernel']}@{r['sms']:g}{' co-run' if r['corun'] else ''} {r['metric']}: "
                       f"measured {r['measured']:g} predicted {r['predicted']:.4g} "

@@ -11,18 +11,26 @@ Sweep format (JSON; docs/perf.md)::
                 {"sms": 142, "kernel": "decode", "corun": false, "bw_util": 0.76}, ...]}
 
 ``works`` names the iteration each ``kernel`` runs: either an LLM iteration of a catalog model
-(``model``, ``component`` and the arguments of :meth:`CostModel.llm_iteration_work`) or explicit
-per-GPU ``flops`` / ``bytes`` (a synthetic memory- or compute-bound kernel). A point with
-``time_ms`` and/or ``bw_util`` (the DRAM busy fraction) is fitted unless it says
-``"check": true``, in which case the fit reports it beside the model without using it.
-``corun`` points run next to the sweep's co-runner, whose bandwidth demand is ``corun_bw_gbs``
-(GB/s) or ``corun_demand`` (a fraction of the GPU's effective bandwidth) when given, and is
-fitted otherwise (as a fraction in [0, 1]).
+(``model``, ``component``, optional ``runtime`` and the arguments of
+:meth:`CostModel.llm_iteration_work`) or explicit per-GPU ``flops`` / ``bytes`` (a synthetic
+memory- or compute-bound kernel). A point with ``time_ms`` and/or ``bw_util`` (the GPU's DRAM
+draw over its peak) is fitted unless it says ``"check": true``, in which case the fit reports
+it beside the model without using it. ``corun`` points run next to the sweep's co-runner,
+whose bandwidth demand is ``corun_bw_gbs`` (GB/s) or ``corun_demand`` (a fraction of the GPU's
+effective bandwidth) when given, and is fitted otherwise (as a fraction in [0, 1]).
 
-The fit has the two model parameters (``knee``, ``thrash``), one ``scale`` per kernel (the
+``queueing`` (optional) names kernels whose times are latencies that include queueing for the
+stage (a short request's TTFT): ``{"kernels": ["mixed"], "reference_sms": 80}``. Their
+prediction is ``t x (1 + rho / (2 (1 - rho)))`` (M/D/1 waiting plus service), the load ``rho``
+scaling with the iteration time from its value at ``reference_sms``, which is fitted (a source
+that does not publish its load leaves it free).
+
+The fit has the model's parameters (``kappa``, ``delta`` <= HorizonServe's measured bound,
+``x0`` and, with a co-running ``bw_util`` point, ``eta_max``; ``x1`` is held at the largest
+solo SM level the sweep measured: beyond it no penalty is known), one ``scale`` per kernel (the
 sweep's times over the roofline's: it absorbs the roofline's level error and iteration sizes the
-source does not publish; only the dependence on SMs and co-running is fitted) and, without
-``corun_bw_gbs``, the co-runner's demand.
+source does not publish; only the dependence on SMs and co-running is fitted), the queueing
+load, and, without ``corun_bw_gbs``, the co-runner's demand.
 """
 
 from __future__ import annotations
@@ -37,13 +45,19 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
-from omniplane.perf.colocation import ColocationModel, ColocationParams
+from omniplane.perf.colocation import MAX_SOLO_PENALTY, ColocationModel, ColocationParams
 from omniplane.perf.costmodel import CostModel
 from omniplane.perf.factors import Calibration, Efficiency, load_calibration
 from omniplane.perf.types import ExecutorConfig, Work
 from omniplane.spec import GPUKind, catalog_gpus_path, find_catalog_model, load_gpus, load_model
 
 LLM_ARGS = ("prefill_tokens", "prefill_context", "decode_batch", "decode_context", "prefill_requests")
+ETA_MAX_DEFAULT = 0.95  # assumption: DRAM serves at most ~95% of peak under concurrent streams
+ETA_MAX_BOUND = 0.95  # the fit may not go above it (no DRAM sustains its datasheet peak)
+# HorizonServe: decode "is already close to saturation in the 64-80 SM range" (of 142) and has
+# no point below 64 SMs; kappa is bounded so that 95% of the saturated bandwidth is not reached
+# before 0.36 of the SMs (51 of 142), i.e. kappa >= 0.36 / ln(20).
+KAPPA_MIN = 0.36 / math.log(20.0)
 
 
 @dataclass(frozen=True)
@@ -64,6 +78,8 @@ class Sweep:
     corun_bw: float | None  # bytes/s, when known
     source: str
     file: str = "<sweep>"
+    queue_kernels: tuple[str, ...] = ()
+    queue_reference_sms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -72,10 +88,12 @@ class ColocationFit:
     scales: dict[str, float]
     corun_pressure: float
     rows: list[dict[str, Any]] = field(default_factory=list)
+    queue_load: float | None = None  # fitted load at the queueing reference SMs
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": "omniplane-colocation", "params": self.params.to_json(),
-                "scales": self.scales, "corun_pressure": self.corun_pressure, "rows": self.rows}
+                "scales": self.scales, "corun_pressure": self.corun_pressure,
+                "queue_load": self.queue_load, "rows": self.rows}
 
 
 def _bad(file: str, where: str, msg: str) -> ValueError:
@@ -90,11 +108,14 @@ def _work(name: str, spec: Any, gpu: GPUKind, cal: Calibration, file: str) -> Wo
         path = find_catalog_model(str(spec["model"]))
         if path is None:
             raise _bad(file, f"{where}.model", f"unknown catalog model {spec['model']!r}")
-        unknown = set(spec) - {"model", "component", "tp", *LLM_ARGS}
+        unknown = set(spec) - {"model", "component", "tp", "runtime", *LLM_ARGS}
         if unknown:
             raise _bad(file, where, f"unknown field(s) {sorted(unknown)}; allowed: model, component, "
-                                    f"tp, {', '.join(LLM_ARGS)}")
-        cost = CostModel(load_model(path), calibration=cal)
+                                    f"tp, runtime, {', '.join(LLM_ARGS)}")
+        try:
+            cost = CostModel(load_model(path), calibration=cal, runtime=spec.get("runtime", "vllm"))
+        except KeyError as exc:
+            raise _bad(file, f"{where}.runtime", str(exc.args[0])) from None
         cfg = ExecutorConfig(gpu, int(spec.get("tp", 1)))
         return cost.llm_iteration_work(str(spec.get("component", "")), cfg,
                                        **{k: int(spec[k]) for k in LLM_ARGS if k in spec})
@@ -147,71 +168,127 @@ def parse_sweep(data: dict[str, Any], file: str = "<sweep>", calibration: Calibr
         corun = float(bw) * 1e9
     elif demand is not None:
         corun = float(demand) * gpu.mem_bw * cal.for_gpu(gpu).memory
-    return Sweep(gpu, works, tuple(points), corun, str(data.get("source", "")), file)
+    q = data.get("queueing")
+    kernels: tuple[str, ...] = ()
+    ref = None
+    if q is not None:
+        if not isinstance(q, dict) or not isinstance(q.get("kernels"), list):
+            raise _bad(file, "queueing", "expected {\"kernels\": [...], \"reference_sms\": N}")
+        kernels = tuple(str(k) for k in q["kernels"])
+        bad = [k for k in kernels if k not in works]
+        if bad:
+            raise _bad(file, "queueing.kernels", f"unknown kernel(s) {bad}; expected some of {sorted(works)}")
+        ref = q.get("reference_sms")
+        if not isinstance(ref, int | float) or not 0 < ref <= gpu.sms:
+            raise _bad(file, "queueing.reference_sms", f"expected a number in (0, {gpu.sms}], found {ref!r}")
+    return Sweep(gpu, works, tuple(points), corun, str(data.get("source", "")), file, kernels,
+                 None if ref is None else float(ref))
 
 
 def load_sweep(path: Path, calibration: Calibration | None = None) -> Sweep:
     return parse_sweep(json.loads(path.read_text()), str(path), calibration)
 
 
+def _x1(sweep: Sweep) -> float:
+    """The largest solo SM fraction the sweep measured (the penalty is held beyond it)."""
+    solo = [p.sms for p in sweep.points if not p.corun and p.time_ms is not None]
+    return min(1.0, max(solo) / sweep.gpu.sms) if solo else 1.0
+
+
+def _queued(t: float, t_ref: float, load: float) -> float:
+    rho = min(load * t / t_ref, 0.995)
+    return t * (1.0 + rho / (2.0 * (1.0 - rho)))
+
+
+class _Predictor:
+    """Every point's predicted value for one parameter vector."""
+
+    def __init__(self, sweep: Sweep, eff: Efficiency) -> None:
+        self.sweep, self.eff = sweep, eff
+        self.model = ColocationModel(ColocationParams(0.2, 0.1, 0.5, 0.9, 0.95))
+
+    def values(self, params: ColocationParams, scales: dict[str, float], pressure: float,
+               load: float | None) -> list[tuple[SweepPoint, float | None, float | None]]:
+        sw, eff, m = self.sweep, self.eff, self.model
+        m.params = params
+        bw = sw.corun_bw if sw.corun_bw is not None else pressure * sw.gpu.mem_bw * eff.memory
+        out = []
+        for p in sw.points:
+            st = m.stage(sw.works[p.kernel], sw.gpu, p.sms, bw if p.corun else 0.0, eff=eff)
+            t = st.time_s
+            if p.kernel in sw.queue_kernels and load is not None and sw.queue_reference_sms is not None:
+                ref = m.stage(sw.works[p.kernel], sw.gpu, sw.queue_reference_sms, bw if p.corun else 0.0,
+                              eff=eff).time_s
+                t = _queued(t, ref, load)
+            out.append((p, scales.get(p.kernel, 1.0) * t * 1e3, st.utilization))
+        return out
+
+
 def _evaluate(sweep: Sweep, eff: Efficiency, params: ColocationParams, scales: dict[str, float],
-              pressure: float) -> list[dict[str, Any]]:
+              pressure: float, load: float | None = None) -> list[dict[str, Any]]:
     """Every point beside the model: (metric, measured, predicted, relative error, role)."""
-    model = ColocationModel(params)
-    cap = sweep.gpu.mem_bw * eff.memory
-    corun_bw = sweep.corun_bw if sweep.corun_bw is not None else pressure * cap
     rows = []
-    for p in sweep.points:
-        st = model.stage(sweep.works[p.kernel], sweep.gpu, p.sms, corun_bw if p.corun else 0.0, eff=eff)
+    for p, t_ms, util in _Predictor(sweep, eff).values(params, scales, pressure, load):
         base = {"sms": p.sms, "kernel": p.kernel, "corun": p.corun, "role": "check" if p.check else "fitted"}
-        for metric, measured, pred in (("time_ms", p.time_ms, scales.get(p.kernel, 1.0) * st.time_s * 1e3),
-                                       ("bw_util", p.bw_util, st.utilization)):
-            if measured is not None:
+        for metric, measured, pred in (("time_ms", p.time_ms, t_ms), ("bw_util", p.bw_util, util)):
+            if measured is not None and pred is not None:
                 rows.append({**base, "metric": metric, "measured": measured, "predicted": round(pred, 4),
                              "rel_error": round(pred / measured - 1, 4)})
     return rows
 
 
 def fit_colocation(sweep: Sweep, calibration: Calibration | None = None) -> ColocationFit:
-    """Least squares on log(predicted/measured) of every fitted point over knee, thrash, one
-    scale per timed kernel and (when the sweep does not give it) the co-runner's demand."""
+    """Least squares on log(predicted/measured) of every fitted point over the parameters the
+    sweep identifies (module docstring)."""
     eff = (calibration or load_calibration()).for_gpu(sweep.gpu)
     fitted = [p for p in sweep.points if not p.check]
     kernels = sorted({p.kernel for p in fitted if p.time_ms is not None})
     fit_pressure = sweep.corun_bw is None and any(p.corun for p in fitted)
-    model = ColocationModel(ColocationParams(0.5, 0.0))
-    cap = sweep.gpu.mem_bw * eff.memory
+    fit_eta = any(p.corun and p.bw_util is not None for p in fitted)
+    fit_load = bool(sweep.queue_kernels) and any(p.kernel in sweep.queue_kernels for p in fitted)
+    x1 = _x1(sweep)
+    pred = _Predictor(sweep, eff)
+    keep = {id(p) for p in fitted}
 
-    def unpack(x: np.ndarray) -> tuple[ColocationParams, dict[str, float], float]:
-        scales = {k: float(x[2 + i]) for i, k in enumerate(kernels)}
-        return (ColocationParams(float(x[0]), float(x[1])), scales,
-                float(x[-1]) if fit_pressure else 0.0)
+    names = ["kappa", "delta", "x0"] + (["eta_max"] if fit_eta else []) + [f"scale[{k}]" for k in kernels]
+    names += (["co-runner demand"] if fit_pressure else []) + (["queue load"] if fit_load else [])
+    x0 = [0.2, 0.1, 0.5 * x1] + ([0.93] if fit_eta else []) + [1.0] * len(kernels)
+    x0 += ([0.7] if fit_pressure else []) + ([0.5] if fit_load else [])
+    lo = [KAPPA_MIN, 0.0, 0.05] + ([0.5] if fit_eta else []) + [1e-3] * len(kernels)
+    lo += ([0.0] if fit_pressure else []) + ([0.0] if fit_load else [])
+    hi = [1.0, MAX_SOLO_PENALTY, x1 - 0.01] + ([ETA_MAX_BOUND] if fit_eta else []) + [1e3] * len(kernels)
+    hi += ([1.0] if fit_pressure else []) + ([0.99] if fit_load else [])
 
-    def residuals(x: np.ndarray) -> np.ndarray:
-        params, scales, pressure = unpack(x)
-        model.params = params
-        bw = sweep.corun_bw if sweep.corun_bw is not None else pressure * cap
+    def unpack(v: np.ndarray) -> tuple[ColocationParams, dict[str, float], float, float | None]:
+        it = iter(float(a) for a in v)
+        kappa, delta, x_0 = next(it), next(it), next(it)
+        eta = next(it) if fit_eta else ETA_MAX_DEFAULT
+        scales = {k: next(it) for k in kernels}
+        pressure = next(it) if fit_pressure else 0.0
+        load = next(it) if fit_load else None
+        return ColocationParams(kappa, min(delta, MAX_SOLO_PENALTY), x_0, x1, eta), scales, pressure, load
+
+    def residuals(v: np.ndarray) -> np.ndarray:
+        params, scales, pressure, load = unpack(v)
         out = []
-        for p in fitted:
-            st = model.stage(sweep.works[p.kernel], sweep.gpu, p.sms, bw if p.corun else 0.0, eff=eff)
-            if p.time_ms is not None:
-                out.append(math.log(scales[p.kernel] * st.time_s * 1e3 / p.time_ms))
-            if p.bw_util is not None:
-                out.append(math.log(max(st.utilization, 1e-9) / p.bw_util))
+        for p, t_ms, util in pred.values(params, scales, pressure, load):
+            if id(p) not in keep:
+                continue
+            if p.time_ms is not None and t_ms is not None:
+                out.append(math.log(t_ms / p.time_ms))
+            if p.bw_util is not None and util is not None:
+                out.append(math.log(max(util, 1e-9) / p.bw_util))
         return np.array(out)
 
-    x0 = [0.5, 0.3] + [1.0] * len(kernels) + ([0.5] if fit_pressure else [])
-    lo = [0.05, 0.0] + [1e-3] * len(kernels) + ([0.0] if fit_pressure else [])
-    hi = [1.0, 50.0] + [1e3] * len(kernels) + ([1.0] if fit_pressure else [])
     res = least_squares(residuals, np.array(x0), bounds=(np.array(lo), np.array(hi)))
-    params, scales, pressure = unpack(res.x)
+    params, scales, pressure, load = unpack(res.x)
     if sweep.corun_bw is not None:
-        pressure = sweep.corun_bw / cap  # given by the sweep, reported in the same unit
-    names = ["knee", "thrash", *(f"scale[{k}]" for k in kernels)]
-    names += ["co-runner demand"] if fit_pressure else []
+        pressure = sweep.corun_bw / (sweep.gpu.mem_bw * eff.memory)  # given, reported in the same unit
     source = (f"fitted: {len(res.fun)} measurements of {sweep.source or sweep.file} "
-              f"(GPU kind {sweep.gpu.name}; {len(names)} parameters: {', '.join(names)}); "
-              f"{date.today().isoformat()}")
-    params = ColocationParams(params.knee, params.thrash, source,
+              f"(GPU kind {sweep.gpu.name}; {len(names)} parameters: {', '.join(names)}; x1 held at "
+              f"{x1:.3f}, the largest solo SM fraction measured"
+              + ("" if fit_eta else f"; eta_max held at {ETA_MAX_DEFAULT} (assumption)")
+              + f"); {date.today().isoformat()}")
+    params = ColocationParams(params.kappa, params.delta, params.x0, params.x1, params.eta_max, source,
                               tuple(f"{p.kernel}@{p.sms:g}{'+corun' if p.corun else ''}" for p in fitted))
-    return ColocationFit(params, scales, pressure, _evaluate(sweep, eff, params, scales, pressure))
+    return ColocationFit(params, scales, pressure, _evaluate(sweep, eff, params, scales, pressure, load), load)

@@ -44,7 +44,7 @@ def per_gpu(params: ColocationParams, pressure: float, calibration: Calibration)
     model_name, comp, batch, context = REFERENCE
     path = find_catalog_model(model_name)
     assert path is not None
-    cost = CostModel(load_model(path), calibration=calibration)
+    cost = CostModel(load_model(path), calibration=calibration, runtime="roofline")
     coloc = ColocationModel(params)
     rows = []
     for gpu in load_gpus(catalog_gpus_path()).gpus:
@@ -55,24 +55,35 @@ def per_gpu(params: ColocationParams, pressure: float, calibration: Calibration)
         solo = {s: coloc.stage(work, gpu, s, eff=eff).time_s for s in range(1, gpu.sms + 1)}
         best = min(solo.values())
         cap = min(s for s, t in solo.items() if t <= NEAR_BEST * best)
+        at_cap = coloc.stage(work, gpu, cap, corun, eff=eff)
+        full = coloc.stage(work, gpu, gpu.sms, corun, eff=eff)
+        peak_bw = max(coloc.stage(work, gpu, s, eff=eff).bandwidth for s in range(1, gpu.sms + 1))
         rows.append({
             "gpu": gpu.name, "sms": gpu.sms, "knee_sms": round(params.knee * gpu.sms, 1), "s_cap": cap,
             "solo_full_ms": round(1e3 * solo[gpu.sms], 3), "solo_best_ms": round(1e3 * best, 3),
-            "corun_cap_ms": round(1e3 * coloc.stage(work, gpu, cap, corun, eff=eff).time_s, 3),
-            "corun_full_ms": round(1e3 * coloc.stage(work, gpu, gpu.sms, corun, eff=eff).time_s, 3),
+            "corun_cap_ms": round(1e3 * at_cap.time_s, 3), "corun_full_ms": round(1e3 * full.time_s, 3),
+            "solo_peak_bw_frac": round(peak_bw / gpu.mem_bw, 3),
+            "corun_full_util": round(full.utilization, 3),
         })
     return rows
+
+
+def queue_load(path: Path | None = None) -> float | None:
+    """The fitted queueing load of a saved fit (None when its sweep has no queueing kernels)."""
+    value = json.loads((path or default_colocation_path()).read_text()).get("queue_load")
+    return None if value is None else float(value)
 
 
 def colocation_rows(calibration: Calibration | None = None) -> dict[str, Any]:
     cal = calibration or load_calibration()
     params, scales, pressure = load_fit()
+    load = queue_load()
     sweep = load_sweep(default_sweep_path(), cal)
     eff = cal.for_gpu(sweep.gpu)
     return {
-        "params": params.to_json(), "scales": scales, "corun_demand": pressure,
+        "params": params.to_json(), "scales": scales, "corun_demand": pressure, "queue_load": load,
         "sweep": sweep.source,
-        "points": _evaluate(sweep, eff, params, scales, pressure),
+        "points": _evaluate(sweep, eff, params, scales, pressure, load),
         "reference": {"model": REFERENCE[0], "component": REFERENCE[1], "decode_batch": REFERENCE[2],
                       "decode_context": REFERENCE[3]},
         "per_gpu": per_gpu(params, pressure, cal),

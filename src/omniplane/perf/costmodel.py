@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from omniplane.perf.factors import Calibration, Efficiency, load_calibration
 from omniplane.perf.memory import MemoryPolicy, check_fits, footprint
 from omniplane.perf.profiles import Lookup, ProfileSet
+from omniplane.perf.runtime import Runtime
 from omniplane.perf.roofline import (
     LLMCoeffs,
     Rates,
@@ -69,15 +70,17 @@ class CostModel:
     def __init__(self, model: ModelSpec, *, profiles: ProfileSet | None = None,
                  calibration: Calibration | None = None, memory: MemoryPolicy | None = None,
                  guidance_passes: Mapping[str, float] | None = None,
-                 strict_profiles: bool = False) -> None:
+                 strict_profiles: bool = False, runtime: str | Runtime | None = None) -> None:
         self.model = model
         self.profiles = profiles or ProfileSet()
         self.calibration = calibration or load_calibration()
+        self.runtime = runtime if isinstance(runtime, Runtime) else self.calibration.runtime(runtime)
         self.memory = memory or MemoryPolicy()
         self.strict_profiles = strict_profiles
         self._profiled = bool(self.profiles)
         self._shapes = {c.name: shape_of(c) for c in model.components}
-        self._passes = {c: p for (m, c), (p, _) in GUIDANCE_PASSES.items() if m == model.name}
+        self._passes = ({c: p for (m, c), (p, _) in GUIDANCE_PASSES.items() if m == model.name}
+                        if self.runtime.guidance else {})
         self._passes.update(guidance_passes or {})
         self._llm: dict[tuple[str, str, int], LLMCoeffs] = {}
         self._rates: dict[str, tuple[Rates, Efficiency]] = {}
@@ -101,7 +104,8 @@ class CostModel:
         return hit
 
     def guidance_passes(self, component: str) -> float:
-        """Forward passes per denoising step of a DiT (2 with classifier-free guidance)."""
+        """Forward passes per denoising step of a DiT (2 with classifier-free guidance where the
+        model's defaults use it and the runtime applies it)."""
         return self._passes.get(component, 1.0)
 
     def _coeffs(self, component: str, cfg: ExecutorConfig) -> LLMCoeffs:
@@ -111,7 +115,7 @@ class CostModel:
             shape = self.shape(component)
             if shape.kind is not ComponentKind.LLM:
                 raise ValueError(f"{component!r} is a {shape.kind}, not an llm")
-            co = self._llm[key] = llm_coeffs(shape, cfg.gpu, cfg.tp, self.efficiency(cfg))
+            co = self._llm[key] = llm_coeffs(shape, cfg.gpu, cfg.tp, self.efficiency(cfg), self.runtime)
         return co
 
     def time_of(self, work: Work, cfg: ExecutorConfig) -> float:
@@ -194,14 +198,24 @@ class CostModel:
         return self.llm_iteration_time(component, cfg, prefill_tokens=tokens, prefill_context=context,
                                        prefill_requests=requests)
 
+    def mtp_time(self, component: str, cfg: ExecutorConfig, seqs: int) -> float:
+        """The MTP module's share of an iteration in which ``seqs`` sequences emit a frame: its
+        sequential residual-codebook passes (0 for an LLM without one). Part of every
+        :meth:`llm_iteration_time`; reported separately for comparison with measurements
+        that list it apart (the Qwen3-Omni report's "MTP ms per token")."""
+        co = self._llm.get((component, cfg.gpu.name, cfg.tp)) or self._coeffs(component, cfg)
+        flops, nbytes, fixed = co._mtp(seqs)
+        return max(flops / co.rates.flops, nbytes / co.rates.bytes) + fixed
+
     def decode_step_time(self, component: str, cfg: ExecutorConfig, batch: int, context_tokens: int) -> float:
-        """One decode step of ``batch`` sequences reading ``context_tokens`` KV tokens in total."""
+        """One decode step of ``batch`` sequences reading ``context_tokens`` KV tokens in total. A
+        talker with an MTP module includes its sequential residual-codebook passes (one frame)."""
         return self.llm_iteration_time(component, cfg, decode_batch=batch, decode_context=context_tokens)
 
     # ---- encoders and generators ------------------------------------------------------------
     def encoder_work(self, component: str, cfg: ExecutorConfig, items: int, tokens: float) -> Work:
         return encoder_work(self._kinded(component, ComponentKind.ENCODER), cfg.gpu, cfg.tp,
-                            self.efficiency(cfg), items, tokens)
+                            self.efficiency(cfg), items, tokens, self.runtime)
 
     def encoder_time(self, component: str, cfg: ExecutorConfig, items: int, tokens: float) -> float:
         """GPU time of one batch of ``items`` inputs producing ``tokens`` LLM tokens in total."""
@@ -210,7 +224,7 @@ class CostModel:
 
     def dit_work(self, component: str, cfg: ExecutorConfig, batch: int, tokens: float) -> Work:
         return dit_work(self._kinded(component, GeneratorKind.DIT), cfg.gpu, cfg.tp,
-                        self.efficiency(cfg), batch, tokens, self.guidance_passes(component))
+                        self.efficiency(cfg), batch, tokens, self.guidance_passes(component), self.runtime)
 
     def dit_step_time(self, component: str, cfg: ExecutorConfig, batch: int, tokens: float) -> float:
         """One denoising step of ``batch`` images of ``tokens`` latent tokens each, including the
@@ -221,7 +235,7 @@ class CostModel:
 
     def vocoder_work(self, component: str, cfg: ExecutorConfig, batch: int, audio_seconds: float) -> Work:
         return vocoder_work(self._kinded(component, GeneratorKind.VOCODER), self.efficiency(cfg),
-                            cfg.tp, batch, audio_seconds)
+                            cfg.tp, batch, audio_seconds, self.runtime)
 
     def vocoder_time(self, component: str, cfg: ExecutorConfig, batch: int, audio_seconds: float) -> float:
         """Voicing ``audio_seconds`` of audio for each of ``batch`` streams (a chunk or a whole
@@ -231,7 +245,7 @@ class CostModel:
 
     def vae_work(self, component: str, cfg: ExecutorConfig, batch: int, pixels: float) -> Work:
         return vae_work(self._kinded(component, GeneratorKind.VAE), self.efficiency(cfg), cfg.tp,
-                        batch, pixels)
+                        batch, pixels, self.runtime)
 
     def vae_time(self, component: str, cfg: ExecutorConfig, batch: int, pixels: float) -> float:
         """Decoding ``batch`` latents into images of ``pixels`` pixels each."""

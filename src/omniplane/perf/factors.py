@@ -16,6 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from omniplane.perf.runtime import ROOFLINE, Runtime
 from omniplane.spec import GPUKind
 
 FACTOR_FIELDS = ("compute", "memory", "layer_s", "per_seq_s", "allreduce_s", "link")
@@ -80,18 +81,39 @@ class KindFactors:
 
 @dataclass(frozen=True)
 class Calibration:
-    """Per-kind factors plus the default for kinds without their own entry."""
+    """Per-kind factors plus the default for kinds without their own entry, and the serving
+    runtimes (:mod:`omniplane.perf.runtime`) with the one a cost model uses by default."""
 
     kinds: Mapping[str, KindFactors]
     default: KindFactors
     created: str = ""
     command: str = ""
     notes: tuple[str, ...] = ()
+    runtimes: Mapping[str, Runtime] = field(default_factory=dict)
+    default_runtime: str = "roofline"
     _lower: Mapping[str, KindFactors] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kinds", MappingProxyType(dict(self.kinds)))
         object.__setattr__(self, "_lower", MappingProxyType({k.lower(): v for k, v in self.kinds.items()}))
+        runtimes = {"roofline": ROOFLINE, **dict(self.runtimes)}
+        object.__setattr__(self, "runtimes", MappingProxyType(runtimes))
+        if self.default_runtime not in runtimes:
+            raise ValueError(f"Calibration.default_runtime {self.default_runtime!r} is not one of "
+                             f"{sorted(runtimes)}")
+
+    def runtime(self, name: str | None = None) -> Runtime:
+        """A runtime by name (``None``: the default one)."""
+        key = name or self.default_runtime
+        try:
+            return self.runtimes[key]
+        except KeyError:
+            raise KeyError(f"unknown runtime {key!r}; known: {', '.join(sorted(self.runtimes))}") from None
+
+    def with_runtime(self, runtime: Runtime) -> Calibration:
+        """A copy with ``runtime`` added or replaced."""
+        return Calibration(self.kinds, self.default, self.created, self.command, self.notes,
+                           {**self.runtimes, runtime.name: runtime}, self.default_runtime)
 
     def entry(self, gpu: GPUKind | str) -> KindFactors:
         names = [gpu] if isinstance(gpu, str) else [gpu.name, *gpu.aliases]
@@ -132,6 +154,8 @@ class Calibration:
             },
             "kinds": {name: one(k) for name, k in self.kinds.items()},
             "default": one(self.default),
+            "default_runtime": self.default_runtime,
+            "runtimes": {n: r.to_json() for n, r in self.runtimes.items() if n != "roofline"},
         }
 
     @classmethod
@@ -155,9 +179,16 @@ class Calibration:
         if data.get("kind") != "omniplane-perf-calibration":
             raise ValueError(f"{file}: kind: expected 'omniplane-perf-calibration'")
         kinds = {n: one(n, d, f"kinds.{n}") for n, d in dict(data.get("kinds", {})).items()}
+        runtimes = {str(n): Runtime.from_json(str(n), d, file)
+                    for n, d in dict(data.get("runtimes", {})).items()}
+        default_runtime = str(data.get("default_runtime", "roofline"))
+        if default_runtime != "roofline" and default_runtime not in runtimes:
+            raise ValueError(f"{file}: default_runtime: {default_runtime!r} is not one of "
+                             f"{sorted(['roofline', *runtimes])}")
         return cls(kinds=kinds, default=one("default", data.get("default"), "default"),
                    created=str(data.get("created", "")), command=str(data.get("command", "")),
-                   notes=tuple(data.get("notes", ())))
+                   notes=tuple(data.get("notes", ())), runtimes=runtimes,
+                   default_runtime=default_runtime)
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(self.to_json(), indent=2) + "\n")

@@ -13,7 +13,13 @@ import math
 from dataclasses import dataclass
 
 from omniplane.perf.factors import Efficiency
-from omniplane.perf.shapes import ACT_BYTES, VAE_WORK_PER_LATENT, VOCODER_WORK_PER_FRAME, Shape
+from omniplane.perf.runtime import ROOFLINE, Runtime
+from omniplane.perf.shapes import (
+    ACT_BYTES,
+    VAE_WORK_PER_LATENT,
+    VOCODER_WORK_PER_FRAME,
+    Shape,
+)
 from omniplane.perf.span import LinearMaxSpan
 from omniplane.perf.types import Work
 from omniplane.spec import GPUKind
@@ -56,9 +62,15 @@ def _allreduce_s_per_byte(gpu: GPUKind, tp: int, eff: Efficiency) -> float:
     return 2.0 * (tp - 1) / tp / (gpu.link_bw * eff.link) if tp > 1 else 0.0
 
 
+def layer_time(eff: Efficiency, rt: Runtime) -> float:
+    """Fixed time per transformer layer per forward: the runtime's, else the GPU kind's."""
+    return eff.layer_s if rt.layer_s is None else rt.layer_s
+
+
 @dataclass(frozen=True, slots=True)
 class LLMCoeffs:
-    """Constants of one autoregressive component on one executor config (per GPU)."""
+    """Constants of one autoregressive component on one executor config (per GPU), with the
+    runtime's host costs folded in."""
 
     rates: Rates
     flops_per_token: float
@@ -68,10 +80,28 @@ class LLMCoeffs:
     miss: float  # 1 - k/E for MoE (probability one token skips a given expert); 0 when dense
     moe: bool
     kv_bytes_per_token: float
-    fixed_s: float  # per-iteration fixed time: layer_s x layers
+    fixed_s: float  # per-iteration fixed time: layer time x layers + the runtime's step time
     per_seq_s: float
     comm_latency_s: float
     comm_s_per_token: float
+    prompt_token_s: float = 0.0  # host time per prefilled token
+    request_s: float = 0.0  # host time per request prefilled in the iteration
+    # MTP module: per emitting sequence and pass (flops, bytes, fixed time) x passes; batched
+    # passes read the weights and pay the fixed time once per pass for all sequences
+    mtp_passes: int = 0
+    mtp_flops: float = 0.0
+    mtp_bytes: float = 0.0
+    mtp_fixed_s: float = 0.0
+    mtp_batched: bool = True
+
+    def _mtp(self, seqs: int) -> tuple[float, float, float]:
+        """(flops, bytes, fixed seconds) of the MTP passes for ``seqs`` emitting sequences."""
+        if not self.mtp_passes or seqs <= 0:
+            return 0.0, 0.0, 0.0
+        p = self.mtp_passes
+        if self.mtp_batched:
+            return p * seqs * self.mtp_flops, p * self.mtp_bytes, p * self.mtp_fixed_s
+        return p * seqs * self.mtp_flops, p * seqs * self.mtp_bytes, p * seqs * self.mtp_fixed_s
 
     def work(self, prefill_tokens: int, prefill_context: int, prefill_requests: int,
              decode_batch: int, decode_context: int) -> Work:
@@ -79,7 +109,10 @@ class LLMCoeffs:
 
         Attention of the prefill chunk: ``prefill_tokens x prefill_context / R`` pairs against
         cached context plus ``prefill_tokens^2 / 2R`` causal pairs inside the chunk, for R equal
-        prefill requests; each decoding sequence reads its whole context.
+        prefill requests; each decoding sequence reads its whole context. Every sequence that
+        emits a token (the decode batch and, counted as emitting, the prefill requests) runs the
+        MTP module's passes after the main forward; their flops and bytes add to the
+        iteration's.
         """
         tokens = prefill_tokens + decode_batch
         if tokens <= 0:
@@ -91,8 +124,12 @@ class LLMCoeffs:
         if self.moe:
             weights += self.expert_bytes * (1.0 - self.miss ** tokens)
         kv = self.kv_bytes_per_token * (prefill_context + decode_context + tokens)
-        seqs = decode_batch + (r if prefill_tokens > 0 else 0)
-        return Work(flops, weights + kv, self.fixed_s + self.per_seq_s * seqs,
+        new = r if prefill_tokens > 0 else 0
+        seqs = decode_batch + new
+        mf, mb, mk = self._mtp(seqs)
+        host = (self.fixed_s + self.per_seq_s * seqs + self.prompt_token_s * prefill_tokens
+                + self.request_s * new + mk)
+        return Work(flops + mf, weights + kv + mb, host,
                     self.comm_latency_s + self.comm_s_per_token * tokens)
 
     def time(self, prefill_tokens: int, prefill_context: int, prefill_requests: int,
@@ -106,33 +143,40 @@ class LLMCoeffs:
         flops = self.flops_per_token * tokens + self.attn_flops_per_pair * (pairs + decode_context)
         weights = self.shared_bytes + (self.expert_bytes * (1.0 - self.miss ** tokens) if self.moe else 0.0)
         nbytes = weights + self.kv_bytes_per_token * (prefill_context + decode_context + tokens)
-        seqs = decode_batch + (r if prefill_tokens > 0 else 0)
+        new = r if prefill_tokens > 0 else 0
+        seqs = decode_batch + new
+        host = self.fixed_s + self.per_seq_s * seqs + self.prompt_token_s * prefill_tokens + self.request_s * new
+        if self.mtp_passes:
+            mf, mb, mk = self._mtp(seqs)
+            flops, nbytes, host = flops + mf, nbytes + mb, host + mk
         t_c, t_m = flops / self.rates.flops, nbytes / self.rates.bytes
-        return ((t_c if t_c > t_m else t_m) + self.fixed_s + self.per_seq_s * seqs
-                + self.comm_latency_s + self.comm_s_per_token * tokens)
+        return ((t_c if t_c > t_m else t_m) + host + self.comm_latency_s + self.comm_s_per_token * tokens)
 
 
 def decode_span(co: LLMCoeffs, batch: int, context0: int, iterations: int) -> LinearMaxSpan:
     """``co.time(0, 0, 1, batch, context0 + i * batch)`` for i in 0..iterations-1 as a closed-form
     span: compute and memory time are both linear in i (the batch stays, each sequence's context
-    grows by one token per iteration)."""
+    grows by one token per iteration; the MTP passes are the same every iteration)."""
     weights = co.shared_bytes + (co.expert_bytes * (1.0 - co.miss ** batch) if co.moe else 0.0)
+    mf, mb, mk = co._mtp(batch)
     rf, rb = co.rates.flops, co.rates.bytes
     return LinearMaxSpan(
-        a1=(co.flops_per_token * batch + co.attn_flops_per_pair * context0) / rf,
+        a1=(co.flops_per_token * batch + co.attn_flops_per_pair * context0 + mf) / rf,
         b1=co.attn_flops_per_pair * batch / rf,
-        a2=(weights + co.kv_bytes_per_token * (context0 + batch)) / rb,
+        a2=(weights + co.kv_bytes_per_token * (context0 + batch) + mb) / rb,
         b2=co.kv_bytes_per_token * batch / rb,
-        k=co.fixed_s + co.per_seq_s * batch + co.comm_latency_s + co.comm_s_per_token * batch,
+        k=(co.fixed_s + co.per_seq_s * batch + mk + co.comm_latency_s
+           + co.comm_s_per_token * batch),
         iterations=iterations,
     )
 
 
-def llm_coeffs(shape: Shape, gpu: GPUKind, tp: int, eff: Efficiency) -> LLMCoeffs:
-    """Tensor parallelism shards weights, heads and FLOPs over ``tp`` GPUs; KV heads are
-    replicated when tp exceeds their number."""
+def llm_coeffs(shape: Shape, gpu: GPUKind, tp: int, eff: Efficiency, rt: Runtime = ROOFLINE) -> LLMCoeffs:
+    """Tensor parallelism shards weights, heads and FLOPs over ``tp`` GPUs (the MTP module's
+    too); KV heads are replicated when tp exceeds their number."""
     heads_per_rank = math.ceil(shape.kv_heads / tp)
     moe = shape.experts > 0
+    lt = layer_time(eff, rt)
     return LLMCoeffs(
         rates=Rates.of(gpu, eff),
         flops_per_token=2.0 * shape.matmul_params / tp,
@@ -142,19 +186,27 @@ def llm_coeffs(shape: Shape, gpu: GPUKind, tp: int, eff: Efficiency) -> LLMCoeff
         miss=1.0 - shape.active_experts / shape.experts if moe else 0.0,
         moe=moe,
         kv_bytes_per_token=shape.kv_bytes_per_token * heads_per_rank / shape.kv_heads,
-        fixed_s=eff.layer_s * shape.layers,
+        fixed_s=lt * shape.layers + rt.step_s,
         per_seq_s=eff.per_seq_s,
         comm_latency_s=_collective_latency(ALLREDUCES_PER_LAYER * shape.layers, tp, eff),
         comm_s_per_token=ALLREDUCES_PER_LAYER * shape.layers * shape.hidden * ACT_BYTES
         * _allreduce_s_per_byte(gpu, tp, eff),
+        prompt_token_s=rt.prompt_token_s,
+        request_s=rt.request_s,
+        mtp_passes=shape.mtp_passes,
+        mtp_flops=2.0 * shape.mtp_params / tp,
+        mtp_bytes=shape.mtp_bytes / tp,
+        mtp_fixed_s=lt * shape.mtp_layers + rt.mtp_pass_s,
+        mtp_batched=rt.mtp_batched,
     )
 
 
 def encoder_work(shape: Shape, gpu: GPUKind, tp: int, eff: Efficiency, items: float,
-                 tokens: float) -> Work:
+                 tokens: float, rt: Runtime = ROOFLINE) -> Work:
     """A bidirectional encoder over ``tokens x seq_per_token`` positions (patches before the
     spatial merge); each position attends within its input, at most ``ENCODER_ATTN_SPAN``
-    positions (tiles, windows, 30 s audio windows); tensor parallel like an LLM."""
+    positions (tiles, windows, 30 s audio windows); tensor parallel like an LLM. The runtime's
+    host preprocessing (per megapixel of input, per second of audio) is serial with the batch."""
     if items <= 0 or tokens <= 0:
         return Work(0.0, 0.0, 0.0, 0.0)
     seq = tokens * shape.seq_per_token
@@ -165,11 +217,13 @@ def encoder_work(shape: Shape, gpu: GPUKind, tp: int, eff: Efficiency, items: fl
         n = ALLREDUCES_PER_LAYER * shape.layers
         comm = (_collective_latency(n, tp, eff)
                 + n * seq * shape.hidden * ACT_BYTES * _allreduce_s_per_byte(gpu, tp, eff))
-    return Work(flops, shape.weight_bytes / tp, eff.layer_s * shape.layers, comm)
+    host = (tokens * (shape.input_pixels_per_token * 1e-6 * rt.encoder_s_per_mpx
+                      + shape.audio_seconds_per_token * rt.encoder_s_per_audio_s))
+    return Work(flops, shape.weight_bytes / tp, layer_time(eff, rt) * shape.layers + host, comm)
 
 
 def dit_work(shape: Shape, gpu: GPUKind, tp: int, eff: Efficiency, batch: int, tokens: float,
-             passes: float) -> Work:
+             passes: float, rt: Runtime = ROOFLINE) -> Work:
     """One denoising step: ``passes`` forwards (2 with classifier-free guidance) of ``batch``
     sequences of ``tokens`` tokens. Multi-GPU = Ulysses sequence parallelism: FLOPs split,
     weights replicated, four all-to-alls per layer."""
@@ -183,25 +237,38 @@ def dit_work(shape: Shape, gpu: GPUKind, tp: int, eff: Efficiency, batch: int, t
         n = ALLTOALLS_PER_LAYER * shape.layers
         per_gpu = tokens / tp * shape.attn_dim * ACT_BYTES * (tp - 1) / tp
         comm = seqs * (_collective_latency(n, tp, eff) + n * per_gpu / (gpu.link_bw * eff.link))
-    return Work(flops, shape.weight_bytes, eff.layer_s * shape.layers, comm)
+    return Work(flops, shape.weight_bytes, layer_time(eff, rt) * shape.layers, comm)
 
 
-def vae_work(shape: Shape, eff: Efficiency, tp: int, batch: int, pixels: float) -> Work:
+def vae_work(shape: Shape, eff: Efficiency, tp: int, batch: int, pixels: float,
+             rt: Runtime = ROOFLINE) -> Work:
     """Decode ``batch`` latents of ``pixels`` output pixels; multi-GPU splits the batch."""
     if batch <= 0 or pixels <= 0:
         return Work(0.0, 0.0, 0.0, 0.0)
     per_gpu = math.ceil(batch / tp)
     latents = pixels / shape.pixels_per_token
     flops = per_gpu * 2.0 * shape.params * latents * VAE_WORK_PER_LATENT
-    return Work(flops, shape.weight_bytes, eff.layer_s * shape.layers, 0.0)
+    return Work(flops, shape.weight_bytes, layer_time(eff, rt) * shape.layers, 0.0)
 
 
-def vocoder_work(shape: Shape, eff: Efficiency, tp: int, batch: int, audio_seconds: float) -> Work:
-    """Voice ``audio_seconds`` for each of ``batch`` streams; multi-GPU splits the streams."""
+def vocoder_calls(shape: Shape, rt: Runtime, audio_seconds: float) -> int:
+    """Vocoder calls that voice ``audio_seconds``: one per chunk of the runtime's
+    ``vocoder_chunk_frames`` codec frames (a streaming first chunk of one frame is one call)."""
+    frames = audio_seconds * shape.frame_rate_hz
+    return max(1, math.ceil(frames / rt.vocoder_chunk_frames - 1e-9))
+
+
+def vocoder_work(shape: Shape, eff: Efficiency, tp: int, batch: int, audio_seconds: float,
+                 rt: Runtime = ROOFLINE) -> Work:
+    """Voice ``audio_seconds`` for each of ``batch`` streams, in code chunks of the runtime's
+    ``vocoder_chunk_frames``: each call pays the runtime's fixed call time and one forward's
+    layer overheads and reads the weights; multi-GPU splits the streams."""
     if batch <= 0 or audio_seconds <= 0:
         return Work(0.0, 0.0, 0.0, 0.0)
     per_gpu = math.ceil(batch / tp)
     frames = audio_seconds * shape.frame_rate_hz
+    calls = vocoder_calls(shape, rt, audio_seconds)
     flops = per_gpu * 2.0 * shape.params * frames * VOCODER_WORK_PER_FRAME
-    return Work(flops, shape.weight_bytes, eff.layer_s * shape.layers, 0.0)
+    return Work(flops, calls * shape.weight_bytes,
+                calls * (rt.vocoder_call_s + layer_time(eff, rt) * shape.layers), 0.0)
 

@@ -48,6 +48,16 @@ class Shape:
     seq_per_token: float  # encoders: sequence positions per output token (patches folded)
     frame_rate_hz: float
     pixels_per_token: float
+    # encoders: input pixels (image, or video frames) per output token, 0 for audio; audio
+    # seconds per output token, 0 for vision (host preprocessing scales with these)
+    input_pixels_per_token: float = 0.0
+    audio_seconds_per_token: float = 0.0
+    # LLM with a multi-token-prediction module: sequential passes per emitted frame, the
+    # module's parameters and layers (0 without one)
+    mtp_passes: int = 0
+    mtp_params: float = 0.0
+    mtp_layers: int = 0
+    mtp_bytes: float = 0.0
 
     @property
     def attn_flops_per_pair(self) -> float:
@@ -69,7 +79,7 @@ def shape_of(c: Component) -> Shape:
     hidden = s.hidden or 0
     hd = s.attn_head_dim or 0
     attn_dim = (s.heads or 0) * hd if s.heads else hidden
-    shared, expert = s.params * bpp, 0.0
+    shared, expert = s.params * bpp, 0.0  # the MTP module's weights are priced separately
     experts = active_experts = 0
     if s.experts is not None and s.active_experts is not None and s.experts > s.active_experts:
         per_expert = (s.params - s.active) / (s.experts - s.active_experts)
@@ -98,6 +108,12 @@ def shape_of(c: Component) -> Shape:
         seq_per_token=s.patches_per_token or 1.0,
         frame_rate_hz=s.frame_rate_hz or 12.5,
         pixels_per_token=s.pixels_per_token or 256.0,
+        input_pixels_per_token=(s.patches_per_token or 1.0) * s.patch_pixels ** 2 if s.patch_pixels else 0.0,
+        audio_seconds_per_token=1.0 / s.tokens_per_second if s.tokens_per_second else 0.0,
+        mtp_passes=s.mtp_passes,
+        mtp_params=s.mtp_params or 0.0,
+        mtp_layers=s.mtp_layers or 0,
+        mtp_bytes=(s.mtp_params or 0.0) * bpp,
     )
 
 

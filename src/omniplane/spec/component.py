@@ -52,9 +52,21 @@ class Size(Sourced):
     patches_per_token: PositiveFloat | None = None
     patch_pixels: PositiveInt | None = None
     tokens_per_second: PositiveFloat | None = None
+    # video: consecutive frames one patch spans (temporal patch size); tiled image encoders
+    # (InternViT): pixels of one tile (images become whole tiles, plus a thumbnail tile)
+    frames_per_patch: PositiveInt | None = None
+    tile_pixels: PositiveInt | None = None
+    max_tiles: PositiveInt | None = None
     # generator: codec frame rate, codebooks; DiT/VAE: pixels per latent token, latent channels
     frame_rate_hz: PositiveFloat | None = None
     codebooks: PositiveInt | None = None
+    # llm with a multi-token-prediction (code predictor) module: a small dense transformer run
+    # once per residual codebook, one codebook after another, for every frame (Qwen3-Omni's
+    # talker: codebooks - 1 = 15 passes per 12.5 Hz frame). Its weights are not in ``params``.
+    mtp_params: PositiveFloat | None = None
+    mtp_layers: PositiveInt | None = None
+    mtp_hidden: PositiveInt | None = None
+    mtp_steps: PositiveInt | None = None  # sequential passes per frame; default codebooks - 1
     pixels_per_token: PositiveFloat | None = None
     latent_channels: PositiveInt | None = None
 
@@ -73,7 +85,19 @@ class Size(Sourced):
             raise ValueError("active_experts must be <= experts")
         if self.heads is not None and self.kv_heads is not None and self.kv_heads > self.heads:
             raise ValueError(f"kv_heads ({self.kv_heads}) must be <= heads ({self.heads})")
+        mtp = (self.mtp_params, self.mtp_layers, self.mtp_hidden)
+        if (any(v is not None for v in mtp) or self.mtp_steps is not None) and (
+                None in mtp or self.codebooks is None):
+            raise ValueError("an MTP module needs mtp_params, mtp_layers, mtp_hidden and codebooks together")
         return self
+
+    @property
+    def mtp_passes(self) -> int:
+        """Sequential MTP passes per generated frame (``mtp_steps``, by default one per residual
+        codebook: codebooks - 1); 0 without an MTP module."""
+        if self.mtp_params is None:
+            return 0
+        return self.mtp_steps if self.mtp_steps is not None else (self.codebooks or 1) - 1
 
     @property
     def active(self) -> float:
@@ -81,7 +105,8 @@ class Size(Sourced):
 
     @property
     def weight_bytes(self) -> float:
-        return self.params * self.bytes_per_param
+        """All resident weights, the MTP module's included."""
+        return (self.params + (self.mtp_params or 0.0)) * self.bytes_per_param
 
     @property
     def attn_head_dim(self) -> int | None:

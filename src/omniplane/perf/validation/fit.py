@@ -96,5 +96,26 @@ def fit_calibration(ctx: Context, points: Sequence[Point], command: str = "omnip
         if parent in kinds:
             kinds[name] = KindFactors(name, kinds[parent].efficiency, why, factor_sources=fixed)
     return Calibration(kinds, default, created or date.today().isoformat(), command,
-                       ("Per-kind roofline factors; docs/perf.md explains each factor and the split "
-                        "of public measurements into fit and held-out points.",))
+                       ("Per-kind roofline factors and serving runtimes; docs/perf.md explains each "
+                        "factor and the split of public measurements into fit and held-out points.",))
+
+
+DEFAULT_RUNTIME = "cornserve"  # what the planner prices with: the stack Table 2 was measured on
+
+
+def fit_all(ctx: Context, points: Sequence[Point], command: str = "omniplane perf fit",
+            created: str | None = None) -> Calibration:
+    """The efficiency factors (Splitwise), then each runtime's host-side factors on them."""
+    from omniplane.perf.validation.runtime_fit import BASE, fit_runtime
+
+    cal = fit_calibration(ctx, points, command, created)
+    vllm = fit_runtime(ctx, points, cal, BASE["vllm"])
+    cal = cal.with_runtime(vllm)
+    # Cornserve runs the same vLLM engine loop (eagerly): its per-iteration host time is vLLM's
+    corn = BASE["cornserve"].with_factors(
+        step_s=vllm.step_s, factor_sources={**BASE["cornserve"].factor_sources,
+                                            "step_s": "held: the vllm runtime's fitted step_s (the same "
+                                                      "vLLM engine loop per iteration)"})
+    cal = cal.with_runtime(fit_runtime(ctx, points, cal, corn))
+    return Calibration(cal.kinds, cal.default, cal.created, cal.command, cal.notes, cal.runtimes,
+                       DEFAULT_RUNTIME)

@@ -18,6 +18,7 @@ class Role(StrEnum):
     FIT = "fit"  # used to fit efficiency factors
     HELD_OUT = "held-out"  # never used to fit anything
     COLOCATION = "colocation-calibration"  # fitted by the co-location model (HorizonServe)
+    RUNTIME = "runtime-fit"  # fits the host-side factors of the runtime it ran on (perf/runtime.py)
 
 
 class Flag(StrEnum):
@@ -58,17 +59,23 @@ class Context:
 
 
 class Models:
-    """Cost models of every validation model under one calibration (built on first use)."""
+    """Cost models of every validation model under one calibration (built on first use).
+
+    A point names the runtime its measurement ran on; without one it is priced by the roofline
+    alone (``runtime="roofline"``: the GPU kind's efficiency factors, what they are fitted with).
+    """
 
     def __init__(self, ctx: Context, calibration: Calibration) -> None:
         self.ctx = ctx
         self.calibration = calibration
-        self._cost: dict[str, CostModel] = {}
+        self._cost: dict[tuple[str, str], CostModel] = {}
 
-    def cost(self, name: str) -> CostModel:
-        if name not in self._cost:
-            self._cost[name] = CostModel(self.ctx.spec(name), calibration=self.calibration)
-        return self._cost[name]
+    def cost(self, name: str, runtime: str = "roofline") -> CostModel:
+        key = (name, runtime)
+        if key not in self._cost:
+            self._cost[key] = CostModel(self.ctx.spec(name), calibration=self.calibration,
+                                        runtime=runtime)
+        return self._cost[key]
 
 
 Predictor = Callable[[Models], float]
@@ -89,6 +96,7 @@ class Point:
     source: str = ""
     flags: tuple[Flag, ...] = ()
     note: str = ""
+    runtime: str = "roofline"  # the serving runtime the measurement ran on
 
     @property
     def excluded(self) -> bool:

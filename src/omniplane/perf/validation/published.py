@@ -22,7 +22,6 @@ from omniplane.perf.validation.points import (
 
 SGLANG = ("https://github.com/sgl-project/sglang python/sglang/multimodal_gen/test/server/"
           "perf_baselines/h100.json (Apache-2.0; data/README.md)")
-QWEN3_REPORT = "arXiv:2509.17765 (Qwen3-Omni technical report; data/README.md)"
 BAGEL_ISSUE = "https://github.com/ByteDance-Seed/Bagel/issues/4 (data/README.md)"
 
 IMG = 1024 * 1024
@@ -106,44 +105,6 @@ def _flux(ctx: Context) -> list[Point]:
     ]
 
 
-def _qwen3_omni(ctx: Context) -> list[Point]:
-    gpu = "H100-SXM"
-    context = 512  # assumption: short cold-start conversation
-    frame = 1.0 / 12.5  # one codec frame of audio (12.5 Hz)
-
-    def thinker(ms: Models) -> float:
-        return ms.cost("qwen3-omni").decode_step_time("thinker", _cfg(ctx, 1, gpu), 1, context)
-
-    def talker(ms: Models) -> float:
-        return ms.cost("qwen3-omni").decode_step_time("talker", _cfg(ctx, 1, gpu), 1, context)
-
-    def code(ms: Models) -> float:
-        return ms.cost("qwen3-omni").vocoder_time("code2wav", _cfg(ctx, 1, gpu), 1, frame)
-
-    flags = (Flag.GPU_ASSUMED,)
-    note = "the report does not name the GPU; compared on H100-SXM (assumption)"
-    return [
-        Point("qwen3-omni-report/thinker-decode", "qwen3-omni-report",
-              "Qwen3-Omni thinker decode step at concurrency 1 (75 tok/s)", gpu, 1e3 / 75, "ms",
-              Role.HELD_OUT,
-              lambda ms: 1e3 * thinker(ms),
-              QWEN3_REPORT, flags, note),
-        Point("qwen3-omni-report/talker-decode", "qwen3-omni-report",
-              "Qwen3-Omni talker decode step at concurrency 1 (140 tok/s)", gpu, 1e3 / 140, "ms",
-              Role.HELD_OUT, lambda ms: 1e3 * talker(ms), QWEN3_REPORT, flags, note),
-        Point("qwen3-omni-report/code2wav-per-code", "qwen3-omni-report",
-              "Qwen3-Omni code2wav time per codec frame at concurrency 1", gpu, 3.0, "ms", Role.HELD_OUT,
-              lambda ms: 1e3 * code(ms), QWEN3_REPORT, flags,
-              note + "; the last (3 ms) of the 72 + 88 + 57 + 14 + 3 ms first-packet parts, read as the "
-                     "codec decoder's time per code as the report's latency table labels it "
-                     "(data/README.md lists the parts without labels)"),
-        Point("qwen3-omni-report/rtf", "qwen3-omni-report",
-              "Qwen3-Omni speech real-time factor at concurrency 1 (talker step + code2wav per frame)",
-              gpu, 0.47, "ratio", Role.HELD_OUT, lambda ms: (talker(ms) + code(ms)) / frame,
-              QWEN3_REPORT, flags, note),
-    ]
-
-
 def _bagel(ctx: Context) -> list[Point]:
     def image(ms: Models) -> float:
         cost = ms.cost("bagel")
@@ -159,15 +120,14 @@ def _bagel(ctx: Context) -> list[Point]:
 
 
 def published_points(ctx: Context) -> tuple[list[Point], list[NotExpressible]]:
-    points = [*_qwen_image(ctx), *_flux(ctx), *_qwen3_omni(ctx), *_bagel(ctx)]
+    points = [*_qwen_image(ctx), *_flux(ctx), *_bagel(ctx)]
     missing = [
         NotExpressible("vllm-omni-blog", "Qwen3-Omni throughput 2.2 -> 11.7 req/s, audio TTFP "
                        "5,884 -> 631 ms, RTF 1.15 -> 0.47 at concurrency 64", 3,
                        "system metrics under load on an unnamed 3-GPU deployment: a simulator "
                        "question, not a per-iteration cost"),
-        NotExpressible("qwen3-omni-report", "first-packet latency parts 72 + 88 + 57 + 14 ms "
-                       "(the report's table labels them tail-packet preprocessing, thinker TTFT, "
-                       "talker TTFT, MTP time per token)", 4,
-                       "prompt sizes and the MTP module's shape are not published"),
+        NotExpressible("qwen3-omni-report", "first-packet latency and its parts at concurrency 1/4/6 "
+                       "(tail-packet preprocessing, thinker TTFT, talker TTFT; 3 x 3 values)", 9,
+                       "prompt sizes and the preprocessing of the runs are not published"),
     ]
     return points, missing

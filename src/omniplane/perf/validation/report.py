@@ -16,6 +16,7 @@ from typing import Any
 
 from omniplane.perf.colocation_validation import colocation_rows
 from omniplane.perf.factors import Calibration, load_calibration
+from omniplane.perf.validation.anchors import report_points, table2_points
 from omniplane.perf.validation.fit import fit_calibration
 from omniplane.perf.validation.points import Context, NotExpressible, Point, Role
 from omniplane.perf.validation.published import published_points
@@ -44,7 +45,8 @@ class Row:
 def all_points(ctx: Context) -> tuple[list[Point], list[NotExpressible]]:
     sw, sw_missing = splitwise_points(ctx)
     pub, pub_missing = published_points(ctx)
-    return [*sw, *vidur_points(ctx), *pub], [*sw_missing, *pub_missing]
+    return ([*sw, *vidur_points(ctx), *pub, *table2_points(ctx), *report_points(ctx)],
+            [*sw_missing, *pub_missing])
 
 
 def evaluate(ctx: Context, points: Sequence[Point], calibration: Calibration) -> list[Row]:
@@ -100,12 +102,14 @@ def validate(calibration: Calibration | None = None, *, transfer: bool = True) -
                         "default": cal.default.source},
         "split": {
             "fit": "Splitwise llama2-70b on A100-80GB and H100-SXM (TP 2/4/8, prefill and decode)",
+            "runtime-fit": "Cornfigurator Table 2 (cornserve runtime); Qwen3-Omni report per-component "
+                           "table (vllm runtime)",
             "held-out": "Splitwise bloom-176b; Vidur Llama-2-7B operators; sglang Qwen-Image, FLUX.1-dev; "
-                        "Qwen3-Omni report; BAGEL",
+                        "Qwen3-Omni report RTF; BAGEL",
             "colocation-calibration": "HorizonServe Figure 4 (RTX 6000 Ada, Qwen2.5-Omni thinker)",
         },
         "summary": {role.value: summary([r for r in rows if r.point.role is role])
-                    for role in (Role.FIT, Role.HELD_OUT)},
+                    for role in (Role.FIT, Role.RUNTIME, Role.HELD_OUT)},
         "points": [r.to_json() for r in rows],
         "colocation": coloc,
         "not_expressible": [m.__dict__ for m in missing],
