@@ -13,6 +13,7 @@ from omniplane.cli import (
     deploy,
     experiment,
     perf,
+    perf_query,
     plan,
     profile,
     sim,
@@ -55,11 +56,14 @@ workload_app.command("show")(workload.show)
 workload_app.command("plot")(workload.plot)
 workload_app.command("sample")(workload.sample)
 app.add_typer(workload_app, name="workload")
-perf_app = typer.Typer(help="The performance model: validation, fitting, solo latency.", no_args_is_help=True)
+perf_app = typer.Typer(help="The performance model: capacity, one call's time, validation, fitting, solo latency.",
+                        no_args_is_help=True)
 perf_app.command("validate")(perf.validate)
 perf_app.command("fit")(perf.fit)
 perf_app.command("colocation-fit")(perf.colocation_fit)
 perf_app.command("solo")(perf.solo)
+perf_app.command("capacity")(perf_query.capacity)
+perf_app.command("predict")(perf_query.predict)
 app.add_typer(perf_app, name="perf")
 app.command("profile")(profile.profile)
 app.add_typer(experiment.app, name="experiment")

@@ -237,7 +237,8 @@ def capacity(model: ModelSpec, gpu: GPUKind, cost: CostModel | None = None,
         t = cost.encoder_time(name, cfg, max(1, round(b * items)), b * tokens)
         out[f"{col}_input"] = Column(f"{col}_input", b / t, (name,), 1, b,
                                      f"{cost.source_of(name, cfg, 'encoder')} ({rt} runtime): "
-                                     f"{b} requests x {items:.2f} items, {tokens:.0f} tokens each",
+                                     f"{b} requests of {items:.2f} items, {tokens:.0f} tokens each; "
+                                     f"{sz.source}",
                                      {"items": items, "tokens": tokens, "batch_ms": 1e3 * t})
     llm = first_llm(model)
     if llm is not None:
@@ -245,7 +246,8 @@ def capacity(model: ModelSpec, gpu: GPUKind, cost: CostModel | None = None,
         x, it = llm_throughput(cost, llm, cfg, sz.llm_prompt, sz.llm_output, budget)
         out["llm"] = Column("llm", x, (llm,), cfg.tp, cfg.max_batch,
                             f"{cost.source_of(llm, cfg, 'decode')} ({rt} runtime): continuous batching "
-                            f"at saturation, {sz.llm_prompt:.0f} prompt + {sz.llm_output:.0f} reply tokens",
+                            f"at saturation, {sz.llm_prompt:.0f} prompt + {sz.llm_output:.0f} reply tokens; "
+                            f"{sz.source}",
                             {"prompt_tokens": sz.llm_prompt, "output_tokens": sz.llm_output, **it})
     downstream = [n for n in model.topo_order if llm is not None and n != llm
                   and model.topo_order.index(n) > model.topo_order.index(llm)]
@@ -282,7 +284,7 @@ def _audio_output(cost: CostModel, model: ModelSpec, gpu: GPUKind, comps: list[s
     batch = seqs
     return Column("audio_output", 1.0 / per_request, tuple(comps), 1, batch,
                   f"roofline ({cost.runtime.name} runtime): merged executor, components back to back; "
-                  f"speech of {sz.llm_output:.0f} reply tokens = {sz.talker_output:.0f} frames", detail)
+                  f"{sz.talker_output:.0f} frames of speech per request; {sz.source}", detail)
 
 
 def _image_output(cost: CostModel, model: ModelSpec, gpu: GPUKind, comps: list[str], sz: Sizes) -> Column:
@@ -300,7 +302,46 @@ def _image_output(cost: CostModel, model: ModelSpec, gpu: GPUKind, comps: list[s
         per_request += weight * t
     return Column("image_output", 1.0 / per_request, tuple(comps), 1, 1,
                   f"roofline ({cost.runtime.name} runtime): {sz.steps:.0f} steps at batch 1, "
-                  f"{'/'.join(f'{math.isqrt(int(p))}px' for p, _ in sz.images)} mixed evenly",
+                  f"{'/'.join(f'{math.isqrt(int(p))}px' for p, _ in sz.images)} (mix-weighted); {sz.source}",
                   {"s_per_request": per_request, "guidance_passes": max(
                       (cost.guidance_passes(n) for n in comps if model.component(n).generator is GeneratorKind.DIT),
                       default=1.0)})
+
+
+def workload_sizes(model: ModelSpec, mix: Mapping[str, float], n: int = 400, seed: int = 0) -> Sizes:
+    """Mean work of a catalog workload's request types (``mix``: type -> fraction), per column:
+    an encoder column over the types that use it, the LLM over all, the talker over the types
+    that speak, the image generator over the types that draw."""
+    from omniplane.spec.work import mean_work
+
+    work = {t: mean_work(model, t, n, seed) for t, f in mix.items() if f > 0}
+    weight = {t: mix[t] for t in work}
+
+    def avg(comp: str, q: str) -> float:
+        ts = [t for t in work if comp in work[t] and q in work[t][comp]]
+        total = sum(weight[t] for t in ts)
+        return sum(weight[t] * work[t][comp][q] for t in ts) / total if total else 0.0
+
+    enc: dict[str, tuple[float, float]] = {}
+    for m in (Modality.IMAGE, Modality.VIDEO, Modality.AUDIO):
+        c = _encoder_for(model, m)
+        if c is None:
+            continue
+        types = [t for t in work if c.name in work[t] and m in model.request_type(t).inputs]
+        total = sum(weight[t] for t in types)
+        if total:
+            enc[f"{m.value}:{c.name}"] = (sum(weight[t] * work[t][c.name]["items"] for t in types) / total,
+                                          sum(weight[t] * work[t][c.name]["tokens"] for t in types) / total)
+    llm = first_llm(model)
+    talker = _talker(model)
+    dit = next((n for n in model.topo_order if model.component(n).generator is GeneratorKind.DIT), None)
+    images: tuple[tuple[float, float], ...] = ()
+    steps = 0.0
+    if dit is not None:
+        ts = [t for t in work if dit in work[t]]
+        total = sum(weight[t] for t in ts)
+        images = tuple((work[t][dit]["pixels"], weight[t] / total) for t in ts)
+        steps = avg(dit, "steps")
+    return Sizes(enc, avg(llm, "prompt_tokens") if llm else 0.0, avg(llm, "output_tokens") if llm else 0.0,
+                 avg(talker, "output_tokens") if talker else 0.0, images, steps,
+                 "the workload's request types (mean resolved work, mix-weighted)")

@@ -1,0 +1,146 @@
+"""``omniplane perf capacity|predict``: ask the performance model before planning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from omniplane.cli.output import console, fail, print_json
+from omniplane.perf import CostModel, ExecutorConfig, InfeasibleConfig
+from omniplane.spec import SpecError, catalog_gpus_path, find_catalog_model, load_gpus, load_model
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document instead of a table.")]
+RuntimeOpt = Annotated[str | None, typer.Option(
+    help="Serving runtime whose host-side costs apply: roofline, vllm or cornserve (docs/perf.md).")]
+
+
+def _load(model: str, gpu: str) -> tuple[Any, Any]:
+    try:
+        spec = load_model(find_catalog_model(model) or Path(model))
+        kind = load_gpus(catalog_gpus_path()).get(gpu)
+    except SpecError as exc:
+        fail(str(exc))
+    except KeyError as exc:
+        fail(str(exc.args[0]))
+    return spec, kind
+
+
+def _cost(spec: Any, runtime: str | None) -> CostModel:
+    try:
+        return CostModel(spec, runtime=runtime)
+    except KeyError as exc:
+        fail(f"--runtime: {exc.args[0]}")
+
+
+def capacity(
+    model: Annotated[str, typer.Option(help="Catalog model name or model file.")],
+    gpu: Annotated[str, typer.Option(help="GPU kind (catalog name or alias).")] = "A100-80GB",
+    workload: Annotated[str | None, typer.Option(
+        help="Catalog workload or file whose request sizes to use (default: Table 2's conditions, "
+             "perf/data/table2_conditions.json).")] = None,
+    runtime: RuntimeOpt = "cornserve",
+    json_out: JsonOpt = False,
+) -> None:
+    """Requests/s one executor of each component sustains, in Cornfigurator's Table 2 columns."""
+    from omniplane.perf.capacity import COLUMNS, table2_sizes, workload_sizes
+    from omniplane.spec import find_catalog_workload, load_workload
+
+    spec, kind = _load(model, gpu)
+    cost = _cost(spec, runtime)
+    if workload is None:
+        sizes, wl_name = table2_sizes(spec), "table2"
+    else:
+        try:
+            wl = load_workload(find_catalog_workload(workload) or Path(workload))
+        except SpecError as exc:
+            fail(str(exc))
+        if wl.model.name != spec.name:
+            fail(f"--workload {workload!r} is for model {wl.model.name!r}, not {spec.name!r}")
+        sizes, wl_name = workload_sizes(spec, wl.spec.mix), wl.spec.name
+    from omniplane.perf.capacity import capacity as run
+
+    try:
+        cols = run(spec, kind, cost, sizes)
+    except InfeasibleConfig as exc:
+        fail(str(exc))
+    doc = {"model": spec.name, "gpu": kind.name, "workload": wl_name,
+           "columns": {k: {"requests_per_s": round(c.requests_per_s, 4), "components": list(c.components),
+                           "tp": c.tp, "max_batch": c.max_batch, "source": c.source}
+                       for k in COLUMNS if (c := cols.get(k)) is not None}}
+    if json_out:
+        print_json(doc)
+        return
+    t = Table(title=f"per-executor capacity: {spec.name} on {kind.name} ({wl_name} sizes, {cost.runtime.name} "
+                    "runtime)")
+    for col in ("column", "req/s", "components", "tp", "max batch"):
+        t.add_column(col)
+    for k, c in doc["columns"].items():
+        t.add_row(k, f"{c['requests_per_s']:.3g}", " + ".join(c["components"]), str(c["tp"]), str(c["max_batch"]))
+    console.print(t)
+    for k, c in doc["columns"].items():
+        console.print(f"[dim]{k}: {c['source']}[/]", highlight=False)
+
+
+def predict(
+    model: Annotated[str, typer.Option(help="Catalog model name or model file.")],
+    component: Annotated[str, typer.Option(help="Component of the model.")],
+    gpu: Annotated[str, typer.Option(help="GPU kind (catalog name or alias).")],
+    tp: Annotated[int | None, typer.Option(help="GPUs per executor (default: smallest that fits).")] = None,
+    batch: Annotated[int, typer.Option(min=1, help="Sequences, inputs, images or streams in the call.")] = 1,
+    prompt_tokens: Annotated[int | None, typer.Option(
+        min=1, help="prefill: tokens per prompt; encode: LLM tokens per input; vocode: codec frames.")] = None,
+    context_tokens: Annotated[int | None, typer.Option(
+        min=0, help="decode_step: KV tokens per sequence; prefill: cached tokens per prompt.")] = None,
+    op: Annotated[str | None, typer.Option(
+        help="prefill | decode_step | encode | denoise_step | vae_decode | vocode (default: by kind).")] = None,
+    width: Annotated[int | None, typer.Option(min=1, help="Image width in pixels.")] = None,
+    height: Annotated[int | None, typer.Option(min=1, help="Image height in pixels.")] = None,
+    steps: Annotated[int, typer.Option(min=1, help="denoise_step: steps in the call.")] = 1,
+    cfg: Annotated[bool, typer.Option("--cfg", help="denoise_step: classifier-free guidance (2 forwards).")] = False,
+    runtime: RuntimeOpt = "vllm",
+    json_out: JsonOpt = False,
+) -> None:
+    """The model's time for one call of a component (docs/perf.md, perf predict)."""
+    from omniplane.perf.query import OPS, Call, call_time, default_op, source_of
+
+    spec, kind = _load(model, gpu)
+    cost = _cost(spec, runtime)
+    if component not in {c.name for c in spec.components}:
+        fail(f"--component {component!r}: model {spec.name!r} has {', '.join(c.name for c in spec.components)}")
+    the_op = op or default_op(cost, component)
+    if the_op not in OPS:
+        fail(f"--op {the_op!r}: expected one of {', '.join(OPS)}")
+    config = _config(cost, component, kind, tp, batch)
+    try:
+        seconds = call_time(cost, component, config, Call(the_op, batch, prompt_tokens, context_tokens,
+                                                          width, height, steps, cfg))
+    except ValueError as exc:
+        fail(str(exc))
+    doc = {"model": spec.name, "component": component, "gpu": kind.name, "tp": config.tp, "batch": batch,
+           "op": the_op, "ms": round(seconds * 1e3, 4), "source": source_of(cost, component, config, the_op)}
+    if json_out:
+        print_json(doc)
+        return
+    console.print(f"{spec.name} {component} {the_op} on {kind.name} x{config.tp}, batch {batch}: "
+                  f"[bold]{doc['ms']:.4g} ms[/]")
+    console.print(f"[dim]{doc['source']}[/]", highlight=False)
+
+
+def _config(cost: CostModel, component: str, gpu: Any, tp: int | None, batch: int) -> ExecutorConfig:
+    degrees = [tp] if tp else [1, 2, 4, 8]
+    last: InfeasibleConfig | None = None
+    for degree in degrees:
+        try:
+            cfg = ExecutorConfig(gpu, degree, max(batch, 1))
+        except ValueError as exc:
+            fail(f"--tp: {exc}")
+        try:
+            cost.check_fits([component], cfg)
+            return cfg
+        except InfeasibleConfig as exc:
+            last = exc
+    assert last is not None
+    fail(str(last) + (f" (--tp {tp})" if tp else f"; no TP degree in {degrees} fits"))
