@@ -27,12 +27,19 @@ def validate(
     transfer: Annotated[bool, typer.Option(help="Also report cross-GPU transfer of the factors.")] = True,
     markdown: Annotated[bool, typer.Option("--markdown",
                                            help="Print the Markdown tables docs/perf.md quotes.")] = False,
+    table3: Annotated[bool, typer.Option(help="Also simulate HorizonServe's Table 3 (10 runs, minutes).")] = True,
 ) -> None:
-    """Every public measurement the catalog can express beside the model's prediction."""
+    """Every public measurement the catalog can express beside the model's prediction, with a
+    section per anchor set: Cornfigurator Table 2, the Qwen3-Omni report, HorizonServe Figure 4
+    and Table 3."""
     from omniplane.perf.validation.markdown import to_markdown
     from omniplane.perf.validation.report import validate as run
 
     report = run(load_calibration(calibration) if calibration else None, transfer=transfer)
+    if table3:
+        from omniplane.sched.table3 import table3 as run_table3
+
+        report["table3"] = run_table3()
     if json_out:
         print_json(report)
         return
@@ -62,6 +69,11 @@ def _print_report(report: dict[str, Any]) -> None:
         table.add_row(p["role"], p["id"], p["gpu"], f"{p['measured']:.4g} {p['unit']}",
                       f"{p['predicted']:.4g}", _pct(p["rel_error"]), ",".join(p["flags"]))
     console.print(table)
+    from omniplane.perf.validation.markdown import report_tables, table2_tables, table3_tables
+
+    for lines in (table2_tables(report), report_tables(report), table3_tables(report)):
+        if lines:
+            console.print("\n".join(lines), highlight=False)
     co = report["colocation"]
     ct = Table(title=f"co-location model vs {co['sweep']}")
     for col in ("kernel", "SMs", "co-run", "metric", "measured", "predicted", "error", "role"):

@@ -256,7 +256,7 @@ def calibrate(model: ModelSpec, gpu: GPUKind, cost: CostModel | None = None, *,
               colocation: ColocationModel | None = None, tolerance: float = SCAP_TOLERANCE,
               levels: int = LADDER_LEVELS, rule: PartitionRule | None = None) -> OfflineCalibration:
     """Offline preprocessing for one model-platform pair."""
-    cost = cost or CostModel(model)
+    cost = cost or CostModel(model, runtime="vllm")  # HorizonServe runs on vLLM-Omni
     table = slo or slo_from_solo(model, cost, gpu)
     cfg = default_solo_config(model, cost, gpu)
     profiles = class_profiles(model, cost, cfg, table)

@@ -114,7 +114,7 @@ class SingleGPU:
             raise ValueError(f"max_seqs must be >= 1, got {max_seqs}")
         self.model = load_model(model)
         self.gpu = load_gpus().get(GPUS.get(gpu, gpu))
-        self.cost = CostModel(self.model)
+        self.cost = CostModel(self.model, runtime="vllm")  # HorizonServe runs on vLLM-Omni
         self.calibration: OfflineCalibration = calibrate(self.model, self.gpu, self.cost, sweep_file=sm_sweep)
         self.plan = deployment(self.model, self.gpu)
         self.max_seqs = max_seqs

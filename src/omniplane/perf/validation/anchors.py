@@ -12,6 +12,7 @@ HorizonServe's Figure 4 and Table 3 are the co-location model's (perf/colocation
 from __future__ import annotations
 
 import json
+import statistics
 import weakref
 from collections.abc import Callable
 from functools import cache
@@ -108,3 +109,49 @@ def report_points(ctx: Context, runtime: str = "vllm") -> list[Point]:
                             float(r["rtf"][i]), "ratio", Role.HELD_OUT, rtf(c), r["source"], flags, note,
                             runtime=runtime))
     return points
+
+
+def table2_section(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Table 2's cells beside the model: per cell, published, predicted, error; and the summary
+    the issue asks for (every cell within 30%, median within 15%, Qwen3-Omni llm : audio_output
+    between 12x and 30x)."""
+    cells = [r for r in rows if r["dataset"] == TABLE2]
+    errs = sorted(abs(r["rel_error"]) for r in cells)
+    by = {r["id"]: r for r in cells}
+    llm, audio = by.get("table2/qwen3-omni/llm"), by.get("table2/qwen3-omni/audio_output")
+    ratio = llm["predicted"] / audio["predicted"] if llm and audio else None
+    return {
+        "cells": [{"model": r["id"].split("/")[1], "column": r["id"].split("/")[2], "published": r["measured"],
+                   "predicted": r["predicted"], "rel_error": r["rel_error"]} for r in cells],
+        "n": len(errs),
+        "median_abs_err": round(statistics.median(errs), 4) if errs else None,
+        "max_abs_err": round(errs[-1], 4) if errs else None,
+        "within_30pct": sum(e <= 0.30 for e in errs),
+        "qwen3_omni_llm_over_audio_output": round(ratio, 2) if ratio else None,
+        "published_ratio": round(llm["measured"] / audio["measured"], 2) if llm and audio else None,
+        "conditions": "perf/data/table2_conditions.json (ServeGen request-weighted sizes, vLLM/Cornserve "
+                      "executor defaults, TP 2 above 30B); runtime cornserve",
+    }
+
+
+def report_section(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Qwen3-Omni report's table by concurrency, and its ratios (thinker : talker step,
+    MTP : talker step), published beside predicted."""
+    r = anchors()["qwen3_omni_report_table2"]
+    by = {x["id"]: x for x in rows if x["dataset"] == REPORT}
+    out = []
+    for c in r["concurrency"]:
+        def get(kind: str, c: int = c) -> dict[str, Any]:
+            return by[f"{REPORT}/{kind}/c{c}"]
+        th, ta, mtp, codec, rtf = (get(k) for k in ("thinker-step", "talker-step", "mtp-per-frame",
+                                                    "codec-per-code", "rtf"))
+        out.append({"concurrency": c,
+                    **{f"{k}_ms": [x["measured"], x["predicted"], x["rel_error"]]
+                       for k, x in (("thinker_step", th), ("talker_step", ta), ("mtp_per_frame", mtp),
+                                    ("codec_per_code", codec))},
+                    "rtf": [rtf["measured"], rtf["predicted"], rtf["rel_error"]],
+                    "thinker_over_talker": [round(th["measured"] / ta["measured"], 3),
+                                            round(th["predicted"] / ta["predicted"], 3)],
+                    "mtp_over_talker": [round(mtp["measured"] / ta["measured"], 3),
+                                        round(mtp["predicted"] / ta["predicted"], 3)]})
+    return {"gpu": REPORT_GPU, "runtime": "vllm", "rows": out}

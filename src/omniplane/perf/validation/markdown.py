@@ -55,11 +55,62 @@ def _vidur(report: dict[str, Any]) -> list[str]:
     return out
 
 
+def table2_tables(report: dict[str, Any]) -> list[str]:
+    t2 = report["table2"]
+    cols = ("image_input", "video_input", "audio_input", "llm", "audio_output", "image_output")
+    grid: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for c in t2["cells"]:
+        grid[c["model"]][c["column"]] = c
+    out = ["Cornfigurator Table 2 (requests/s per executor, A100-80GB; published / predicted / error; "
+           f"{t2['conditions']}):", "", "| model | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for model, row in grid.items():
+        out.append(f"| {model} | " + " | ".join(
+            f"{row[c]['published']:g} / {row[c]['predicted']:.3g} / {row[c]['rel_error']:+.0%}" if c in row else ""
+            for c in cols) + " |")
+    out += ["", f"{t2['n']} cells: median absolute error {t2['median_abs_err']:.1%}, largest "
+                f"{t2['max_abs_err']:.1%}, {t2['within_30pct']} within 30%; Qwen3-Omni llm : audio_output "
+                f"{t2['qwen3_omni_llm_over_audio_output']}x (published {t2['published_ratio']}x)."]
+    return out
+
+
+def report_tables(report: dict[str, Any]) -> list[str]:
+    r = report["qwen3_omni_report"]
+    out = [f"Qwen3-Omni report, per component (ms; published / predicted / error; GPU not named, "
+           f"compared on {r['gpu']}; runtime {r['runtime']}):", "",
+           "| concurrency | thinker step | talker step | MTP per frame | codec per code | RTF (check) | "
+           "thinker : talker | MTP : talker |", "|---|---|---|---|---|---|---|---|"]
+    for x in r["rows"]:
+        cells = [f"{a:.3g} / {b:.3g} / {e:+.0%}" for a, b, e in
+                 (x["thinker_step_ms"], x["talker_step_ms"], x["mtp_per_frame_ms"], x["codec_per_code_ms"],
+                  x["rtf"])]
+        out.append(f"| {x['concurrency']} | " + " | ".join(cells) + f" | {x['thinker_over_talker'][0]:.2f} / "
+                   f"{x['thinker_over_talker'][1]:.2f} | {x['mtp_over_talker'][0]:.2f} / "
+                   f"{x['mtp_over_talker'][1]:.2f} |")
+    return out
+
+
+def table3_tables(report: dict[str, Any]) -> list[str]:
+    t3 = report.get("table3")
+    if not t3:
+        return []
+    out = [f"HorizonServe Table 3 (shared-stage TPOT p50 / p95, ms; {t3['model']}, rate {t3['rate']}, long "
+           f"fraction {t3['long_fraction']}, {t3['requests']} requests per policy, seed {t3['seed']}):", "",
+           "| GPU | policy | published | simulated | p50 vs Vanilla (published) | p50 vs Vanilla (simulated) |",
+           "|---|---|---|---|---|---|"]
+    out += [f"| {r['gpu']} | {r['policy']} | {r['published'][0]:g} / {r['published'][1]:g} | "
+            f"{r['predicted'][0]:g} / {r['predicted'][1]:g} | {r['published_p50_vs_vanilla']:+.1%} | "
+            f"{r['p50_vs_vanilla']:+.1%} |" for r in t3["rows"]]
+    sh = t3["shape"]
+    out += ["", f"Shape: p50 within 5% of Vanilla under every policy: {'yes' if sh['p50_within_5pct_of_vanilla'] else 'no'}; "
+                f"MPS lowers p95: {'yes' if sh['mps_lowers_p95'] else 'no'}."]
+    return out
+
+
 def _single(report: dict[str, Any]) -> list[str]:
     out = ["Single published measurements:", "", "| id | what | GPU | measured | predicted | error | flags |",
            "|---|---|---|---|---|---|---|"]
     for p in report["points"]:
-        if p["dataset"] not in ("splitwise", "vidur"):
+        if p["dataset"] not in ("splitwise", "vidur", "cornfigurator-table2", "qwen3-omni-report"):
             out.append(f"| {p['id']} | {p['description']} | {p['gpu']} | {p['measured']:.4g} {p['unit']} | "
                        f"{p['predicted']:.4g} | {p['rel_error']:+.1%} | {','.join(p['flags'])} |")
     return out
@@ -86,15 +137,20 @@ def colocation_tables(report: dict[str, Any]) -> list[str]:
     out += [f"| {r['kernel']} | {r['sms']:g} | {'yes' if r['corun'] else 'no'} | {r['metric']} | "
             f"{r['measured']:g} | {r['predicted']:.4g} | {r['rel_error']:+.1%} | {r['role']} |"
             for r in co["points"]]
-    out += ["", "| GPU | SMs | knee (SMs) | S_cap | solo, all SMs (ms) | solo, best (ms) | "
-                "co-run at S_cap (ms) | co-run, all SMs (ms) |", "|---|---|---|---|---|---|---|---|"]
+    out += ["", "| GPU | SMs | best from (SMs) | S_cap | solo, all SMs (ms) | solo, best (ms) | "
+                "co-run at S_cap (ms) | co-run, all SMs (ms) | solo peak draw / peak BW | co-run util, all SMs |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     out += [f"| {r['gpu']} | {r['sms']} | {r['knee_sms']:g} | {r['s_cap']} | {r['solo_full_ms']:.2f} | "
-            f"{r['solo_best_ms']:.2f} | {r['corun_cap_ms']:.2f} | {r['corun_full_ms']:.2f} |"
+            f"{r['solo_best_ms']:.2f} | {r['corun_cap_ms']:.2f} | {r['corun_full_ms']:.2f} | "
+            f"{r['solo_peak_bw_frac']:.3f} | {r['corun_full_util']:.3f} |"
             for r in co["per_gpu"]]
     return out
 
 
 def to_markdown(report: dict[str, Any]) -> str:
     coloc = ["Co-location (HorizonServe Figure 4 and every catalog GPU):", "", *colocation_tables(report)]
-    parts = [_summary(report), _splitwise(report), _vidur(report), _single(report), _rest(report), coloc]
+    parts = [_summary(report), table2_tables(report), report_tables(report), _splitwise(report), _vidur(report),
+             _single(report), _rest(report), coloc]
+    if report.get("table3"):
+        parts.append(table3_tables(report))
     return "\n\n".join("\n".join(p) for p in parts) + "\n"

@@ -16,7 +16,7 @@ from typing import Any
 
 from omniplane.perf.colocation_validation import colocation_rows
 from omniplane.perf.factors import Calibration, load_calibration
-from omniplane.perf.validation.anchors import report_points, table2_points
+from omniplane.perf.validation.anchors import report_points, report_section, table2_points, table2_section
 from omniplane.perf.validation.fit import fit_calibration
 from omniplane.perf.validation.points import Context, NotExpressible, Point, Role
 from omniplane.perf.validation.published import published_points
@@ -111,6 +111,8 @@ def validate(calibration: Calibration | None = None, *, transfer: bool = True) -
         "summary": {role.value: summary([r for r in rows if r.point.role is role])
                     for role in (Role.FIT, Role.RUNTIME, Role.HELD_OUT)},
         "points": [r.to_json() for r in rows],
+        "table2": table2_section([r.to_json() for r in rows]),
+        "qwen3_omni_report": report_section([r.to_json() for r in rows]),
         "colocation": coloc,
         "not_expressible": [m.__dict__ for m in missing],
     }
