@@ -5,7 +5,7 @@ Cornfigurator section 6.1). Used for docs/plan.md (the paper's section 6.2 plans
     .venv/bin/python scripts/score_plans.py --model qwen3-omni --gpus 16 \\
         --workload qwen3-omni-servegen PLAN.yaml [PLAN.yaml ...] [--json]
 
-The grid is ``base x (0.25 .. 1.6)``, ``base`` the first plan's flow bound at alpha (pass the
+The grid is ``base x (0.25 .. 1.6)``, ``base`` the first plan's ``meta.evaluated_at_rps`` (pass the
 planner's own plan first so every plan is swept over the same rates).
 """
 
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     planner = Planner(problem, options=options)
     sim = planner.simulator
     specs = [load_plan(p).spec for p in args.plans]
-    base = args.rate or float((specs[0].meta or {}).get("rate") or 1.0)
+    base = args.rate or float((specs[0].meta or {}).get("evaluated_at_rps") or 1.0)
     out = []
     for path, spec in zip(args.plans, specs, strict=True):
         runs = [sim.run(spec, base * s) for s in SCALES]

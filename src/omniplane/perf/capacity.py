@@ -21,7 +21,8 @@ Saturation, per kind (all closed form, on the cost model's iteration times):
   ``d = min(max_batch, budget x O / (P + O), KV tokens / (P + O / 2))``. Throughput is
   ``d / (O x t(c, d))``. A prefill-only LLM (a text encoder) fills the token budget with prompts.
   A talker without chunked prefill prefills whole prompts (budget = prompt x batch).
-* encoder: ``max_batch`` requests' items in one forward; throughput = batch / time.
+* encoder: ``max_batch`` requests' items in one forward, the runtime's host preprocessing of
+  them overlapping it; throughput = batch / the slower of the two.
 * merged components (talker + vocoder, DiT + VAE) run back to back: their per-request
   executor-seconds add.
 
@@ -234,7 +235,9 @@ def capacity(model: ModelSpec, gpu: GPUKind, cost: CostModel | None = None,
         et = model.single_executor_type(name)
         b = max(et.max_batch) if et is not None else 32
         cfg = ExecutorConfig(gpu, 1, b)
-        t = cost.encoder_time(name, cfg, max(1, round(b * items)), b * tokens)
+        # host preprocessing overlaps the GPU: the slower of the two bounds the executor
+        t = max(cost.encoder_time(name, cfg, max(1, round(b * items)), b * tokens),
+                cost.encoder_host_time(name, max(1, round(b * items)), b * tokens))
         out[f"{col}_input"] = Column(f"{col}_input", b / t, (name,), 1, b,
                                      f"{cost.source_of(name, cfg, 'encoder')} ({rt} runtime): "
                                      f"{b} requests of {items:.2f} items, {tokens:.0f} tokens each; "

@@ -29,6 +29,7 @@ from omniplane.perf.roofline import (
     Rates,
     decode_span,
     dit_work,
+    encoder_host_time,
     encoder_work,
     llm_coeffs,
     time_of,
@@ -216,6 +217,11 @@ class CostModel:
     def encoder_work(self, component: str, cfg: ExecutorConfig, items: int, tokens: float) -> Work:
         return encoder_work(self._kinded(component, ComponentKind.ENCODER), cfg.gpu, cfg.tp,
                             self.efficiency(cfg), items, tokens, self.runtime)
+
+    def encoder_host_time(self, component: str, items: int, tokens: float) -> float:
+        """The runtime's host preprocessing of ``items`` inputs producing ``tokens`` tokens; it
+        overlaps the GPU (the encoder's throughput is bounded by the slower of the two)."""
+        return encoder_host_time(self._kinded(component, ComponentKind.ENCODER), self.runtime, tokens)
 
     def encoder_time(self, component: str, cfg: ExecutorConfig, items: int, tokens: float) -> float:
         """GPU time of one batch of ``items`` inputs producing ``tokens`` LLM tokens in total."""

@@ -66,11 +66,12 @@ BASE: dict[str, Runtime] = {
         "cornserve", "Cornserve, as Cornfigurator's Table 2 was measured on it",
         mtp_batched=False, vocoder_chunk_frames=300, guidance=False,
         factor_sources={
-            "mtp_batched": "assumption inferred from Table 2: its Qwen3-Omni audio_output of 0.12 "
-                           "req/s at vLLM's default 256 sequences is ~30x below what one batched "
-                           "pass per codebook allows, and what per-sequence passes give; Cornserve's "
-                           "talker executor runs vLLM with --enforce-eager (cornserve-ai/cornserve "
-                           "tasklib/.../descriptor/omni.py)",
+            "mtp_batched": "assumption inferred from Table 2: with one batched pass per codebook, "
+                           "the talker at vLLM's default 256 sequences sustains ~7x Table 2's "
+                           "Qwen3-Omni audio_output of 0.12 req/s on the fitted factors; passes one "
+                           "sequence at a time reproduce it. Cornserve's talker executor runs vLLM "
+                           "with --enforce-eager (cornserve-ai/cornserve tasklib/cornserve_tasklib/"
+                           "task_executors/descriptor/omni.py)",
             "vocoder_chunk_frames": "Cornserve's Qwen3-Omni code2wav streams chunks of 300 codes "
                                     "(geri/models/qwen3_omni_moe.py, chunk_size default 300)",
             "guidance": "Cornserve's Qwen-Image generator calls diffusers' QwenImagePipeline with "
