@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         out.append({"plan": path, "name": spec.name, "gpus": spec.gpus, "talker_code2wav_gpus": talk,
                     "best_rate": round(best.rate, 4), "goodput_total": round(float(best.goodput.sum()), 4),
                     "per_type": {t: round(float(g), 4) for t, g in zip(sim.types, best.goodput, strict=True)},
-                    "sweep": [{"rate": round(o.rate, 4), "goodput": round(float(o.goodput.sum()), 4)} for o in runs]})
+                    "sweep": [{"rate": round(o.rate, 4), "goodput": round(float(o.goodput.sum()), 4)}
+                              for o in runs]})
     doc = {"model": model.name, "gpus": args.gpus, "workload": wl.spec.name, "base_rate": base,
            "targets_ms": {t: round(1e3 * s, 1) for t, s in planner.targets.seconds.items()},
            "requests_per_run": options.sim_requests, "plans": out}

@@ -7,7 +7,8 @@ import pytest
 from omniplane.perf import CostModel
 from omniplane.spec import GPUCatalog, ModelSpec, catalog_gpus_path, find_catalog_model, load_gpus, load_model
 
-MODELS = ("qwen3-omni", "qwen2.5-omni", "bagel", "mimo-audio", "qwen-image", "qwen3-vl", "internvl3", "qwen2.5-vl")
+MODELS = ("qwen3-omni", "qwen2.5-omni", "bagel", "mimo-audio", "qwen-image", "qwen3-vl", "internvl3",
+          "qwen2.5-vl")
 
 
 @pytest.fixture(scope="session")

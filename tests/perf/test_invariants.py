@@ -23,7 +23,8 @@ from omniplane.spec import ComponentKind, GeneratorKind, GPUCatalog, ModelSpec
 
 RUNTIMES = ("roofline", "vllm", "cornserve")
 SLACK = 1.0 + 1e-9
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(max_examples=150, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def _work(cost: CostModel, comp: str, cfg: ExecutorConfig, draw: Any) -> Work:
@@ -43,7 +44,8 @@ def _work(cost: CostModel, comp: str, cfg: ExecutorConfig, draw: Any) -> Work:
 
 
 @st.composite
-def stage_case(draw: Any, specs: dict[str, ModelSpec], gpus: GPUCatalog) -> tuple[CostModel, ExecutorConfig, Work]:
+def stage_case(draw: Any, specs: dict[str, ModelSpec],
+               gpus: GPUCatalog) -> tuple[CostModel, ExecutorConfig, Work]:
     name = draw(st.sampled_from(sorted(specs)))
     spec = specs[name]
     comp = draw(st.sampled_from([c.name for c in spec.components]))
@@ -56,7 +58,8 @@ def stage_case(draw: Any, specs: dict[str, ModelSpec], gpus: GPUCatalog) -> tupl
 
 @SETTINGS
 @given(data=st.data())
-def test_no_step_exceeds_peak_bandwidth_or_flops(data: Any, specs: dict[str, ModelSpec], gpus: GPUCatalog) -> None:
+def test_no_step_exceeds_peak_bandwidth_or_flops(data: Any, specs: dict[str, ModelSpec],
+                                                 gpus: GPUCatalog) -> None:
     cost, cfg, work = data.draw(stage_case(specs, gpus))
     t = cost.time_of(work, cfg)
     if t <= 0:
@@ -72,7 +75,7 @@ def test_no_step_exceeds_peak_bandwidth_or_flops(data: Any, specs: dict[str, Mod
 def test_colocated_stages_share_bandwidth_and_compute(data: Any, specs: dict[str, ModelSpec],
                                                       gpus: GPUCatalog) -> None:
     _, cfg, a = data.draw(stage_case(specs, gpus))
-    cost_b, _, b = data.draw(stage_case(specs, gpus))
+    _, _, b = data.draw(stage_case(specs, gpus))
     gpu = cfg.gpu
     model = ColocationModel()
     eff = load_calibration().for_gpu(gpu)
@@ -114,7 +117,7 @@ def test_fewer_sms_never_faster_than_more_beyond_the_measured_penalty(data: Any,
     assert t_few * (1.0 + MAX_SOLO_PENALTY) * SLACK >= t_more
 
 
-def test_full_allocation_penalty_is_the_measured_ratio_at_most(gpus: GPUCatalog, costs: dict[str, CostModel]) -> None:
+def test_full_allocation_penalty_is_the_measured_ratio_at_most(gpus: GPUCatalog) -> None:
     model = ColocationModel()
     for gpu in gpus.gpus:
         eff = load_calibration().for_gpu(gpu)
@@ -144,7 +147,8 @@ def test_talker_step_reads_codebooks_and_mtp_layers(specs: dict[str, ModelSpec],
     assert base.mtp_time("talker", cfg, 8) > 0 == CostModel(none, runtime=runtime).mtp_time("talker", cfg, 8)
 
 
-def test_memory_limit_still_rejects_weights_beyond_the_gpu(specs: dict[str, ModelSpec], gpus: GPUCatalog) -> None:
+def test_memory_limit_still_rejects_weights_beyond_the_gpu(specs: dict[str, ModelSpec],
+                                                           gpus: GPUCatalog) -> None:
     cost = CostModel(specs["qwen3-vl"])
     with pytest.raises(InfeasibleConfig):
         cost.check_fits(["llm"], ExecutorConfig(gpus.get("L40S"), 1, 1))

@@ -56,7 +56,8 @@ workload_app.command("show")(workload.show)
 workload_app.command("plot")(workload.plot)
 workload_app.command("sample")(workload.sample)
 app.add_typer(workload_app, name="workload")
-perf_app = typer.Typer(help="The performance model: capacity, one call's time, validation, fitting, solo latency.",
+perf_app = typer.Typer(help="The performance model: capacity, one call's time, validation, fitting, "
+                             "solo latency.",
                         no_args_is_help=True)
 perf_app.command("validate")(perf.validate)
 perf_app.command("fit")(perf.fit)

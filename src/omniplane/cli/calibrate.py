@@ -34,8 +34,9 @@ def calibrate(
     if doc["synthetic"]:
         console.print("[yellow]synthetic input: these values are not measurements[/]")
     console.print(
-        f"{doc['gpu']}: knee {p['knee']:.3f} of the SMs, thrash {p['thrash']:.3f}, "
-        f"co-runner demand {doc['corun_pressure']:.3f}, scales {doc['scales']}"
+        f"{doc['gpu']}: kappa {p['kappa']:.3f}, best from x0 {p['x0']:.3f} of the SMs, penalty "
+        f"{p['delta']:.3f} by x1 {p['x1']:.3f}, eta_max {p['eta_max']:.3f}, co-runner demand "
+        f"{doc['corun_pressure']:.3f}, scales {doc['scales']}"
     )
     console.print(
         f"ladder ({lad['kernel']}): S_min {lad['s_min']}, S_cap {lad['s_cap']}, levels {lad['levels']}"

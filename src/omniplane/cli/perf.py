@@ -27,7 +27,8 @@ def validate(
     transfer: Annotated[bool, typer.Option(help="Also report cross-GPU transfer of the factors.")] = True,
     markdown: Annotated[bool, typer.Option("--markdown",
                                            help="Print the Markdown tables docs/perf.md quotes.")] = False,
-    table3: Annotated[bool, typer.Option(help="Also simulate HorizonServe's Table 3 (10 runs, minutes).")] = True,
+    table3: Annotated[bool, typer.Option(
+        help="Also simulate HorizonServe's Table 3 (10 runs, minutes).")] = True,
 ) -> None:
     """Every public measurement the catalog can express beside the model's prediction, with a
     section per anchor set: Cornfigurator Table 2, the Qwen3-Omni report, HorizonServe Figure 4

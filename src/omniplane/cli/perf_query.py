@@ -59,6 +59,8 @@ def capacity(
             fail(str(exc))
         if wl.model.name != spec.name:
             fail(f"--workload {workload!r} is for model {wl.model.name!r}, not {spec.name!r}")
+        if wl.spec.mix is None:
+            fail(f"--workload {workload!r}: a trace replay has no type mix; give a workload with a mix")
         sizes, wl_name = workload_sizes(spec, wl.spec.mix), wl.spec.name
     from omniplane.perf.capacity import capacity as run
 
@@ -73,12 +75,13 @@ def capacity(
     if json_out:
         print_json(doc)
         return
-    t = Table(title=f"per-executor capacity: {spec.name} on {kind.name} ({wl_name} sizes, {cost.runtime.name} "
-                    "runtime)")
+    t = Table(title=f"per-executor capacity: {spec.name} on {kind.name} ({wl_name} sizes, "
+                    f"{cost.runtime.name} runtime)")
     for col in ("column", "req/s", "components", "tp", "max batch"):
         t.add_column(col)
     for k, c in doc["columns"].items():
-        t.add_row(k, f"{c['requests_per_s']:.3g}", " + ".join(c["components"]), str(c["tp"]), str(c["max_batch"]))
+        t.add_row(k, f"{c['requests_per_s']:.3g}", " + ".join(c["components"]), str(c["tp"]),
+                  str(c["max_batch"]))
     console.print(t)
     for k, c in doc["columns"].items():
         console.print(f"[dim]{k}: {c['source']}[/]", highlight=False)
@@ -91,15 +94,18 @@ def predict(
     tp: Annotated[int | None, typer.Option(help="GPUs per executor (default: smallest that fits).")] = None,
     batch: Annotated[int, typer.Option(min=1, help="Sequences, inputs, images or streams in the call.")] = 1,
     prompt_tokens: Annotated[int | None, typer.Option(
-        min=1, help="prefill: tokens per prompt; encode: LLM tokens per input; vocode: codec frames.")] = None,
+        min=1, help="prefill: tokens per prompt; encode: LLM tokens per input; vocode: codec "
+                    "frames.")] = None,
     context_tokens: Annotated[int | None, typer.Option(
         min=0, help="decode_step: KV tokens per sequence; prefill: cached tokens per prompt.")] = None,
     op: Annotated[str | None, typer.Option(
-        help="prefill | decode_step | encode | denoise_step | vae_decode | vocode (default: by kind).")] = None,
+        help="prefill | decode_step | encode | denoise_step | vae_decode | vocode (default: by "
+             "kind).")] = None,
     width: Annotated[int | None, typer.Option(min=1, help="Image width in pixels.")] = None,
     height: Annotated[int | None, typer.Option(min=1, help="Image height in pixels.")] = None,
     steps: Annotated[int, typer.Option(min=1, help="denoise_step: steps in the call.")] = 1,
-    cfg: Annotated[bool, typer.Option("--cfg", help="denoise_step: classifier-free guidance (2 forwards).")] = False,
+    cfg: Annotated[bool, typer.Option(
+        "--cfg", help="denoise_step: classifier-free guidance (2 forwards).")] = False,
     runtime: RuntimeOpt = "vllm",
     json_out: JsonOpt = False,
 ) -> None:
@@ -109,7 +115,8 @@ def predict(
     spec, kind = _load(model, gpu)
     cost = _cost(spec, runtime)
     if component not in {c.name for c in spec.components}:
-        fail(f"--component {component!r}: model {spec.name!r} has {', '.join(c.name for c in spec.components)}")
+        names = ", ".join(c.name for c in spec.components)
+        fail(f"--component {component!r}: model {spec.name!r} has {names}")
     the_op = op or default_op(cost, component)
     if the_op not in OPS:
         fail(f"--op {the_op!r}: expected one of {', '.join(OPS)}")

@@ -139,7 +139,7 @@ def _encoder_for(model: ModelSpec, modality: Modality) -> Component | None:
     """The encoder of ``modality``; of several, the one named after it (image_encoder)."""
     found = [c for c in model.components if c.kind is ComponentKind.ENCODER and c.encodes(modality)]
     named = [c for c in found if modality.value in c.name]
-    return (named or found or [None])[0]
+    return (named or found)[0] if found else None
 
 
 def first_llm(model: ModelSpec) -> str | None:
@@ -307,8 +307,8 @@ def _image_output(cost: CostModel, model: ModelSpec, gpu: GPUKind, comps: list[s
                   f"roofline ({cost.runtime.name} runtime): {sz.steps:.0f} steps at batch 1, "
                   f"{'/'.join(f'{math.isqrt(int(p))}px' for p, _ in sz.images)} (mix-weighted); {sz.source}",
                   {"s_per_request": per_request, "guidance_passes": max(
-                      (cost.guidance_passes(n) for n in comps if model.component(n).generator is GeneratorKind.DIT),
-                      default=1.0)})
+                      (cost.guidance_passes(n) for n in comps
+                       if model.component(n).generator is GeneratorKind.DIT), default=1.0)})
 
 
 def workload_sizes(model: ModelSpec, mix: Mapping[str, float], n: int = 400, seed: int = 0) -> Sizes:

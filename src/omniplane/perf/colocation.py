@@ -105,7 +105,8 @@ class ColocationParams:
             return cls(float(d["kappa"]), float(d["delta"]), float(d["x0"]), float(d["x1"]),
                        float(d["eta_max"]), str(d.get("source", "")), tuple(d.get("fitted_to", ())))
         except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"{file}: params: expected kappa, delta, x0, x1, eta_max numbers: {exc}") from None
+            raise ValueError(f"{file}: params: expected kappa, delta, x0, x1, eta_max numbers: "
+                             f"{exc}") from None
 
 
 @dataclass(frozen=True)

@@ -212,7 +212,7 @@ class _Predictor:
         sw, eff, m = self.sweep, self.eff, self.model
         m.params = params
         bw = sw.corun_bw if sw.corun_bw is not None else pressure * sw.gpu.mem_bw * eff.memory
-        out = []
+        out: list[tuple[SweepPoint, float | None, float | None]] = []
         for p in sw.points:
             st = m.stage(sw.works[p.kernel], sw.gpu, p.sms, bw if p.corun else 0.0, eff=eff)
             t = st.time_s
@@ -291,4 +291,5 @@ def fit_colocation(sweep: Sweep, calibration: Calibration | None = None) -> Colo
               + f"); {date.today().isoformat()}")
     params = ColocationParams(params.kappa, params.delta, params.x0, params.x1, params.eta_max, source,
                               tuple(f"{p.kernel}@{p.sms:g}{'+corun' if p.corun else ''}" for p in fitted))
-    return ColocationFit(params, scales, pressure, _evaluate(sweep, eff, params, scales, pressure, load), load)
+    rows = _evaluate(sweep, eff, params, scales, pressure, load)
+    return ColocationFit(params, scales, pressure, rows, load)

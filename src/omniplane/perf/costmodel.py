@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from omniplane.perf.factors import Calibration, Efficiency, load_calibration
 from omniplane.perf.memory import MemoryPolicy, check_fits, footprint
 from omniplane.perf.profiles import Lookup, ProfileSet
-from omniplane.perf.runtime import Runtime
 from omniplane.perf.roofline import (
     LLMCoeffs,
     Rates,
@@ -36,6 +35,7 @@ from omniplane.perf.roofline import (
     vae_work,
     vocoder_work,
 )
+from omniplane.perf.runtime import Runtime
 from omniplane.perf.shapes import Shape, shape_of
 from omniplane.perf.span import DecodeSpan, TableSpan
 from omniplane.perf.types import ExecutorConfig, MemoryFootprint, OutsideProfile, Work

@@ -64,8 +64,8 @@ def call_time(cost: CostModel, component: str, cfg: ExecutorConfig, call: Call) 
     operation the component does not do, naming the ones it does."""
     allowed = _allowed(cost, component)
     if call.op not in allowed:
-        raise ValueError(f"--op {call.op}: component {component!r} is a "
-                         f"{cost.model.component(component).generator or cost.model.component(component).kind}; "
+        c = cost.model.component(component)
+        raise ValueError(f"--op {call.op}: component {component!r} is a {c.generator or c.kind}; "
                          f"expected one of: {', '.join(allowed)}")
     b = call.batch
     c = cost.model.component(component)
@@ -86,11 +86,11 @@ def call_time(cost: CostModel, component: str, cfg: ExecutorConfig, call: Call) 
         return cost.encoder_time(component, cfg, b, b * tokens)
     pixels = (call.width or 1024) * (call.height or 1024)
     if call.op == "denoise_step":
-        tokens = pixels / (c.size.pixels_per_token or 256.0)
+        latent = pixels / (c.size.pixels_per_token or 256.0)
         if call.cfg and cost.guidance_passes(component) < 2:
             cost = CostModel(cost.model, profiles=cost.profiles, calibration=cost.calibration,
                              memory=cost.memory, runtime=cost.runtime, guidance_passes={component: 2.0})
-        return call.steps * cost.dit_step_time(component, cfg, b, tokens)
+        return call.steps * cost.dit_step_time(component, cfg, b, latent)
     if call.op == "vae_decode":
         return cost.vae_time(component, cfg, b, pixels)
     frames = call.prompt_tokens or 1
@@ -99,8 +99,8 @@ def call_time(cost: CostModel, component: str, cfg: ExecutorConfig, call: Call) 
 
 def source_of(cost: CostModel, component: str, cfg: ExecutorConfig, op: str) -> str:
     """Where the time comes from: a profile table, or the roofline with which calibration."""
-    table_op = {"prefill": "prefill", "decode_step": "decode", "encode": "encoder", "denoise_step": "dit_step",
-                "vae_decode": "vae", "vocode": "vocoder"}[op]
+    table_op = {"prefill": "prefill", "decode_step": "decode", "encode": "encoder",
+                "denoise_step": "dit_step", "vae_decode": "vae", "vocode": "vocoder"}[op]
     if cost.source_of(component, cfg, table_op) == "profile":
         return f"profile table ({component} {table_op} on {cfg.gpu.name} x{cfg.tp})"
     kind = cost.calibration.entry(cfg.gpu)

@@ -145,7 +145,8 @@ class LLMCoeffs:
         nbytes = weights + self.kv_bytes_per_token * (prefill_context + decode_context + tokens)
         new = r if prefill_tokens > 0 else 0
         seqs = decode_batch + new
-        host = self.fixed_s + self.per_seq_s * seqs + self.prompt_token_s * prefill_tokens + self.request_s * new
+        host = (self.fixed_s + self.per_seq_s * seqs + self.prompt_token_s * prefill_tokens
+                + self.request_s * new)
         if self.mtp_passes:
             mf, mb, mk = self._mtp(seqs)
             flops, nbytes, host = flops + mf, nbytes + mb, host + mk

@@ -48,4 +48,5 @@ def table3(model: str = "qwen2.5-omni", requests: int = 200, seed: int = 0) -> d
     }
     return {"model": model, "rate": RATE, "long_fraction": LONG_FRACTION, "requests": requests, "seed": seed,
             "rows": rows, "shape": shape,
-            "command": f"omniplane perf validate (table3: {model}, {requests} requests per policy, seed {seed})"}
+            "command": f"omniplane perf validate (table3: {model}, {requests} requests per policy, "
+                       f"seed {seed})"}

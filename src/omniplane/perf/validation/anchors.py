@@ -95,14 +95,15 @@ def report_points(ctx: Context, runtime: str = "vllm") -> list[Point]:
         points += [
             Point(f"{REPORT}/thinker-step/c{c}", REPORT, f"thinker decode step, concurrency {c} "
                   f"({r['thinker_tokens_per_s'][i]} tok/s per stream)", REPORT_GPU,
-                  1e3 / r["thinker_tokens_per_s"][i], "ms", predict=thinker(c), **common),  # type: ignore[arg-type]
+                  1e3 / r["thinker_tokens_per_s"][i], "ms", predict=thinker(c), **common),
             Point(f"{REPORT}/talker-step/c{c}", REPORT, f"talker decode step without MTP, concurrency {c} "
                   f"({r['talker_tokens_per_s'][i]} tok/s per stream)", REPORT_GPU,
-                  1e3 / r["talker_tokens_per_s"][i], "ms", predict=talker_main(c), **common),  # type: ignore[arg-type]
-            Point(f"{REPORT}/mtp-per-frame/c{c}", REPORT, f"MTP module per frame (15 passes), concurrency {c}",
-                  REPORT_GPU, float(r["mtp_ms_per_token"][i]), "ms", predict=mtp(c), **common),  # type: ignore[arg-type]
+                  1e3 / r["talker_tokens_per_s"][i], "ms", predict=talker_main(c), **common),
+            Point(f"{REPORT}/mtp-per-frame/c{c}", REPORT,
+                  f"MTP module per frame (15 passes), concurrency {c}",
+                  REPORT_GPU, float(r["mtp_ms_per_token"][i]), "ms", predict=mtp(c), **common),
             Point(f"{REPORT}/codec-per-code/c{c}", REPORT, f"codec decoder per code, concurrency {c}",
-                  REPORT_GPU, float(r["codec_decoder_ms_per_code"][i]), "ms", predict=codec(c), **common),  # type: ignore[arg-type]
+                  REPORT_GPU, float(r["codec_decoder_ms_per_code"][i]), "ms", predict=codec(c), **common),
         ]
         points.append(Point(f"{REPORT}/rtf/c{c}", REPORT, f"real-time factor, concurrency {c} (check: "
                             "thinker + talker + MTP + codec per 80 ms frame)", REPORT_GPU,
@@ -121,8 +122,9 @@ def table2_section(rows: list[dict[str, Any]]) -> dict[str, Any]:
     llm, audio = by.get("table2/qwen3-omni/llm"), by.get("table2/qwen3-omni/audio_output")
     ratio = llm["predicted"] / audio["predicted"] if llm and audio else None
     return {
-        "cells": [{"model": r["id"].split("/")[1], "column": r["id"].split("/")[2], "published": r["measured"],
-                   "predicted": r["predicted"], "rel_error": r["rel_error"]} for r in cells],
+        "cells": [{"model": r["id"].split("/")[1], "column": r["id"].split("/")[2],
+                   "published": r["measured"], "predicted": r["predicted"], "rel_error": r["rel_error"]}
+                  for r in cells],
         "n": len(errs),
         "median_abs_err": round(statistics.median(errs), 4) if errs else None,
         "max_abs_err": round(errs[-1], 4) if errs else None,

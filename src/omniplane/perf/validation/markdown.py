@@ -65,7 +65,8 @@ def table2_tables(report: dict[str, Any]) -> list[str]:
            f"{t2['conditions']}):", "", "| model | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
     for model, row in grid.items():
         out.append(f"| {model} | " + " | ".join(
-            f"{row[c]['published']:g} / {row[c]['predicted']:.3g} / {row[c]['rel_error']:+.0%}" if c in row else ""
+            f"{row[c]['published']:g} / {row[c]['predicted']:.3g} / {row[c]['rel_error']:+.0%}"
+            if c in row else ""
             for c in cols) + " |")
     out += ["", f"{t2['n']} cells: median absolute error {t2['median_abs_err']:.1%}, largest "
                 f"{t2['max_abs_err']:.1%}, {t2['within_30pct']} within 30%; Qwen3-Omni llm : audio_output "
@@ -95,14 +96,16 @@ def table3_tables(report: dict[str, Any]) -> list[str]:
         return []
     out = [f"HorizonServe Table 3 (shared-stage TPOT p50 / p95, ms; {t3['model']}, rate {t3['rate']}, long "
            f"fraction {t3['long_fraction']}, {t3['requests']} requests per policy, seed {t3['seed']}):", "",
-           "| GPU | policy | published | simulated | p50 vs Vanilla (published) | p50 vs Vanilla (simulated) |",
+           "| GPU | policy | published | simulated | p50 vs Vanilla (published) | "
+           "p50 vs Vanilla (simulated) |",
            "|---|---|---|---|---|---|"]
     out += [f"| {r['gpu']} | {r['policy']} | {r['published'][0]:g} / {r['published'][1]:g} | "
             f"{r['predicted'][0]:g} / {r['predicted'][1]:g} | {r['published_p50_vs_vanilla']:+.1%} | "
             f"{r['p50_vs_vanilla']:+.1%} |" for r in t3["rows"]]
     sh = t3["shape"]
-    out += ["", f"Shape: p50 within 5% of Vanilla under every policy: {'yes' if sh['p50_within_5pct_of_vanilla'] else 'no'}; "
-                f"MPS lowers p95: {'yes' if sh['mps_lowers_p95'] else 'no'}."]
+    within = "yes" if sh["p50_within_5pct_of_vanilla"] else "no"
+    lowers = "yes" if sh["mps_lowers_p95"] else "no"
+    out += ["", f"Shape: p50 within 5% of Vanilla under every policy: {within}; MPS lowers p95: {lowers}."]
     return out
 
 
@@ -138,7 +141,8 @@ def colocation_tables(report: dict[str, Any]) -> list[str]:
             f"{r['measured']:g} | {r['predicted']:.4g} | {r['rel_error']:+.1%} | {r['role']} |"
             for r in co["points"]]
     out += ["", "| GPU | SMs | best from (SMs) | S_cap | solo, all SMs (ms) | solo, best (ms) | "
-                "co-run at S_cap (ms) | co-run, all SMs (ms) | solo peak draw / peak BW | co-run util, all SMs |",
+                "co-run at S_cap (ms) | co-run, all SMs (ms) | solo peak draw / peak BW | "
+                "co-run util, all SMs |",
             "|---|---|---|---|---|---|---|---|---|---|"]
     out += [f"| {r['gpu']} | {r['sms']} | {r['knee_sms']:g} | {r['s_cap']} | {r['solo_full_ms']:.2f} | "
             f"{r['solo_best_ms']:.2f} | {r['corun_cap_ms']:.2f} | {r['corun_full_ms']:.2f} | "
@@ -149,8 +153,8 @@ def colocation_tables(report: dict[str, Any]) -> list[str]:
 
 def to_markdown(report: dict[str, Any]) -> str:
     coloc = ["Co-location (HorizonServe Figure 4 and every catalog GPU):", "", *colocation_tables(report)]
-    parts = [_summary(report), table2_tables(report), report_tables(report), _splitwise(report), _vidur(report),
-             _single(report), _rest(report), coloc]
+    parts = [_summary(report), table2_tables(report), report_tables(report), _splitwise(report),
+             _vidur(report), _single(report), _rest(report), coloc]
     if report.get("table3"):
         parts.append(table3_tables(report))
     return "\n\n".join("\n".join(p) for p in parts) + "\n"
