@@ -37,7 +37,7 @@ def test_slo_is_five_times_the_solo_p95(qwen_cal: object) -> None:
 
     assert isinstance(qwen_cal, OfflineCalibration)
     model = load_model("qwen2.5-omni")
-    cost = CostModel(model)
+    cost = CostModel(model, runtime="vllm")  # the HorizonServe testbed's runtime (vLLM-Omni)
     gpu = load_gpus().get("RTX6000Ada")
     solo = solo_latencies(model, cost, default_solo_config(model, cost, gpu), "a2t")
     assert qwen_cal.slo.slo_s("a2t") == pytest.approx(5 * solo.p95)
