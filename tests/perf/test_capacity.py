@@ -113,3 +113,17 @@ def test_bad_runtime_files_name_the_field(tmp_path: Path) -> None:
     data["default_runtime"] = "tgi"
     with pytest.raises(ValueError, match="default_runtime"):
         Calibration.from_json(data, "cal.json")
+
+
+def test_every_catalog_model_has_a_capacity_on_every_gpu(specs: dict[str, ModelSpec],
+                                                        gpus: GPUCatalog) -> None:
+    for spec in specs.values():
+        for gpu in gpus.gpus:
+            try:
+                cols = capacity(spec, gpu)
+            except Exception as exc:  # a config that does not fit memory names itself
+                from omniplane.perf import InfeasibleConfig
+
+                assert isinstance(exc, InfeasibleConfig), (spec.name, gpu.name, exc)
+                continue
+            assert cols and all(c.requests_per_s > 0 for c in cols.values()), (spec.name, gpu.name)

@@ -97,6 +97,7 @@ class Sizes:
     images: tuple[tuple[float, float], ...]  # (pixels, weight) of image-output requests
     steps: float
     source: str
+    speech_s: float = 0.0  # seconds of speech a spoken reply voices
 
 
 def tiles_for(pixels: float, aspect: float, tile: float, max_tiles: int) -> int:
@@ -183,7 +184,7 @@ def table2_sizes(model: ModelSpec) -> Sizes:
     images = tuple((w * h, 1.0 / len(io["sizes"])) for w, h in io["sizes"])
     return Sizes(enc, prompt, output, frames, images, float(io["steps"]),
                  "Table 2 conditions (perf/data/table2_conditions.json): ServeGen request-weighted "
-                 "means; video, audio and speech lengths are stated assumptions")
+                 "means; video, audio and speech lengths are stated assumptions", speech)
 
 
 def _talker(model: ModelSpec) -> str | None:
@@ -280,7 +281,7 @@ def _audio_output(cost: CostModel, model: ModelSpec, gpu: GPUKind, comps: list[s
                            f"{name}_iteration_ms": it["iteration_ms"], f"{name}_batch": it["decode_batch"]})
         else:
             cfg = ExecutorConfig(gpu, 1, 1)
-            audio = seconds or sz.talker_output / (c.size.frame_rate_hz or 12.5)
+            audio = seconds or sz.speech_s  # without a talker the LLM itself made the codes
             t = cost.vocoder_time(name, cfg, 1, audio)
             per_request += t
             detail[f"{name}_s_per_request"] = t
@@ -345,6 +346,9 @@ def workload_sizes(model: ModelSpec, mix: Mapping[str, float], n: int = 400, see
         total = sum(weight[t] for t in ts)
         images = tuple((work[t][dit]["pixels"], weight[t] / total) for t in ts)
         steps = avg(dit, "steps")
+    vocoder = next((n for n in model.topo_order
+                    if model.component(n).generator is GeneratorKind.VOCODER), None)
     return Sizes(enc, avg(llm, "prompt_tokens") if llm else 0.0, avg(llm, "output_tokens") if llm else 0.0,
                  avg(talker, "output_tokens") if talker else 0.0, images, steps,
-                 "the workload's request types (mean resolved work, mix-weighted)")
+                 "the workload's request types (mean resolved work, mix-weighted)",
+                 avg(vocoder, "audio_seconds") if vocoder else 0.0)
