@@ -56,8 +56,8 @@ ETA_MAX_DEFAULT = 0.95  # assumption: DRAM serves at most ~95% of peak under con
 ETA_MAX_BOUND = 0.95  # the fit may not go above it (no DRAM sustains its datasheet peak)
 # HorizonServe: decode "is already close to saturation in the 64-80 SM range" (of 142) and has
 # no point below 64 SMs; kappa is bounded so that 95% of the saturated bandwidth is not reached
-# before 0.36 of the SMs (51 of 142), i.e. kappa >= 0.36 / ln(20).
-KAPPA_MIN = 0.36 / math.log(20.0)
+# before its first point, 64 of 142 SMs: kappa >= (64 / 142) / ln(20).
+KAPPA_MIN = (64.0 / 142.0) / math.log(20.0)
 
 
 @dataclass(frozen=True)
