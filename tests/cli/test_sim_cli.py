@@ -52,8 +52,9 @@ def test_sim_run_with_no_options_takes_everything_from_the_plan_file(planned: Pa
     assert doc["mix"] == {t: f for t, f in (pred.mix or {}).items() if f > 0}
     assert set(doc["goodput"]) == {"total", "per_type"}
     assert doc["goodput"]["total"] == pytest.approx(sum(doc["goodput"]["per_type"].values()))
-    # the workload's 600 s of arrivals (~20x the planner's 1,200 requests): an independent sample
-    assert doc["arrived"] > 10 * pred.requests
+    # 600 s of arrivals at the plan's offered rate (~2x the planner's 1,200 requests with issue
+    # 13's prices): an independent, larger sample
+    assert doc["arrived"] > pred.requests
     assert doc["prediction"]["goodput_total"] == pred.goodput_rps.total
     assert abs(doc["prediction"]["difference"]) <= 0.15, doc["prediction"]
 
@@ -93,18 +94,19 @@ def test_planning_simulating_rehearsing_and_loadgen_use_identical_targets(planne
 def test_one_number_for_the_catalog_plan_whatever_command_computes_it() -> None:
     """Issue 19: 3,000 requests at 8 req/s on the catalog plan gave 0.64 req/s with the targets
     of ``sim run`` and 7.99 with the planner's. Now ``sim run`` resolves the planner's targets
-    for a plan without stored ones, and the number is the planner's."""
-    doc = _sim(str(CATALOG_PLAN), "--workload", "qwen3-omni-servegen", "--n", "3000", "--rate", "8")
+    for a plan without stored ones, and the number is the planner's. (Issue 13's prices put the
+    plan's capacity near 3.7 req/s, so the check runs at 3 req/s.)"""
+    doc = _sim(str(CATALOG_PLAN), "--workload", "qwen3-omni-servegen", "--n", "3000", "--rate", "3")
     assert "has no slo" in doc["slo_source"]
     plan = load_plan(CATALOG_PLAN)
     wl = load_workload(find_catalog_workload("qwen3-omni-servegen"))  # type: ignore[arg-type]
     cost = CostModel(plan.model)
     planner = Planner(make_problem(wl, load_gpus().get("A100-80GB"), 16), cost=cost)
     assert doc["slo_ms"] == planner.targets.targets_ms
-    reqs = generate(wl, n=3000, rate=8.0, seed=0)
+    reqs = generate(wl, n=3000, rate=3.0, seed=0)
     res, _ = simulate(plan, reqs, cost, slo_s=planner.targets.seconds, seed=0)
     assert doc["goodput"]["total"] == res.goodput
-    assert 7.5 < res.goodput < 8.5  # the planner's number (7.99 on this seed), not 0.64
+    assert 2.4 < res.goodput < 3.1  # below capacity nearly every request meets the planner's targets
 
 
 def test_a_plan_file_without_the_typed_fields_still_loads(tmp_path: Path, planned: Path) -> None:

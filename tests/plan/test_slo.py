@@ -67,15 +67,16 @@ def test_horizonserves_slo_table_is_the_resolvers_solo_policy() -> None:
 
 
 def test_commands_without_a_planner_get_the_planners_number() -> None:
-    """Issue 19's case: the planner's isolated-best p25 (ti2t ~245 ms) is what ``sim run`` and
-    ``rehearse`` resolve for a plan without stored targets, not the solo p25 (~50 ms)."""
+    """Issue 19's case: the planner's isolated-best p25 is what ``sim run`` and ``rehearse``
+    resolve for a plan without stored targets, not the solo p25 (with issue 13's prices: ti2t
+    ~820 ms against ~190 ms; with the previous ones ~245 against ~50)."""
     wl = load_workload(find_catalog_workload("qwen3-omni-servegen"))  # type: ignore[arg-type]
     gpu = load_gpus().get("A100-80GB")
     cost = CostModel(wl.model)
     planner = Planner(make_problem(wl, gpu, 16), cost=cost)
     got, source = command_targets(None, wl, stored=None, gpu=gpu, gpus=16, cost=cost)
     assert got == planner.targets
-    assert 200 < got.targets_ms["ti2t"] < 300 and got.targets_ms["tiva2a"] > 1000
+    assert 600 < got.targets_ms["ti2t"] < 1100 and got.targets_ms["tiva2a"] > 3000
     assert "isolated p25" in source and "has no slo" in source
 
 
