@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from omniplane.sim.build import build_topology
-from omniplane.sim.engine import EventLoop
+from omniplane.sim.eventloop import EventLoop
 from omniplane.sim.simulator import Simulation
 from omniplane.spec import ModelSpec, PlanSpec, load_gpus, parse, resolve_plan
 from omniplane.spec.work import sample_work

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from omniplane.perf import CostModel, ExecutorConfig
 from omniplane.sim.build import build_topology
-from omniplane.sim.engine import EventLoop
+from omniplane.sim.eventloop import EventLoop
 from omniplane.sim.llm import LLMEngine
 from omniplane.spec import ModelSpec, PlanSpec, load_gpus, parse
 from tests.spec.builders import tiny_model, tiny_plan

@@ -10,7 +10,7 @@ from omniplane.perf import CostModel
 from omniplane.policy import FCFS, StepContext, StepDecision
 from omniplane.sim.build import build_topology
 from omniplane.sim.colocate import share_gpu
-from omniplane.sim.engine import EventLoop
+from omniplane.sim.eventloop import EventLoop
 from omniplane.sim.gpu import Colocated
 from omniplane.sim.simulator import Simulation
 from omniplane.spec import PlanSpec, load_gpus, load_model, load_workload, parse, resolve_plan

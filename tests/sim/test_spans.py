@@ -7,7 +7,7 @@ import pytest
 
 from omniplane.perf import CostModel
 from omniplane.sim.build import build_topology
-from omniplane.sim.engine import EventLoop
+from omniplane.sim.eventloop import EventLoop
 from omniplane.sim.simulator import Simulation
 from omniplane.spec import load_plan, load_workload
 from omniplane.spec.catalog import catalog_dir

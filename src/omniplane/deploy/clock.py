@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from omniplane.sim.engine import ARRIVE, EventLoop
+from omniplane.sim.eventloop import ARRIVE, EventLoop
 
 log = logging.getLogger(__name__)
 

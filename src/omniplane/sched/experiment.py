@@ -33,7 +33,7 @@ from omniplane.sched.factory import make_policy
 from omniplane.sched.horizon import HorizonServe
 from omniplane.sim.build import build_topology
 from omniplane.sim.colocate import share_gpu
-from omniplane.sim.engine import EventLoop
+from omniplane.sim.eventloop import EventLoop
 from omniplane.sim.simulator import Simulation
 from omniplane.spec import GPUKind, ModelSpec, PathClass, PlanSpec, load_gpus, load_model, parse
 from omniplane.spec.load import resolve_workload

@@ -13,7 +13,7 @@ from typing import Any
 from omniplane.policy import Policy
 from omniplane.sim.build import build_topology
 from omniplane.sim.costs import CostSource
-from omniplane.sim.engine import EventLoop
+from omniplane.sim.eventloop import EventLoop
 from omniplane.sim.metrics import SimResult, TypeMetrics
 from omniplane.sim.simulator import Simulation
 from omniplane.sim.topology import Topology

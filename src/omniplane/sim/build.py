@@ -10,7 +10,7 @@ import numpy as np
 
 from omniplane.policy import Policy
 from omniplane.sim.costs import CostSource
-from omniplane.sim.engine import EventLoop
+from omniplane.sim.eventloop import EventLoop
 from omniplane.sim.engines import DiTEngine, EncoderEngine, Engine, VAEEngine, VocoderEngine
 from omniplane.sim.executor import Executor
 from omniplane.sim.gpu import DEDICATED, GPUSlot

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from omniplane.sim.engine import COMPLETE, EventLoop
+from omniplane.sim.eventloop import COMPLETE, EventLoop
 from omniplane.sim.engines import Engine, Step
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats
 
-from omniplane.sim.engine import EventLoop
+from omniplane.sim.eventloop import EventLoop
 from omniplane.sim.engines import VocoderEngine
 from omniplane.sim.executor import Executor
 from omniplane.sim.gpu import DEDICATED

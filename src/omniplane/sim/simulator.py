@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from omniplane.sim.engine import ARRIVE, DISPATCH, EventLoop
+from omniplane.sim.eventloop import ARRIVE, DISPATCH, EventLoop
 from omniplane.sim.engines import VocoderEngine
 from omniplane.sim.job import Job
 from omniplane.sim.metrics import SimResult, summarise

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from omniplane.sim.engine import ARRIVE, COMPLETE, EventLoop
+from omniplane.sim.eventloop import ARRIVE, COMPLETE, EventLoop
 
 
 def test_same_time_events_run_by_priority_then_insertion() -> None:

@@ -1,4 +1,4 @@
-"""A tiny discrete-event kernel: a heap of events ordered by (time, priority, sequence).
+"""The event loop: a tiny discrete-event kernel: a heap of events ordered by (time, priority, sequence).
 
 Rules, written down (after SimPy's ``core.py``):
 
@@ -61,6 +61,3 @@ class EventLoop:
     @property
     def pending(self) -> int:
         return len(self._heap)
-
-    def peek(self) -> float | None:
-        return self._heap[0][0] if self._heap else None
