@@ -44,7 +44,7 @@ def virtual_time_agreement() -> None:
     slo = targets_for(wl, plan.gpu, plan.spec.gpus or plan.spec.total_gpus, SLO, cost=cost).seconds
     reqs = generate_reqs(wl, 120.0, 12.0)
     t0 = time.perf_counter()
-    res, sim = simulate(plan, reqs, cost, slo_s=slo)
+    res = simulate(plan, reqs, cost, slo_s=slo)
     t_sim = time.perf_counter() - t0
 
     async def main() -> Any:
@@ -55,7 +55,7 @@ def virtual_time_agreement() -> None:
     t0 = time.perf_counter()
     records = vtime.run(main())
     t_emu = time.perf_counter() - t0
-    lat = {r.rid: r.latency() for r in sim.requests}
+    lat = res.requests.latency_by_rid()
     diff = max(abs((r.latency() or 0.0) - (lat[r.id] or 0.0)) for r in records)
     m = summarize(records, slo)
     print(

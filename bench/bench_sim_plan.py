@@ -30,7 +30,7 @@ def main() -> None:
     t0 = time.perf_counter()
     requests = generate(wl, n=n, rate=rate, seed=1)
     t1, c1 = time.perf_counter(), time.process_time()
-    result, _ = simulate(plan, requests, CostModel(plan.model))
+    result = simulate(plan, requests, CostModel(plan.model))
     t2, c2 = time.perf_counter(), time.process_time()
     steps = sum(e["steps"] for e in result.executors.values())
     print(f"{n} Qwen3-Omni requests at {rate} req/s on 16 x A100 (3 nodes, 16 executors)")

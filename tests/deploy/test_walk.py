@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from omniplane.deploy.messages import DONE, FIRST, Released, StageEvent
 from omniplane.deploy.walk import Notify, RequestWalk, Send
-from omniplane.sim.request import TypePath
+from omniplane.sim.walk import TypePath
 from omniplane.spec import ResolvedPlan
 
 WORK = {

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from omniplane.sim.build import build_topology
+from omniplane.sim.build import RunSetup, build_topology
 from omniplane.sim.eventloop import EventLoop
 from omniplane.sim.simulator import Simulation
 from omniplane.spec import ModelSpec, PlanSpec, load_gpus, parse, resolve_plan
@@ -21,10 +21,9 @@ def make_sim(model_doc: dict[str, Any], plan_doc: dict[str, Any], arrivals: Sequ
     model = parse(ModelSpec, model_doc)
     plan = resolve_plan(parse(PlanSpec, plan_doc), model, load_gpus())
     loop = EventLoop()
-    topo = build_topology(model, plan.spec, plan.gpu, cost or LinearCost(), loop, make_cfg=fake_cfg,
-                          trace=trace)
-    return Simulation(model, topo, arrivals, seed=seed, loop=loop, slo_s=slo_s,
-                      cpu_seconds=lambda c: 0.0)
+    setup = RunSetup(make_cfg=fake_cfg, trace=trace, cpu_seconds=lambda c: 0.0)
+    topo = build_topology(model, plan.spec, plan.gpu, cost or LinearCost(), loop, setup)
+    return Simulation(model, topo, arrivals, seed=seed, loop=loop, slo_s=slo_s)
 
 
 def poisson_arrivals(model_doc: dict[str, Any], mix: dict[str, float], rate: float, n: int,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from omniplane.perf import CostModel, ExecutorConfig
-from omniplane.sim.build import build_topology
+from omniplane.sim.build import RunSetup, build_topology
 from omniplane.sim.eventloop import EventLoop
 from omniplane.sim.llm import LLMEngine
 from omniplane.spec import ModelSpec, PlanSpec, load_gpus, parse
@@ -21,7 +21,7 @@ def test_co_hosted_llms_each_get_the_kv_tokens_the_footprint_gives_them() -> Non
     plan = parse(PlanSpec, doc)
     gpu = load_gpus().get("A100-80GB")
     cost = CostModel(model)
-    topo = build_topology(model, plan, gpu, cost, EventLoop())
+    topo = build_topology(model, plan, gpu, cost, EventLoop(), RunSetup())
     llms = [e for e in topo.executors[0].engines if isinstance(e, LLMEngine)]
     fp = cost.footprint(["enc", "thinker", "talker", "voc"], ExecutorConfig(gpu, 1, 16))
     assert [e.comp for e in llms] == ["thinker", "talker"]

@@ -8,8 +8,8 @@ import pytest
 
 from omniplane.perf import CostModel
 from omniplane.policy import FCFS, StepContext, StepDecision
-from omniplane.sim.build import build_topology
-from omniplane.sim.colocate import share_gpu
+from omniplane.sim.build import RunSetup, build_topology
+from omniplane.sim.colocate import SharedGPU
 from omniplane.sim.eventloop import EventLoop
 from omniplane.sim.gpu import Colocated
 from omniplane.sim.simulator import Simulation
@@ -49,12 +49,13 @@ def _run(mode: str, policy: FCFS | None = None) -> tuple[Simulation, object]:
     reqs = generate(wl, n=40, rate=0.4, seed=2)
     cost = CostModel(model)
     loop = EventLoop()
-    topo = build_topology(model, plan.spec, plan.gpu, cost, loop,
-                          policy_for=(lambda ex, c: policy if c == "thinker" else None))
-    slot = share_gpu(topo, "stage0/0.0", ["stage1/0.0"], mode, cost)
+    setup = RunSetup(policy_for=(lambda ex, c: policy if c == "thinker" else None),
+                     shared_gpu=SharedGPU("stage0/0.0", ("stage1/0.0",), mode))
+    topo = build_topology(model, plan.spec, plan.gpu, cost, loop, setup)
     sim = Simulation(model, topo, reqs, loop=loop)
     sim.run()
-    return sim, slot
+    assert topo.executors[0].gpu is topo.executors[1].gpu  # one GPU slot under both stages
+    return sim, topo.executors[0].gpu
 
 
 @pytest.mark.parametrize("mode", ["timeslice", "mps", "split"])
@@ -88,7 +89,7 @@ def test_split_mode_never_starves_a_downstream_step_behind_an_idle_full_gpu_cap(
     from omniplane.sim.engines import Step
 
     gpu = load_gpus().get("RTX6000Ada")
-    slot = Colocated("split", gpu, None, None, "s0", lambda ex, step: step.work)
+    slot = Colocated("split", gpu, None, None, "s0")
     s0, s1 = SimpleNamespace(name="s0"), SimpleNamespace(name="s1")
     assert slot.sms_for(s0, Step(0.01, 1, "decode", sm_cap=gpu.sms)) == gpu.sms  # type: ignore[arg-type]
     # idle shared stage: the downstream step gets the GPU, not max(1, 0) SMs

@@ -60,8 +60,8 @@ def _lower_bounds(sim: Simulation, cost: LinearCost, req: Any) -> tuple[float, f
         kind = sim.model.component(c)
         if kind.is_llm:
             prompt, out = int(w["prompt_tokens"]), int(w["output_tokens"])
-            feeder = req.path.llm_stream_feeder.get(c)
-            if feeder is not None:  # only the feeder's first token exists when it starts
+            feeder = req.path.feed_of.get(c)
+            if feeder is not None and sim.model.component(feeder).is_llm:  # only its first token exists
                 prompt = max(1, prompt - (int(req.work[feeder]["output_tokens"]) - 1))
             prefill = cost.step_s + cost.prefill_s * prompt
             first[c] = start + prefill

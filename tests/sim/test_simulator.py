@@ -95,7 +95,7 @@ def test_same_seed_same_metrics_and_trace_loads() -> None:
     for j in (ja, jb):
         j.pop("wall_s"), j.pop("events_per_s")
     assert ja == jb
-    trace = json.loads(json.dumps(chrome_trace(a.topo)))
+    trace = json.loads(json.dumps(chrome_trace(ra)))
     steps = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     assert steps and all(e["dur"] >= 0 and {"pid", "tid", "ts", "name"} <= set(e) for e in steps)
     assert 0 < ra.per_type["t2t"].met_slo <= ra.per_type["t2t"].arrived

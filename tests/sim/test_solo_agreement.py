@@ -35,9 +35,9 @@ def test_one_request_alone_matches_solo_latency(path) -> None:  # type: ignore[n
     rng = np.random.default_rng(0)
     for t in model.type_names:
         for work in sample_work(model, t, rng, 3):
-            _, sim = simulate(plan, [Request(0, 0.0, t, work)], cost)
+            res = simulate(plan, [Request(0, 0.0, t, work)], cost)
             want = request_latency(model, cost, {c.name: cfg for c in model.components}, t, work)
-            assert sim.requests[0].first_response == pytest.approx(want, rel=1e-9), (t, work)
+            assert res.requests.first_response[0] == pytest.approx(want, rel=1e-9), (t, work)
 
 
 def test_disaggregated_plan_adds_transfers_like_solo() -> None:
@@ -50,6 +50,6 @@ def test_disaggregated_plan_adds_transfers_like_solo() -> None:
     rng = np.random.default_rng(1)
     for t in model.type_names:
         work = sample_work(model, t, rng, 1)[0]
-        _, sim = simulate(plan, [Request(0, 0.0, t, work)], cost)
+        res = simulate(plan, [Request(0, 0.0, t, work)], cost)
         want = request_latency(model, cost, cfgs, t, work, placement, transfer_s=0.010)
-        assert sim.requests[0].first_response == pytest.approx(want, rel=1e-9), t
+        assert res.requests.first_response[0] == pytest.approx(want, rel=1e-9), t

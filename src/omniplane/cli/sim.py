@@ -70,7 +70,7 @@ def run(
 
     from omniplane.perf import CostModel
     from omniplane.plan.slo import command_targets, plan_budget
-    from omniplane.sim import simulate
+    from omniplane.sim import RunSetup, simulate
     from omniplane.sim.trace import write_chrome_trace
     from omniplane.spec import SpecError, load_plan, plan_load
     from omniplane.workload import generate
@@ -93,9 +93,10 @@ def run(
     except ValueError as exc:
         fail(str(exc))
     requests = generate(wl, n=n, duration_s=duration, rate=rate, seed=seed, mix=mix)
-    result, sim = simulate(rplan, requests, cost, slo_s=targets.seconds, seed=seed, trace=trace is not None)
+    setup = RunSetup(trace=trace is not None)
+    result = simulate(rplan, requests, cost, slo_s=targets.seconds, seed=seed, setup=setup)
     if trace:
-        write_chrome_trace(sim.topo, Path(trace))
+        write_chrome_trace(result, Path(trace))
     data = result.to_json()
     per_type = {t: m.goodput for t, m in result.per_type.items()}
     data["goodput"] = {"total": result.goodput, "per_type": per_type}

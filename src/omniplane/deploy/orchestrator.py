@@ -20,7 +20,7 @@ from typing import Protocol
 
 from omniplane.deploy.messages import END, FAILED, OPENED, OpenOrder, Released, StageEvent
 from omniplane.deploy.walk import Notify, RequestWalk, Send
-from omniplane.sim.request import TypePath
+from omniplane.sim.walk import TypePath
 from omniplane.spec import ModelSpec, PlanSpec
 from omniplane.spec.work import ResolvedWork
 
@@ -164,9 +164,9 @@ class Orchestrator:
                         task = asyncio.create_task(self._forward(target, rid, action, inbox))
                         chores.add(task)
                         task.add_done_callback(chores.discard)
-                if not sent_text and walk.text_comp and walk.text_comp in walk.first:
+                if not sent_text and walk.text_comp and walk.text_comp in walk.first_out:
                     sent_text = True
-                    yield Progress(TEXT, walk.first[walk.text_comp])
+                    yield Progress(TEXT, walk.first_out[walk.text_comp])
                 if not sent_first and (fr := walk.first_response) is not None:
                     sent_first = True
                     yield Progress(FIRST_RESPONSE, fr, walk.path.metric.value)

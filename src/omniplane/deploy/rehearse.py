@@ -90,8 +90,8 @@ def rehearse(plan: ResolvedPlan, workload: ResolvedWorkload, cfg: RehearsalConfi
     cost = CostModel(plan.model)
     targets, slo_source = rehearsal_targets(plan, workload, cfg, cost)
     slo = targets.seconds
-    sim, simulation = simulate(plan, requests, cost, slo_s=slo)
-    sim_latency = {r.rid: r.latency() for r in simulation.requests}
+    sim = simulate(plan, requests, cost, slo_s=slo)
+    sim_latency = sim.requests.latency_by_rid()
     url = f"http://{LOOPBACK}:{cfg.port}"
     t_start = time.monotonic()
     with ray_cluster(cfg.address, port=cfg.port):

@@ -4,9 +4,10 @@ real time.
 A :class:`StageHost` builds the simulator's executor and engines for the node's components
 (through :func:`omniplane.sim.build_topology` on a one-executor plan, so batching, chunked
 prefill, KV capacity, decode spans and vocoder streaming are the simulator's own code) and
-drives them with a :class:`RealTimeLoop`. It plays the simulator's request walk for the
-components this node serves (``Simulation._ready`` / ``first_output`` / ``done``): local edges
-are released here, edges to other nodes are reported as events for the ingress to forward.
+drives them with a :class:`RealTimeLoop`. Each request's progress here is the simulator's
+request walk (:class:`omniplane.sim.walk.Walk`, inside a ``SimRequest``) restricted to the
+components this node serves: local edges are released here, edges to other nodes are reported
+as events for the ingress to forward (:mod:`omniplane.deploy.walk`).
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from typing import Any
 from omniplane.deploy.clock import RealTimeLoop, VirtualClock
 from omniplane.deploy.messages import DONE, END, FAILED, FIRST, OPENED, OpenOrder, Released, StageEvent
 from omniplane.sim import CostSource, build_topology
-from omniplane.sim.engines import VocoderEngine
 from omniplane.sim.job import Job
-from omniplane.sim.request import SimRequest, TypePath
-from omniplane.spec import ExecutorGroup, GeneratorKind, GPUKind, ModelSpec, PlanNode, PlanSpec, Route
+from omniplane.sim.request import SimRequest
+from omniplane.sim.walk import TypePath
+from omniplane.spec import ExecutorGroup, GPUKind, ModelSpec, PlanNode, PlanSpec, Route
 
 
 @dataclass(eq=False)
@@ -32,7 +33,6 @@ class _Session:
     queue: asyncio.Queue[StageEvent | None]
     remaining: set[str]
     released: set[tuple[str, str]] = field(default_factory=set)  # (comp, pred) counted
-    upstream_done: set[str] = field(default_factory=set)  # vocoders whose feeder finished
     log: list[StageEvent] = field(default_factory=list)
     closed: bool = False
 
@@ -70,12 +70,12 @@ class StageHost:
         )
         topo = build_topology(model, one, gpu, cost, self.loop)
         [self.executor] = topo.executors
-        self.shared = topo.nodes[node].shared_queue
+        pnode = topo.nodes[node]
+        # where a job waits: the group's shared queue on a single-component node, as in the simulator
+        self.seat = pnode.groups[0] if pnode.shared_queue else self.executor
         for engine in self.executor.engines:
             engine.report = self
         self.paths = {t: TypePath.of(model, t) for t in model.type_names}
-        self.cpu_s = {c: model.cpu_seconds_per_item(c) for c in comps}
-        self.vocoders = {c.name for c in model.components if c.generator is GeneratorKind.VOCODER}
         self.sessions: dict[int, _Session] = {}
         self.opened = 0
 
@@ -112,10 +112,7 @@ class StageHost:
         if s is None:
             return False
         self.loop.sync()
-        s.upstream_done.add(comp)
-        job = s.req.jobs.get(comp)
-        if job is not None:
-            self._upstream_finished(job)
+        self._feed_ended(s, comp)
         return True
 
     def stats(self) -> dict[str, Any]:
@@ -146,18 +143,12 @@ class StageHost:
     def _start(self, order: OpenOrder) -> _Session:
         path = self.paths[order.type]
         req = SimRequest(order.rid, order.type, order.arrival, order.work, path, dict(order.nodes))
-        s = _Session(
-            req,
-            frozenset(order.comps),
-            asyncio.Queue(),
-            set(order.comps),
-            upstream_done=set(order.upstream_done),
-        )
+        s = _Session(req, frozenset(order.comps), asyncio.Queue(), set(order.comps))
         self.sessions[order.rid] = s
         self.opened += 1
         self._apply(s, order)
         for comp in order.comps:  # components whose predecessors are all released already
-            if req.waiting_on[comp] == 0 and comp not in req.jobs:
+            if req.waiting[comp] == 0 and comp not in req.jobs:
                 self._ready(s, comp)
         return s
 
@@ -166,10 +157,7 @@ class StageHost:
         for rel in order.released:
             self._schedule_release(s, rel)
         for comp in order.upstream_done:
-            if comp in s.comps and comp not in s.upstream_done:
-                s.upstream_done.add(comp)
-                if (job := s.req.jobs.get(comp)) is not None:
-                    self._upstream_finished(job)
+            self._feed_ended(s, comp)
 
     def _schedule_release(self, s: _Session, rel: Released) -> None:
         if rel.comp not in s.comps or (rel.comp, rel.pred) in s.released:
@@ -182,50 +170,30 @@ class StageHost:
 
     def _pred_arrived(self, arg: tuple[_Session, str]) -> None:
         s, comp = arg
-        if s.closed:
-            return
-        s.req.waiting_on[comp] -= 1
-        if s.req.waiting_on[comp] == 0:
+        if not s.closed and s.req.release(comp):
             self._ready(s, comp)
 
     def _ready(self, s: _Session, comp: str) -> None:
-        """Like ``Simulation._ready`` for one executor."""
+        """As in the simulator: the engine prepares the job, which joins the queue when ready."""
         req, now = s.req, self.loop.now
         req.started[comp] = now
-        engine = self.executor.by_comp[comp]
-        job = Job(req, comp, now)
+        job = self.seat.engine_for(comp).prepare(req, now)
         req.jobs[comp] = job
-        if engine.kind == "vocode":
-            assert isinstance(engine, VocoderEngine)
-            feeders = req.path.preds[comp]
-            streaming = bool(feeders) and dict(req.path.succs[feeders[0]])[comp]
-            engine.prepare(job, streaming)
-            job.upstream_done = not streaming or feeders[0] in req.done or comp in s.upstream_done
-        elif engine.kind == "llm":
-            feeder = req.path.llm_stream_feeder.get(comp)
-            if feeder is not None:  # only the feeding LLM's first token exists when this starts
-                job.prompt_cut = int(req.work[feeder]["output_tokens"]) - 1
-        if engine.kind == "encode":
-            cpu = self.cpu_s[comp] * req.work[comp]["items"]
-            if cpu > 0:
-                # CPU preprocessing overlaps with whatever the executor is doing; one request's
-                # inputs are preprocessed one after another (one executor here: one key)
-                start = max(now, req.cpu_free.get(self.node, now))
-                job.ready = req.cpu_free[self.node] = start + cpu
-                self.loop.at(job.ready, self._enqueue, (engine, job))
-                return
-        self._enqueue((engine, job))
+        if job.ready > now:
+            self.loop.at(job.ready, self._offer, job)
+        else:
+            self.seat.offer(job)
 
-    def _enqueue(self, arg: tuple[Any, Job]) -> None:
-        engine, job = arg
-        engine.add(job, self.shared)
-        self.executor.kick()
+    def _offer(self, job: Job) -> None:
+        self.seat.offer(job)
 
-    def _upstream_finished(self, job: Job) -> None:
-        engine = job.engine
-        if engine is None:  # its first chunk has not started: it sees the flag when it does
-            job.upstream_done = True
-        elif engine.upstream_finished(job, self.loop.now):
+    def _feed_ended(self, s: _Session, comp: str) -> None:
+        """The streaming feeder of ``comp`` finished on another node (repeats are ignored)."""
+        if comp not in s.comps or not s.req.feed_open(comp):
+            return
+        s.req.feed_ended(comp)
+        job = s.req.jobs.get(comp)
+        if job is not None and job.host.feed_ended(job, self.loop.now):
             self.executor.kick()
 
     def _emit(self, s: _Session, ev: StageEvent) -> None:
@@ -245,29 +213,27 @@ class StageHost:
 
     def first_output(self, job: Job, now: float) -> None:
         s = self._session_of(job)
-        req, comp = job.req, job.comp
-        if s is None or comp in req.first_out:
+        if s is None or job.comp in s.req.first_out:
             return
-        req.first_out[comp] = now
-        self._emit(s, StageEvent(FIRST, comp, now))
-        for succ, streaming in req.path.succs[comp]:
-            if streaming and succ in s.comps:
-                self._schedule_release(s, Released(succ, comp, now))
+        self._emit(s, StageEvent(FIRST, job.comp, now))
+        for succ in s.req.first_output(job.comp, now):
+            if succ in s.comps:
+                self._schedule_release(s, Released(succ, job.comp, now))
 
     def done(self, job: Job, now: float) -> None:
         s = self._session_of(job)
         req, comp = job.req, job.comp
         if s is None or comp in req.done:
             return
-        req.done[comp] = now
         self._emit(s, StageEvent(DONE, comp, now))
-        for succ, streaming in req.path.succs[comp]:
-            if succ not in s.comps:
-                continue
-            if not streaming:
+        released, feeds = req.complete(comp, now)
+        for succ in released:
+            if succ in s.comps:
                 self._schedule_release(s, Released(succ, comp, now))
-            elif succ in self.vocoders and (down := req.jobs.get(succ)) is not None:
-                self._upstream_finished(down)
+        for succ in feeds:
+            down = req.jobs.get(succ) if succ in s.comps else None
+            if down is not None and down.host.feed_ended(down, now):
+                self.executor.kick()
         s.remaining.discard(comp)
         if not s.remaining:
             self._close(s, StageEvent(END, t=now, info=self._brief(now)))

@@ -1,11 +1,10 @@
 """The ingress's view of one request walking its type's path across plan nodes.
 
-The same rules as the simulator (``omniplane.sim.simulator``): a component starts once every
-predecessor on the path has released it, at the predecessor's first output along a streaming
-edge and at its completion otherwise; an edge between two plan nodes delays the release by the
-plan's transfer time; a streaming vocoder voices the rest of its audio once its feeding LLM has
-finished. Node replicas apply these rules to edges inside a node (``omniplane.deploy.stage``);
-this class applies them to edges *between* nodes and keeps what a retried session needs.
+The rules are the simulator's request walk (:class:`omniplane.sim.walk.Walk`): node replicas
+apply them to edges inside a node (``omniplane.deploy.stage``); this class applies them to
+edges *between* nodes, adding the plan's transfer time to each release that crosses, telling a
+remote streaming vocoder when its feeding LLM has finished, and keeping what a retried session
+needs.
 """
 
 from __future__ import annotations
@@ -13,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from omniplane.deploy.messages import DONE, FIRST, OpenOrder, Released, StageEvent
-from omniplane.sim.request import TypePath
-from omniplane.spec import FirstResponse, GeneratorKind, ModelSpec
+from omniplane.sim.walk import TypePath, Walk
+from omniplane.spec import ModelSpec
 from omniplane.spec.work import ResolvedWork
 
 
@@ -34,7 +33,9 @@ class Notify:
     comp: str
 
 
-class RequestWalk:
+class RequestWalk(Walk):
+    __slots__ = ("arrival", "nodes", "released", "rid", "text_comp", "transfer_s", "work")
+
     def __init__(
         self,
         model: ModelSpec,
@@ -45,14 +46,11 @@ class RequestWalk:
         arrival: float,
         work: ResolvedWork,
     ) -> None:
-        self.path = path
+        super().__init__(path)
         self.nodes = nodes
         self.transfer_s = transfer_s
         self.rid, self.arrival, self.work = rid, arrival, work
-        self.first: dict[str, float] = {}
-        self.done: dict[str, float] = {}
         self.released: dict[str, dict[str, float]] = {c: {} for c in path.components}
-        self.vocoders = {c for c in path.components if model.component(c).generator is GeneratorKind.VOCODER}
         llms = [c for c in path.components if model.component(c).is_llm]
         self.text_comp = llms[0] if llms else None  # produces the text stream (TTFT)
 
@@ -63,54 +61,41 @@ class RequestWalk:
     def entry_nodes(self) -> list[str]:
         """Nodes with a component that needs nothing (opened at arrival), in path order."""
         out: list[str] = []
-        for c in self.path.components:
-            if not self.path.preds[c] and self.nodes[c] not in out:
+        for c in self.path.entry:
+            if self.nodes[c] not in out:
                 out.append(self.nodes[c])
         return out
 
     # ---- progress ----------------------------------------------------------------------------
-    @property
-    def finished(self) -> bool:
-        return len(self.done) == len(self.path.components)
-
-    @property
-    def first_response(self) -> float | None:
-        """Model time of the type's first response (TTFT/TTFO at the sink's first output, E2E
-        when the request finishes)."""
-        if self.path.metric is FirstResponse.E2E:
-            return max(self.done.values()) if self.finished else None
-        return self.first.get(self.path.sink)
-
     def on_event(self, node: str, ev: StageEvent) -> list[Send | Notify]:
         """Record a milestone of ``ev.comp`` on ``node``; what must cross to other nodes."""
         comp, t = ev.comp, ev.t
-        if ev.kind not in (FIRST, DONE) or comp not in self.nodes:
+        if comp not in self.nodes:
             return []
-        seen = self.first if ev.kind == FIRST else self.done
-        if comp in seen:
-            return []  # a repeat from a retried session
+        released: tuple[str, ...]
+        feeds: tuple[str, ...] = ()
+        if ev.kind == FIRST:
+            released = self.first_output(comp, t)
+        elif ev.kind == DONE:
+            released, feeds = self.complete(comp, t)
+        else:
+            return []
         out: list[Send | Notify] = []
-        if ev.kind == DONE and comp not in self.first:  # engines report first before done
-            out = self.on_event(node, StageEvent(FIRST, comp, t))
-        seen[comp] = t
-        for succ, streaming in self.path.succs[comp]:
+        for succ in released:
             remote = self.nodes[succ] != node
-            if streaming == (ev.kind == FIRST):
-                ready = t + (self.transfer_s if remote else 0.0)
-                self.released[succ].setdefault(comp, ready)
-                if remote:
-                    out.append(Send(self.nodes[succ], Released(succ, comp, ready)))
-            elif ev.kind == DONE and remote and succ in self.vocoders:
-                out.append(Notify(self.nodes[succ], succ))
+            ready = t + (self.transfer_s if remote else 0.0)
+            self.released[succ].setdefault(comp, ready)
+            if remote:
+                out.append(Send(self.nodes[succ], Released(succ, comp, ready)))
+        out.extend(Notify(self.nodes[succ], succ) for succ in feeds if self.nodes[succ] != node)
         return out
 
     def order_for(self, node: str, type_name: str, attempt: int = 0) -> OpenOrder:
         """What a (re-)opened session on ``node`` must run and already knows."""
         comps = tuple(c for c in self.node_comps(node) if c not in self.done)
         released = tuple(Released(c, p, t) for c in comps for p, t in self.released[c].items())
-        upstream = tuple(
-            v for v in comps if v in self.vocoders and any(p in self.done for p in self.path.preds[v])
-        )
+        feed_of, ends = self.path.feed_of, self.path.ends_feed
+        upstream = tuple(v for v in comps if (f := feed_of.get(v)) in self.done and v in ends[f])
         return OpenOrder(
             self.rid, type_name, self.arrival, self.work, dict(self.nodes), comps, released, upstream, attempt
         )

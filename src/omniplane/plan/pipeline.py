@@ -21,7 +21,7 @@ from omniplane.plan.emit import to_spec
 from omniplane.plan.options import PlannerOptions
 from omniplane.plan.problem import Problem
 from omniplane.plan.progress import NO_PROGRESS, Progress
-from omniplane.plan.refine import SimOutcome, Simulator
+from omniplane.plan.refine import SampleRunner, SimOutcome
 from omniplane.plan.search import Block, Cloud, Search, SearchStats
 from omniplane.plan.select import pareto_front, selection_policy
 from omniplane.plan.slo import DEFAULT_TRANSFER_S, resolve_targets, target_array
@@ -112,12 +112,12 @@ class Planner:
         self.targets = targets or resolve_targets(problem.workload.spec.slo, self.table, self.cost,
                                                   slo_overrides_ms, transfer_s, self.options.seed)
         self.profile_s = time.perf_counter() - t0
-        self._sim: Simulator | None = None
+        self._sim: SampleRunner | None = None
 
     @property
-    def simulator(self) -> Simulator:
+    def simulator(self) -> SampleRunner:
         if self._sim is None:
-            self._sim = Simulator(self.problem.workload, self.problem.mix, self.options.sim_requests,
+            self._sim = SampleRunner(self.problem.workload, self.problem.mix, self.options.sim_requests,
                                   self.options.seed, self.cost, self.gpus, self.targets.seconds)
         return self._sim
 

@@ -35,8 +35,8 @@ class SimOutcome:
         return float((lat <= target_s).sum() / self.window_s) if self.window_s > 0 else 0.0
 
 
-class Simulator:
-    """Runs plans on one fixed request sample."""
+class SampleRunner:
+    """Runs plans on one fixed request sample (common random numbers across plans)."""
 
     def __init__(self, workload: ResolvedWorkload, mix: Mapping[str, float], n: int, seed: int,
                  cost: CostModel, gpus: GPUCatalog, targets_s: Mapping[str, float]) -> None:
@@ -56,7 +56,7 @@ class Simulator:
 
     def run(self, spec: PlanSpec, rate: float) -> SimOutcome:
         plan = resolve_plan(spec, self.model, self.gpus)
-        res, sim = simulate(plan, self.at_rate(rate), self.cost, slo_s=self.targets, seed=self.seed)
+        res = simulate(plan, self.at_rate(rate), self.cost, slo_s=self.targets, seed=self.seed)
         self.runs += 1
         self.requests += len(self.base)
         good = np.zeros(len(self.types))
@@ -69,14 +69,13 @@ class Simulator:
             good[i] = m.goodput
             att[i] = m.attainment or 0.0
             p50[i] = m.latency_ms.get("p50") or np.nan
-        lats: dict[str, list[float]] = {t: [] for t in self.types}
-        for r in sim.requests:
-            lats[r.type].append(r.first_response - r.arrival if r.first_response is not None else np.inf)
+        rec = res.requests
+        lat = np.where(np.isnan(rec.first_response), np.inf, rec.latency())
         return SimOutcome(rate, good, att, p50, res.wall_s, res.window_s,
-                          tuple(np.array(lats[t]) for t in self.types))
+                          tuple(lat[rec.type == t] for t in self.types))
 
 
-def max_goodput(sim: Simulator, spec: PlanSpec, rate: float,
+def max_goodput(sim: SampleRunner, spec: PlanSpec, rate: float,
                 scales: Sequence[float] = (0.5, 0.7, 0.85, 1.0, 1.15)) -> tuple[SimOutcome, list[SimOutcome]]:
     """The best total goodput over offered rates ``rate x scales`` (and every run)."""
     runs = [sim.run(spec, rate * s) for s in scales]

@@ -31,11 +31,8 @@ from omniplane.perf import CostModel
 from omniplane.sched.calibration import OfflineCalibration, calibrate
 from omniplane.sched.factory import make_policy
 from omniplane.sched.horizon import HorizonServe
-from omniplane.sim.build import build_topology
-from omniplane.sim.colocate import share_gpu
-from omniplane.sim.eventloop import EventLoop
-from omniplane.sim.simulator import Simulation
-from omniplane.spec import GPUKind, ModelSpec, PathClass, PlanSpec, load_gpus, load_model, parse
+from omniplane.sim import RunSetup, SharedGPU, simulate
+from omniplane.spec import GPUKind, ModelSpec, PathClass, PlanSpec, ResolvedPlan, load_gpus, load_model, parse
 from omniplane.spec.load import resolve_workload
 from omniplane.spec.workload import WorkloadSpec
 from omniplane.workload import generate
@@ -117,6 +114,9 @@ class SingleGPU:
         self.cost = CostModel(self.model, runtime="vllm")  # HorizonServe runs on vLLM-Omni
         self.calibration: OfflineCalibration = calibrate(self.model, self.gpu, self.cost, sweep_file=sm_sweep)
         self.plan = deployment(self.model, self.gpu)
+        self.resolved = ResolvedPlan(self.plan, self.model, self.gpu, None)
+        self.downstream = tuple(f"{n.name}/{gi}.{k}" for n in self.plan.nodes if n.name != "stage0"
+                                for gi, g in enumerate(n.executors) for k in range(g.count))
         self.max_seqs = max_seqs
         self.shared = self.model.shared_stage() or ""
 
@@ -133,21 +133,18 @@ class SingleGPU:
             record: bool = False) -> RunResult:
         cal = self.calibration
         policy, mode = make_policy(policy_name, cal.profiles, cal.ladder, record=record)
-        loop = EventLoop()
-        topo = build_topology(self.model, self.plan, self.gpu, self.cost, loop,
-                              policy_for=lambda ex, c: policy if c == self.shared else None)
-        for ex in topo.executors:
-            for engine in ex.engines:
-                if engine.kind == "llm":
-                    engine.max_batch = self.max_seqs  # vLLM max_num_seqs of the stage
-        downstream = [ex.name for ex in topo.executors if ex.node != "stage0"]
-        share_gpu(topo, "stage0/0.0", downstream, mode, self.cost)
+        setup = RunSetup(
+            policy_for=lambda ex, c: policy if c == self.shared else None,
+            max_seqs=self.max_seqs,  # vLLM max_num_seqs of every LLM stage
+            shared_gpu=SharedGPU("stage0/0.0", self.downstream, mode),
+        )
         slo = self.calibration.slo.as_dict()
-        sim = Simulation(self.model, topo, self.requests(rate, long_fraction, n, seed), loop=loop, slo_s=slo)
+        requests = self.requests(rate, long_fraction, n, seed)
         t0 = time.perf_counter()
-        res = sim.run()
+        res = simulate(self.resolved, requests, self.cost, slo_s=slo, setup=setup)
         wall = time.perf_counter() - t0
-        tpot = [x * 1e3 for r in sim.requests if (x := r.tpot(self.shared)) is not None]
+        tp = res.requests.tpot[self.shared]
+        tpot = tp[~np.isnan(tp)] * 1e3
         trace: list[tuple[float, int, float, float, int | None]] = []
         if record and isinstance(policy, HorizonServe) and policy.history is not None:
             trace = [(h.now, h.downstream_active, h.bw_util, h.spatial.pressure, h.spatial.sm_shared)
@@ -156,8 +153,8 @@ class SingleGPU:
             policy_name, rate, long_fraction, res.arrived, float(res.attainment or 0.0),
             {t: float(m.attainment or 0.0) for t, m in res.per_type.items()},
             {t: float(m.latency_ms["p95"] or math.nan) for t, m in res.per_type.items()},
-            {"p50": float(np.percentile(tpot, 50)) if tpot else math.nan,
-             "p95": float(np.percentile(tpot, 95)) if tpot else math.nan},
+            {"p50": float(np.percentile(tpot, 50)) if len(tpot) else math.nan,
+             "p95": float(np.percentile(tpot, 95)) if len(tpot) else math.nan},
             wall, trace)
 
 

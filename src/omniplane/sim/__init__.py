@@ -1,20 +1,23 @@
 """Request-level discrete-event simulator for multi-component serving.
 
-``simulate(plan, requests, cost)`` runs a workload through a physical plan; the pieces
-(event loop, engines, executors, GPU sharing, policy hook, metrics) are importable for
+``simulate(plan, requests, cost)`` runs a workload through a physical plan and returns a
+:class:`SimResult` (per-type metrics, per-executor figures, per-request records). How the plan
+becomes executors for the run (policies, co-location, batch caps) is a :class:`RunSetup`; the
+pieces (event loop, engines, executors, GPU sharing, policy hook, metrics) are importable for
 single-GPU co-location experiments and queueing checks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from omniplane.policy import Policy
-from omniplane.sim.build import build_topology
+from omniplane.sim.build import RunSetup, build_topology
+from omniplane.sim.colocate import SharedGPU
 from omniplane.sim.costs import CostSource
 from omniplane.sim.eventloop import EventLoop
 from omniplane.sim.metrics import SimResult, TypeMetrics
+from omniplane.sim.records import RequestRecords
 from omniplane.sim.simulator import Simulation
 from omniplane.sim.topology import Topology
 from omniplane.spec import ResolvedPlan
@@ -27,20 +30,21 @@ def simulate(
     *,
     slo_s: Mapping[str, float] | None = None,
     seed: int = 0,
-    trace: bool = False,
-    policy_for: Callable[[str, str], Policy | None] | None = None,
-) -> tuple[SimResult, Simulation]:
+    setup: RunSetup | None = None,
+    until: float | None = None,
+) -> SimResult:
     """Run ``requests`` (``omniplane.workload.Request``-like) through ``plan``."""
     loop = EventLoop()
-    topo = build_topology(plan.model, plan.spec, plan.gpu, cost, loop, trace=trace,
-                          policy_for=policy_for)
-    sim = Simulation(plan.model, topo, requests, seed=seed, slo_s=slo_s, loop=loop)
-    return sim.run(), sim
+    topo = build_topology(plan.model, plan.spec, plan.gpu, cost, loop, setup)
+    return Simulation(plan.model, topo, requests, loop=loop, seed=seed, slo_s=slo_s).run(until)
 
 
 __all__ = [
     "CostSource",
     "EventLoop",
+    "RequestRecords",
+    "RunSetup",
+    "SharedGPU",
     "SimResult",
     "Simulation",
     "Topology",

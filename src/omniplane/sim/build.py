@@ -1,19 +1,28 @@
-"""Build a runnable topology from a physical plan and a cost model."""
+"""Build a runnable topology from a physical plan, a cost model and a run's setup.
+
+Everything about how a plan becomes executors is decided here, at construction: the run's
+:class:`RunSetup` carries the scheduling policy per LLM engine, the token budget, a cap on
+every LLM's running sequences (vLLM's ``max_num_seqs``), GPU sharing between executors
+(:class:`omniplane.sim.colocate.SharedGPU`), CPU preprocessing times, whether decode spans are
+used, and whether steps are traced. Nothing is changed on a topology after it is built.
+"""
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from omniplane.policy import Policy
+from omniplane.sim.colocate import SharedGPU, share
 from omniplane.sim.costs import CostSource
-from omniplane.sim.eventloop import EventLoop
 from omniplane.sim.engines import DiTEngine, EncoderEngine, Engine, VAEEngine, VocoderEngine
+from omniplane.sim.eventloop import EventLoop
 from omniplane.sim.executor import Executor
-from omniplane.sim.gpu import DEDICATED, GPUSlot
+from omniplane.sim.gpu import DEDICATED
 from omniplane.sim.job import Job, JobQueue
 from omniplane.sim.llm import DEFAULT_TOKEN_BUDGET, LLMEngine
 from omniplane.sim.metrics import ExecutorStats
@@ -22,6 +31,7 @@ from omniplane.spec import ComponentKind, GeneratorKind, ModelSpec, PlanSpec
 from omniplane.spec.gpu import GPUKind
 
 CfgFactory = Callable[[GPUKind, int, int], Any]
+PolicyFor = Callable[[str, str], Policy | None]
 DEFAULT_FRAME_S = 0.08  # assumption: one 12.5 Hz codec frame when a vocoder states no frame rate
 
 
@@ -31,25 +41,39 @@ def default_cfg(gpu: GPUKind, tp: int, max_batch: int) -> Any:
     return ExecutorConfig(gpu=gpu, tp=tp, max_batch=max_batch)
 
 
-def build_topology(
-    model: ModelSpec,
-    plan: PlanSpec,
-    gpu: GPUKind,
-    cost: CostSource,
-    loop: EventLoop,
-    *,
-    make_cfg: CfgFactory = default_cfg,
-    policy_for: Callable[[str, str], Policy | None] | None = None,
-    gpu_for: Mapping[str, GPUSlot] | None = None,
-    token_budget: int = DEFAULT_TOKEN_BUDGET,
-    trace: bool = False,
-) -> Topology:
-    """One executor per plan executor; engines per hosted component; routing from the plan.
+@dataclass(frozen=True)
+class RunSetup:
+    """How a plan is turned into executors for one run (beyond the plan itself).
 
-    ``policy_for(executor_name, component)`` may return a scheduling policy for an LLM engine;
-    ``gpu_for[executor_name]`` puts executors on a shared GPU (default: dedicated GPUs).
-    Executor names are ``node/group.index`` (e.g. ``thinker/0.2``).
+    ``policy_for(executor_name, component)`` may return a scheduling policy for an LLM engine
+    (default FCFS). ``max_seqs`` caps every LLM engine's running sequences (vLLM's
+    ``max_num_seqs``; None: the plan's ``max_batch``). ``shared_gpu`` co-locates executors on one
+    GPU. ``cpu_seconds(component)`` is CPU preprocessing per input item (default: the model's
+    executor types). ``spans=False`` simulates every decode iteration as its own event (for the
+    span-equivalence check). Executor names are ``node/group.index`` (e.g. ``thinker/0.2``).
     """
+
+    policy_for: PolicyFor | None = None
+    token_budget: int = DEFAULT_TOKEN_BUDGET
+    max_seqs: int | None = None
+    shared_gpu: SharedGPU | None = None
+    cpu_seconds: Callable[[str], float] | None = None
+    make_cfg: CfgFactory = default_cfg
+    spans: bool = True
+    trace: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_seqs is not None and self.max_seqs < 1:
+            raise ValueError(f"max_seqs must be >= 1, got {self.max_seqs}")
+        if self.token_budget < 1:
+            raise ValueError(f"token_budget must be >= 1, got {self.token_budget}")
+
+
+def build_topology(model: ModelSpec, plan: PlanSpec, gpu: GPUKind, cost: CostSource, loop: EventLoop,
+                   setup: RunSetup | None = None) -> Topology:
+    """One executor per plan executor; engines per hosted component; routing from the plan."""
+    setup = setup or RunSetup()
+    cpu = setup.cpu_seconds or model.cpu_seconds_per_item
     nodes: dict[str, Node] = {}
     executors: list[Executor] = []
     for pnode in plan.nodes:
@@ -60,11 +84,10 @@ def build_topology(
             members = []
             for k in range(g.count):
                 name = f"{pnode.name}/{gi}.{k}"
-                cfg = make_cfg(gpu, g.tp, g.max_batch)
-                engines = _engines(model, comps, cfg, g.max_batch, cost, shared, token_budget,
-                                   name, policy_for)
-                slot = (gpu_for or {}).get(name, DEDICATED)
-                ex = Executor(name, pnode.name, engines, loop, slot, ExecutorStats(name, trace))
+                cfg = setup.make_cfg(gpu, g.tp, g.max_batch)
+                engines = _engines(model, comps, cfg, g.max_batch, cost, shared, name, setup, cpu)
+                ex = Executor(name, pnode.name, engines, loop, DEDICATED, ExecutorStats(name, setup.trace))
+                ex.can_span = setup.spans
                 members.append(ex)
                 executors.append(ex)
             groups.append(Group(members, shared[comps[0]] if shared else None))
@@ -78,35 +101,30 @@ def build_topology(
             where = {c: n for n in r.nodes for c in plan.node(n).components if c in path}
             maps.append(where)
         routes[t] = (list(np.cumsum([r.p for r in rlist])), maps)
+    if setup.shared_gpu is not None:
+        share(executors, setup.shared_gpu, cost)
     return Topology(nodes, routes, plan.transfer_ms / 1e3, executors)
 
 
-def _engines(
-    model: ModelSpec,
-    comps: tuple[str, ...],
-    cfg: Any,
-    max_batch: int,
-    cost: CostSource,
-    shared: dict[str, deque[Job]],
-    token_budget: int,
-    name: str,
-    policy_for: Callable[[str, str], Policy | None] | None,
-) -> list[Engine]:
+def _engines(model: ModelSpec, comps: tuple[str, ...], cfg: Any, max_batch: int, cost: CostSource,
+             shared: dict[str, deque[Job]], name: str, setup: RunSetup,
+             cpu: Callable[[str], float]) -> list[Engine]:
     llms = [c for c in comps if model.component(c).is_llm]
     kv_total = cost.kv_capacity_tokens(list(comps), cfg) if llms else 0
     engines: list[Engine] = []
     for c in comps:
         comp = model.component(c)
         queue = JobQueue(shared.get(c))
-        args = (c, queue, cost, cfg, max_batch)
         if comp.kind is ComponentKind.LLM:
-            policy = policy_for(name, c) if policy_for else None
+            policy = setup.policy_for(name, c) if setup.policy_for else None
             # kv_capacity_tokens is per LLM: the footprint already shares the free memory so
             # that every co-hosted LLM holds that many tokens (omniplane.perf.memory.footprint)
-            engines.append(LLMEngine(*args, kv_capacity=kv_total,
-                                     token_budget=token_budget, policy=policy))
-        elif comp.kind is ComponentKind.ENCODER:
-            engines.append(EncoderEngine(*args))
+            engines.append(LLMEngine(c, queue, cost, cfg, setup.max_seqs or max_batch, kv_capacity=kv_total,
+                                     token_budget=setup.token_budget, policy=policy))
+            continue
+        args = (c, queue, cost, cfg, max_batch)
+        if comp.kind is ComponentKind.ENCODER:
+            engines.append(EncoderEngine(*args, cpu_seconds=cpu(c)))
         elif comp.generator is GeneratorKind.DIT:
             engines.append(DiTEngine(*args))
         elif comp.generator is GeneratorKind.VAE:

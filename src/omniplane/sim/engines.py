@@ -1,8 +1,10 @@
 """Engines: how one executor runs one component, step by step.
 
-An engine keeps its waiting jobs, forms the next step's batch (``start``), and applies the
-step's effects when it ends (``finish``), reporting each job's first output and completion to
-the simulation. Batch engines live here; the continuous-batching LLM engine in ``llm.py``.
+An engine prepares a request's job when the request reaches its component (``prepare``: what
+the job must do, when it is ready), keeps its waiting jobs, forms the next step's batch
+(``start``), and applies the step's effects when it ends (``finish``), reporting each job's
+first output and completion to its host (the simulation, or a deployed node replica). Batch
+engines live here; the continuous-batching LLM engine in ``llm.py``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any, Protocol
 
 from omniplane.sim.costs import CostSource
 from omniplane.sim.job import Job, JobQueue
+from omniplane.sim.request import SimRequest
 
 
 class Reporter(Protocol):
@@ -65,6 +68,15 @@ class Engine:
         self.executor: Any = None  # set by the executor that owns this engine
         self.want_work = False  # co-located engines also report each step's roofline work
 
+    def prepare(self, req: SimRequest, now: float) -> Job:
+        """The request's job at this component, which just became ready for it at ``now``;
+        ``job.ready`` is when it may join the queue (later than ``now`` if it must wait)."""
+        return Job(req, self.comp, now, self)
+
+    def feed_ended(self, job: Job, now: float) -> bool:
+        """The job's streaming feed ended; True if that queued work here (kick the executor)."""
+        return False
+
     def add(self, job: Job, shared: bool) -> None:
         """A job is ready here (to the shared group queue, or pinned to this executor)."""
         if shared and self.queue.shared is not None:
@@ -115,10 +127,26 @@ class OneShotEngine(Engine):
 
 class EncoderEngine(OneShotEngine):
     """Batches of up to ``max_batch`` requests; GPU time by items and tokens. CPU preprocessing
-    happens before a job becomes ready (see ``Simulation``), so it overlaps with a busy GPU
-    and adds to the latency of a request that finds the executor idle (Cornfigurator 5.2)."""
+    (``cpu_seconds`` per input item) happens before a job is ready, so it overlaps with a busy
+    GPU and adds to the latency of a request that finds the executor idle (Cornfigurator 5.2);
+    one request's inputs on one executor are preprocessed one after another."""
 
     kind = "encode"
+
+    def __init__(self, *args: Any, cpu_seconds: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cpu_seconds = cpu_seconds
+
+    def prepare(self, req: SimRequest, now: float) -> Job:
+        job = Job(req, self.comp, now, self)
+        cpu = self.cpu_seconds * req.work[self.comp]["items"]
+        if cpu > 0:
+            free = req.cpu_free
+            if free is None:
+                free = req.cpu_free = {}
+            key = self.executor
+            job.ready = free[key] = max(now, free.get(key, now)) + cpu
+        return job
 
     def start(self, now: float) -> Step | None:
         jobs = self.take_batch()
@@ -197,13 +225,15 @@ class VocoderEngine(Engine):
         super().__init__(*args, **kwargs)
         self.frame_seconds = frame_seconds
 
-    def prepare(self, job: Job, streaming: bool) -> None:
-        total = job.req.work[self.comp]["audio_seconds"]
-        if streaming and total > self.frame_seconds:
-            job.phase, job.size, job.upstream_done = 1, self.frame_seconds, False
+    def prepare(self, req: SimRequest, now: float) -> Job:
+        job = Job(req, self.comp, now, self)
+        total = req.work[self.comp]["audio_seconds"]
+        if self.comp in req.path.feed_of and total > self.frame_seconds:
+            job.phase, job.size, job.upstream_done = 1, self.frame_seconds, not req.feed_open(self.comp)
             job.remaining = total - self.frame_seconds
         else:
             job.phase, job.size, job.remaining = 0, total, 0.0
+        return job
 
     def start(self, now: float) -> Step | None:
         jobs = self.take_batch()
@@ -230,11 +260,12 @@ class VocoderEngine(Engine):
                 self.report.first_output(j, now)
                 self.report.done(j, now)
 
-    def upstream_finished(self, job: Job, now: float) -> bool:
-        """The feeding LLM is done: the rest of the audio may be voiced. True if queued now."""
+    def feed_ended(self, job: Job, now: float) -> bool:
+        """The feeding LLM is done: the rest of the audio may be voiced. True if queued now (on
+        the executor that voiced the first chunk)."""
         job.upstream_done = True
         if job.phase == 2:  # its first chunk is out and waited for the rest
             job.ready = now
-            self.queue.private.append(job)
+            job.engine.queue.private.append(job)
             return True
         return False

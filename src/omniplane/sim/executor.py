@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from omniplane.sim.eventloop import COMPLETE, EventLoop
 from omniplane.sim.engines import Engine, Step
+from omniplane.sim.eventloop import COMPLETE, EventLoop
+from omniplane.sim.job import Job
 
 if TYPE_CHECKING:
     from omniplane.sim.gpu import GPUSlot
@@ -33,6 +34,14 @@ class Executor:
         self._started = 0.0
         self._version = 0  # bumps when the step in flight is cut short (stale end events)
         self.can_span = True  # set False where each iteration must be seen (shared GPUs)
+
+    def engine_for(self, comp: str) -> Engine:
+        return self.by_comp[comp]
+
+    def offer(self, job: Job) -> None:
+        """A job pinned to this executor is ready."""
+        job.host.add(job, False)
+        self.kick()
 
     def outstanding(self) -> int:
         if len(self.engines) == 1:

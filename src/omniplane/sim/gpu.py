@@ -12,7 +12,6 @@ Sharing modes for executors on one GPU:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from omniplane.sim.engines import Step
@@ -88,8 +87,7 @@ class Colocated:
     both may use every SM, so each adds the DRAM pressure of a full allocation.
     """
 
-    def __init__(self, mode: str, gpu: Any, eff: Any, colocation: Any, shared_stage: str,
-                 work_of: Callable[[Executor, Step], Any]) -> None:
+    def __init__(self, mode: str, gpu: Any, eff: Any, colocation: Any, shared_stage: str) -> None:
         if mode not in ("mps", "split"):
             raise ValueError(f"co-location mode must be 'mps' or 'split', got {mode!r}")
         self.mode = mode
@@ -97,7 +95,6 @@ class Colocated:
         self.eff = eff
         self.model = colocation
         self.shared_stage = shared_stage  # name of the shared-stage executor
-        self.work_of = work_of
         self.total = int(gpu.sms)
         self.cap = self.total  # the shared stage's current SM cap
         self.running: dict[str, float] = {}  # executor name -> bandwidth it draws now
@@ -125,7 +122,7 @@ class Colocated:
     def begin(self, ex: Executor, step: Step) -> float:
         sms = self.sms_for(ex, step)
         other = sum(bw for name, bw in self.running.items() if name != ex.name)
-        timing = self.model.stage(self.work_of(ex, step), self.gpu, sms, other, eff=self.eff)
+        timing = self.model.stage(step.work, self.gpu, sms, other, eff=self.eff)
         self.running[ex.name] = timing.bandwidth
         self.utilization = timing.utilization  # DRAM busy fraction with the co-runner
         if ex.name == self.shared_stage:

@@ -12,14 +12,15 @@ from omniplane.sim.request import SimRequest
 class Job:
     """Mutable progress of a request at a component. Fields used depend on the engine kind."""
 
-    __slots__ = ("admit", "comp", "computed", "dec_i0", "engine", "generated", "out", "phase",
-                 "prompt", "prompt_cut", "ready", "remaining", "req", "size", "state", "target",
-                 "upstream_done")
+    __slots__ = ("admit", "comp", "computed", "dec_i0", "engine", "generated", "host", "out",
+                 "phase", "prompt", "prompt_cut", "ready", "remaining", "req", "size", "state",
+                 "target", "upstream_done")
 
-    def __init__(self, req: SimRequest, comp: str, ready: float) -> None:
+    def __init__(self, req: SimRequest, comp: str, ready: float, host: Any) -> None:
         self.req = req
         self.comp = comp
-        self.ready = ready
+        self.ready = ready  # when it may join the queue
+        self.host = host  # the engine that prepared it (a shared queue's group leader)
         self.engine: Any = None  # the engine that took it into a step (None while waiting)
         self.admit = 0  # admission sequence number (LLM preemption picks the latest)
         self.state = 0  # engine-specific

@@ -28,6 +28,7 @@ from omniplane.policy import (
 )
 from omniplane.sim.engines import Engine, Step
 from omniplane.sim.job import Job
+from omniplane.sim.request import SimRequest
 
 WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3
 DEFAULT_TOKEN_BUDGET = 8192  # vLLM v1 max_num_batched_tokens default for online serving
@@ -60,6 +61,15 @@ class LLMEngine(Engine):
         self._sm_cap: int | None = None
 
     # ---- bookkeeping ------------------------------------------------------------------
+    def prepare(self, req: SimRequest, now: float) -> Job:
+        job = Job(req, self.comp, now, self)
+        feeder = req.path.feed_of.get(self.comp)
+        if feeder is not None:  # a streaming LLM feed: only the feeder's first token exists yet
+            out = req.work[feeder].get("output_tokens")
+            if out is not None:
+                job.prompt_cut = int(out) - 1
+        return job
+
     def add(self, job: Job, shared: bool) -> None:
         w = job.req.work[self.comp]
         job.prompt = max(1, int(w["prompt_tokens"]) - job.prompt_cut)

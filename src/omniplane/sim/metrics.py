@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from omniplane.sim.engines import Step
-from omniplane.sim.request import SimRequest
+from omniplane.sim.records import RequestRecords
 
 
 class ExecutorStats:
@@ -64,7 +64,7 @@ def _time_weighted_mean(points: Sequence[tuple[float, int]], horizon: float) -> 
     return total / horizon
 
 
-def _pct(values: Sequence[float], q: float) -> float | None:
+def _pct(values: Sequence[float] | np.ndarray, q: float) -> float | None:
     return float(np.percentile(values, q)) if len(values) else None
 
 
@@ -81,6 +81,15 @@ class TypeMetrics:
 
 
 @dataclass(frozen=True)
+class ExecutorTrace:
+    """The steps one executor ran (when the run was traced): (start, end, component, kind, batch)."""
+
+    name: str
+    node: str
+    steps: tuple[tuple[float, float, str, str, int], ...]
+
+
+@dataclass(frozen=True)
 class SimResult:
     window_s: float
     horizon_s: float
@@ -92,7 +101,8 @@ class SimResult:
     in_flight: int
     events: int
     wall_s: float
-    trace: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    requests: RequestRecords = field(repr=False)
+    trace: tuple[ExecutorTrace, ...] = field(default=(), repr=False)  # with RunSetup(trace=True)
 
     @property
     def goodput(self) -> float:
@@ -121,14 +131,14 @@ class SimResult:
         }
 
 
-def _stats_ms(values: Sequence[float]) -> dict[str, float | None]:
-    ms = [v * 1e3 for v in values]
-    return {"mean": float(np.mean(ms)) if ms else None, "p50": _pct(ms, 50), "p90": _pct(ms, 90),
+def _stats_ms(values: np.ndarray) -> dict[str, float | None]:
+    ms = values * 1e3
+    return {"mean": float(np.mean(ms)) if len(ms) else None, "p50": _pct(ms, 50), "p90": _pct(ms, 90),
             "p95": _pct(ms, 95), "p99": _pct(ms, 99)}
 
 
 def summarise(
-    requests: Sequence[SimRequest],
+    records: RequestRecords,
     slo_s: Mapping[str, float] | None,
     window: tuple[float, float],
     tpot_component: Mapping[str, str | None],
@@ -137,26 +147,28 @@ def summarise(
     produced its first response counts as missing its SLO."""
     lo, hi = window
     span = max(hi - lo, 1e-12)
-    by_type: dict[str, list[SimRequest]] = {}
-    for r in requests:
-        if lo <= r.arrival <= hi:
-            by_type.setdefault(r.type, []).append(r)
+    inside = (records.arrival >= lo) & (records.arrival <= hi)
+    lat_all = records.latency()
+    e2e_all = records.finish - records.arrival
     out: dict[str, TypeMetrics] = {}
-    for t, rs in sorted(by_type.items()):
-        lat = [r.first_response - r.arrival for r in rs if r.first_response is not None]
-        e2e = [r.finish - r.arrival for r in rs if r.finish is not None and not r.failed]
+    for t in sorted(set(records.type[inside].tolist())):
+        rs = inside & (records.type == t)
+        lat = lat_all[rs & ~np.isnan(records.first_response)]
+        e2e = e2e_all[rs & ~np.isnan(records.finish) & ~records.failed]
         comp = tpot_component.get(t)
-        tp = [x for r in rs if comp and (x := r.tpot(comp)) is not None]
+        tp = records.tpot[comp][rs] if comp else np.empty(0)
+        tp = tp[~np.isnan(tp)] * 1e3
         target = slo_s.get(t) if slo_s else None
-        met = sum(1 for x in lat if x <= target) if target is not None else 0
+        met = int(np.count_nonzero(lat <= target)) if target is not None else 0
+        arrived = int(np.count_nonzero(rs))
         out[t] = TypeMetrics(
-            arrived=len(rs),
+            arrived=arrived,
             completed=len(e2e),
             met_slo=met,
             latency_ms=_stats_ms(lat),
             e2e_ms=_stats_ms(e2e),
-            tpot_ms={"p50": _pct([x * 1e3 for x in tp], 50), "p95": _pct([x * 1e3 for x in tp], 95)},
-            attainment=met / len(rs) if target is not None else None,
+            tpot_ms={"p50": _pct(tp, 50), "p95": _pct(tp, 95)},
+            attainment=met / arrived if target is not None else None,
             goodput=met / span,
         )
     return out

@@ -14,7 +14,6 @@ M/M/c  Wq = C(c, a) / (c mu - lambda), a = lambda / mu, C = Erlang C probability
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -22,15 +21,10 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats
 
+from omniplane.sim.build import build_topology
 from omniplane.sim.eventloop import EventLoop
-from omniplane.sim.engines import VocoderEngine
-from omniplane.sim.executor import Executor
-from omniplane.sim.gpu import DEDICATED
-from omniplane.sim.job import Job, JobQueue
-from omniplane.sim.metrics import ExecutorStats
 from omniplane.sim.simulator import Simulation
-from omniplane.sim.topology import Group, Node, Topology
-from omniplane.spec import ModelSpec, parse
+from omniplane.spec import ModelSpec, PlanSpec, load_gpus, parse
 from omniplane.spec.workload import Poisson
 from omniplane.workload import Request, arrival_times
 
@@ -94,24 +88,23 @@ def simulate_waits(kind: QueueKind, rho: float, customers: int, seed: int, serve
     arrivals = [Request(i, float(t), "job", {"server": {"audio_seconds": float(s)}})
                 for i, (t, s) in enumerate(zip(times, service, strict=True))]
     loop = EventLoop()
-    sim = Simulation(model, _topology(model, loop, c), arrivals, seed=seed, loop=loop)
-    result = sim.run()
+    plan = queue_plan(c)
+    topo = build_topology(model, plan, load_gpus().get(plan.gpu), ServiceTimeCost(), loop)
+    result = Simulation(model, topo, arrivals, seed=seed, loop=loop).run()
     skip = int(customers * warmup)
-    waits = np.array([r.first_response - r.arrival - r.work["server"]["audio_seconds"]
-                      for r in sim.requests[skip:] if r.first_response is not None])
-    return float(waits.mean()), result.events, result.wall_s
+    wait = result.requests.latency()[skip:] - service[skip:]
+    return float(wait[~np.isnan(wait)].mean()), result.events, result.wall_s
 
 
-def _topology(model: ModelSpec, loop: EventLoop, servers: int) -> Topology:
-    cost = ServiceTimeCost()
-    shared: deque[Job] = deque()
-    executors = []
-    for i in range(servers):
-        engine = VocoderEngine("server", JobQueue(shared), cost, None, 1, frame_seconds=float("inf"))
-        executors.append(Executor(f"server/{i}", "server", [engine], loop, DEDICATED,
-                                  ExecutorStats(f"server/{i}")))
-    node = Node("server", ("server",), [Group(executors, shared)], {"job": [1.0]})
-    return Topology({"server": node}, {"job": ([1.0], [{"server": "server"}])}, 0.0, executors)
+def queue_plan(servers: int) -> PlanSpec:
+    """``servers`` batch-size-1 executors of the queue model sharing one FCFS queue (the GPU
+    kind is a placeholder: the queue's cost source ignores it)."""
+    return parse(PlanSpec, {
+        "kind": "plan", "model": "queue", "gpu": "A100-80GB", "transfer_ms": 0,
+        "nodes": [{"name": "server", "components": ["server"],
+                   "executors": [{"count": servers, "tp": 1, "max_batch": 1}]}],
+        "routes": {"job": [{"nodes": ["server"], "p": 1.0}]},
+    })
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,10 @@
-"""The runnable shape of a plan: nodes, executor groups, executors, and per-type routing."""
+"""The runnable shape of a plan: nodes, executor groups, executors, and per-type routing.
+
+Where a request sits at a node (its *seat*) is chosen once per node: an executor group by the
+plan's group probabilities; on a single-component node the group's shared FCFS queue, which
+idle executors pull from; on a merged node one executor of the group (the one with the fewest
+requests pinned, join-shortest-queue), which runs all the request's components there.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import random
 from collections import deque
 from dataclasses import dataclass, field
 
+from omniplane.sim.engines import Engine
 from omniplane.sim.executor import Executor
 from omniplane.sim.job import Job
 
@@ -27,6 +34,26 @@ class Group:
                 best, load = i, exs[i].load
         return best
 
+    def engine_for(self, comp: str) -> Engine:
+        """The engine whose queue the group shares (its first executor's)."""
+        return self.executors[0].by_comp[comp]
+
+    def offer(self, job: Job) -> None:
+        """A job joins the group's shared queue: idle executors pull it first; while it still
+        waits, busy ones take it at their next iteration boundary."""
+        executors = self.executors
+        job.host.add(job, True)
+        if len(executors) == 1:
+            executors[0].kick()
+            return
+        for ex in executors:
+            if not ex.busy:
+                ex.kick()
+        if job.engine is None:
+            for ex in executors:
+                if ex.busy:
+                    ex.kick()
+
 
 @dataclass(eq=False)
 class Node:
@@ -44,6 +71,16 @@ class Node:
         if len(cum) == 1:
             return 0
         return min(bisect.bisect_right(cum, rnd.random() * cum[-1]), len(cum) - 1)
+
+    def seat(self, type_name: str, rnd: random.Random) -> Group | Executor:
+        """Where a request arriving here sits: its group's shared queue, or (merged node) the
+        least-loaded executor of its group, pinned (the caller unpins it when done here)."""
+        group = self.groups[self.pick_group(type_name, rnd)]
+        if len(self.components) == 1:
+            return group
+        ex = group.executors[group.least_loaded()]
+        ex.load += 1
+        return ex
 
 
 @dataclass(eq=False)
