@@ -22,7 +22,6 @@ from omniplane.sim.costs import CostSource
 from omniplane.sim.engines import DiTEngine, EncoderEngine, Engine, VAEEngine, VocoderEngine
 from omniplane.sim.eventloop import EventLoop
 from omniplane.sim.executor import Executor
-from omniplane.sim.gpu import DEDICATED
 from omniplane.sim.job import Job, JobQueue
 from omniplane.sim.llm import DEFAULT_TOKEN_BUDGET, LLMEngine
 from omniplane.sim.metrics import ExecutorStats
@@ -86,8 +85,8 @@ def build_topology(model: ModelSpec, plan: PlanSpec, gpu: GPUKind, cost: CostSou
                 name = f"{pnode.name}/{gi}.{k}"
                 cfg = setup.make_cfg(gpu, g.tp, g.max_batch)
                 engines = _engines(model, comps, cfg, g.max_batch, cost, shared, name, setup, cpu)
-                ex = Executor(name, pnode.name, engines, loop, DEDICATED, ExecutorStats(name, setup.trace))
-                ex.can_span = setup.spans
+                ex = Executor(name, pnode.name, engines, loop, ExecutorStats(name, setup.trace),
+                              can_span=setup.spans)
                 members.append(ex)
                 executors.append(ex)
             groups.append(Group(members, shared[comps[0]] if shared else None))

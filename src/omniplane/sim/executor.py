@@ -1,9 +1,16 @@
 """An executor: one process on ``tp`` GPUs running one or more components (a merged executor
-runs them in turns), one step at a time, on a GPU it may share with another executor."""
+runs them in turns), one step at a time, on its own GPUs or on a GPU shared with another
+executor (:mod:`omniplane.sim.gpu`).
+
+A step's effects all land before the executor forms its next step: while an ending step's
+completions release work onto this executor (a merged node's next component, a vocoder's
+rest of audio), kicks wait, and the next step is formed once, from the whole new state.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import math
+from typing import TYPE_CHECKING, Any
 
 from omniplane.sim.engines import Engine, Step
 from omniplane.sim.eventloop import COMPLETE, EventLoop
@@ -15,8 +22,8 @@ if TYPE_CHECKING:
 
 
 class Executor:
-    def __init__(self, name: str, node: str, engines: list[Engine], loop: EventLoop,
-                 gpu: GPUSlot, stats: ExecutorStats) -> None:
+    def __init__(self, name: str, node: str, engines: list[Engine], loop: EventLoop, stats: ExecutorStats,
+                 *, gpu: GPUSlot | None = None, can_span: bool = True) -> None:
         self.name = name
         self.node = node
         self.engines = engines
@@ -24,16 +31,16 @@ class Executor:
         for e in engines:
             e.executor = self
         self.loop = loop
-        self.gpu = gpu
+        self.gpu = gpu  # a GPU shared with other executors; None: the executor owns its GPUs
         self.stats = stats
+        self.can_span = can_span  # False where each iteration must be seen (shared GPUs, checks)
         self.load = 0  # requests pinned here (merged nodes) and not yet through (JSQ routing)
         self.busy = False
         self._turn = 0
         self._engine: Engine | None = None
-        self._step: Step | None = None
+        self._step: Step | None = None  # None while busy: the step ended and its effects land
         self._started = 0.0
         self._version = 0  # bumps when the step in flight is cut short (stale end events)
-        self.can_span = True  # set False where each iteration must be seen (shared GPUs)
 
     def engine_for(self, comp: str) -> Engine:
         return self.by_comp[comp]
@@ -52,36 +59,49 @@ class Executor:
         """Start the next step if idle and some engine has work (engines take turns). While a
         multi-iteration span runs, new work cuts it at the next iteration boundary."""
         if self.busy:
-            if self._step is not None and self._step.iterations > 1:
-                self._cut()
+            step = self._step
+            if step is not None and step.iterations > 1:
+                self._cut(step)
             return
-        if not self.gpu.can_start(self):
+        gpu = self.gpu
+        if gpu is not None and not gpu.can_start(self):
             return
         now = self.loop.now
-        n = len(self.engines)
-        for k in range(n):
-            engine = self.engines[(self._turn + k) % n]
-            if not engine.has_work():
-                continue
+        engines = self.engines
+        n = len(engines)
+        if n == 1:
+            engine = engines[0]
             step = engine.start(now)
             if step is None:
-                continue
-            self._turn = (self._turn + k + 1) % n
-            if self.can_span and (n == 1 or not any(e.has_work() for e in self.engines
-                                                       if e is not engine)):
+                return
+            if self.can_span:
                 engine.extend(step)
-            self.busy, self._engine, self._step, self._started = True, engine, step, now
-            duration = self.gpu.begin(self, step)
-            self.loop.at(now + duration, self._end, self._version, COMPLETE)
-            return
+        else:
+            turn = self._turn
+            for k in range(n):
+                engine = engines[(turn + k) % n]
+                if not engine.has_work():
+                    continue
+                step = engine.start(now)
+                if step is None:
+                    continue
+                self._turn = (turn + k + 1) % n
+                if self.can_span and not any(e.has_work() for e in engines if e is not engine):
+                    engine.extend(step)
+                break
+            else:
+                return
+        self.busy, self._engine, self._step, self._started = True, engine, step, now
+        duration = step.duration if gpu is None else gpu.begin(self, step)
+        self.loop.at(now + duration, self._end, self._version, COMPLETE)
 
-    def _cut(self) -> None:
+    def _cut(self, step: Step) -> None:
         """End the span in flight at the first iteration boundary not before now."""
-        step, engine = self._step, self._engine
-        assert step is not None and step.bounds is not None and engine is not None
-        j = step.bounds.cut_index(self.loop.now - self._started)
+        j = cut_index(step.bounds, step.iterations, step.duration, self.loop.now - self._started)
         if j >= step.iterations:
             return
+        engine = self._engine
+        assert engine is not None
         step.iterations, step.duration = j, step.bounds.end(j)
         engine.cut(j)
         self._version += 1
@@ -94,10 +114,30 @@ class Executor:
         engine, step = self._engine, self._step
         assert engine is not None and step is not None
         self.busy, self._engine, self._step = False, None, None
-        self.gpu.end(self)
+        gpu = self.gpu
+        if gpu is not None:
+            gpu.end(self)
         engine.finish(now)
         stats = self.stats
         stats.record(self._started, now, step, engine.comp)
         if now >= stats.next_sample:
             stats.sample(now, self.outstanding())
-        self.gpu.after_end(self)  # kicks this executor (and, on a shared GPU, the others)
+        if gpu is None:
+            self.kick()
+        else:
+            gpu.after_end(self)  # kicks this executor and, on a shared GPU, the others
+
+
+def cut_index(span: Any, iterations: int, duration: float, elapsed: float) -> int:
+    """Smallest ``j`` in ``1 .. iterations`` whose end ``span.end(j)`` is at or after ``elapsed``
+    (``duration = span.end(iterations)``). Searched from the linear estimate outwards: decode
+    iterations take nearly equal times, so it is usually one or two ``end`` evaluations."""
+    if elapsed >= duration:
+        return iterations
+    j = min(max(math.ceil(elapsed / duration * iterations), 1), iterations) if duration > 0 else 1
+    end = span.end
+    while j > 1 and end(j - 1) >= elapsed:
+        j -= 1
+    while j < iterations and end(j) < elapsed:
+        j += 1
+    return j

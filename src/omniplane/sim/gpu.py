@@ -1,4 +1,4 @@
-"""GPUs under executors: dedicated, or shared by two co-located stages (HorizonServe 3.3).
+"""GPUs shared by co-located executors (HorizonServe 3.3); an executor on its own GPUs has none.
 
 Sharing modes for executors on one GPU:
 
@@ -28,25 +28,6 @@ class GPUSlot(Protocol):
     def end(self, ex: Executor) -> None: ...
 
     def after_end(self, ex: Executor) -> None: ...
-
-
-class Dedicated:
-    """The executor owns its GPUs: steps take their solo time."""
-
-    def can_start(self, ex: Executor) -> bool:
-        return True
-
-    def begin(self, ex: Executor, step: Step) -> float:
-        return step.duration
-
-    def end(self, ex: Executor) -> None:
-        return None
-
-    def after_end(self, ex: Executor) -> None:
-        ex.kick()
-
-
-DEDICATED = Dedicated()
 
 
 class TimeSliced:
