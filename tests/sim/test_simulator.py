@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 
 import pytest
 
@@ -107,3 +108,35 @@ def test_overload_leaves_requests_in_flight_and_counts_them_as_misses() -> None:
     res = sim.run(until=0.5)
     assert res.in_flight > 0 and res.completed + res.in_flight == res.arrived
     assert res.per_type["t2t"].attainment is not None and res.per_type["t2t"].attainment < 1
+
+
+def test_a_step_lands_all_its_completions_before_the_next_step_forms() -> None:
+    """An encoder batch of three on a merged executor releases the thinker for all three at
+    once: the thinker's next step admits the three prompts together (it used to start inside
+    the encoder step's completion, with the first prompt only)."""
+    plan = tiny_plan()
+    plan["nodes"][0]["executors"][0]["count"] = 1
+    work = {"enc": {"items": 1, "tokens": 64}, "thinker": {"prompt_tokens": 80, "output_tokens": 3},
+            "talker": {"prompt_tokens": 83, "output_tokens": 5}, "voc": {"audio_seconds": 0.4}}
+    arrivals = [_t2t(4000, 40), *(Arrival(i, 0.001 * i, "i2a", work) for i in (1, 2, 3))]
+    sim = make_sim(tiny_model(), plan, arrivals, trace=True)
+    res = sim.run()
+    [front] = [ex for ex in res.trace if ex.name == "front/0.0"]
+    kinds = [(comp, kind, batch) for _, _, comp, kind, batch in front.steps]
+    i = kinds.index(("enc", "encode", 3))
+    assert kinds[i + 1] == ("thinker", "mixed", 4)  # the decoding prompt plus three prefills
+
+
+def test_busy_time_is_the_sum_of_the_steps_each_executor_ran() -> None:
+    """Every step counts once, at its own length, even when its completions release work onto
+    the same executor (a merged node's next component, a vocoder's rest of audio)."""
+    model = tiny_model()
+    model["components"][2]["edges"][0]["streaming"] = True  # talker -> voc, both on "back"
+    arrivals = poisson_arrivals(model, {"t2t": 0.5, "i2a": 0.5}, rate=30, n=150, seed=4)
+    res = make_sim(model, tiny_plan(), arrivals, trace=True).run()
+    for ex in res.trace:
+        spans = sorted((s, e) for s, e, *_ in ex.steps)
+        assert all(e > s for s, e in spans)  # no step of zero length
+        assert all(a[1] <= b[0] + 1e-12 for a, b in pairwise(spans))  # one at a time
+        busy = res.executors[ex.name]["utilisation"] * res.horizon_s
+        assert busy == pytest.approx(sum(e - s for s, e in spans), rel=1e-9)

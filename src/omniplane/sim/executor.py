@@ -113,11 +113,12 @@ class Executor:
         now = self.loop.now
         engine, step = self._engine, self._step
         assert engine is not None and step is not None
-        self.busy, self._engine, self._step = False, None, None
+        self._step = None  # still busy: kicks from the step's own completions wait (see above)
         gpu = self.gpu
         if gpu is not None:
             gpu.end(self)
         engine.finish(now)
+        self.busy, self._engine = False, None
         stats = self.stats
         stats.record(self._started, now, step, engine.comp)
         if now >= stats.next_sample:
