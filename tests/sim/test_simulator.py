@@ -140,3 +140,15 @@ def test_busy_time_is_the_sum_of_the_steps_each_executor_ran() -> None:
         assert all(a[1] <= b[0] + 1e-12 for a, b in pairwise(spans))  # one at a time
         busy = res.executors[ex.name]["utilisation"] * res.horizon_s
         assert busy == pytest.approx(sum(e - s for s, e in spans), rel=1e-9)
+
+
+def test_work_arriving_at_one_instant_joins_one_step() -> None:
+    """Two requests finished by one thinker step reach the talker's node at the same instant
+    (plus the transfer): the talker's first step prefills both, whichever release ran first."""
+    work = {"enc": {"items": 1, "tokens": 64}, "thinker": {"prompt_tokens": 80, "output_tokens": 3},
+            "talker": {"prompt_tokens": 83, "output_tokens": 5}, "voc": {"audio_seconds": 0.4}}
+    arrivals = [Arrival(i, 0.0, "i2a", work) for i in (0, 1)]
+    res = make_sim(tiny_model(), tiny_plan(), arrivals, trace=True).run()
+    assert res.requests.done["thinker"][0] == res.requests.done["thinker"][1]
+    [back] = [ex for ex in res.trace if ex.node == "back"]
+    assert back.steps[0][2:] == ("talker", "prefill", 2)

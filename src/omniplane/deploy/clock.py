@@ -106,6 +106,7 @@ class RealTimeLoop(EventLoop):
         self.clock = clock
         self.lag = LagStats()
         self.errors: list[str] = []
+        self.fired = 0
 
     def sync(self) -> float:
         self.now = max(self.now, self.clock.now())
@@ -118,15 +119,30 @@ class RealTimeLoop(EventLoop):
         aio = asyncio.get_running_loop()
         aio.call_later(max(0.0, self.clock.wall_delay(when)), self._fire, when, callback, arg)
 
-    def _fire(self, when: float, callback: Callable[[Any], None], arg: Any) -> None:
-        self.lag.add(max(0.0, self.clock.now() - when))
-        self.now = max(self.now, when)
-        self.events += 1
+    def soon(self, callback: Callable[[Any], None], arg: Any = None) -> None:
+        """After the timers of this moment (asyncio runs them before what is asked now)."""
+        asyncio.get_running_loop().call_soon(self._run_soon, callback, arg)
+
+    def _run_soon(self, callback: Callable[[Any], None], arg: Any) -> None:
         try:
             callback(arg)
         except Exception as exc:  # keep the replica alive; the error is reported in stats
             log.exception("emulated engine event failed")
             self.errors.append(f"{type(exc).__name__}: {exc}")
+
+    def _fire(self, when: float, callback: Callable[[Any], None], arg: Any) -> None:
+        self.lag.add(max(0.0, self.clock.now() - when))
+        self.now = max(self.now, when)
+        self.fired += 1
+        try:
+            callback(arg)
+        except Exception as exc:  # keep the replica alive; the error is reported in stats
+            log.exception("emulated engine event failed")
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+
+    @property
+    def events(self) -> int:
+        return self.fired
 
     def run(self, until: float = float("inf")) -> None:
         raise RuntimeError("a RealTimeLoop is driven by asyncio; it has no run()")

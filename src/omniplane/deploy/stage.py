@@ -177,7 +177,7 @@ class StageHost:
         """As in the simulator: the engine prepares the job, which joins the queue when ready."""
         req, now = s.req, self.loop.now
         req.started[comp] = now
-        job = self.seat.engine_for(comp).prepare(req, now)
+        job = self.seat.by_comp[comp].prepare(req, now)
         req.jobs[comp] = job
         if job.ready > now:
             self.loop.at(job.ready, self._offer, job)
@@ -225,6 +225,8 @@ class StageHost:
         req, comp = job.req, job.comp
         if s is None or comp in req.done:
             return
+        if comp not in req.first_out:  # one-shot engines report the completion only
+            self._emit(s, StageEvent(FIRST, comp, now))
         self._emit(s, StageEvent(DONE, comp, now))
         released, feeds = req.complete(comp, now)
         for succ in released:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from omniplane.sim.costs import CostSource
-from omniplane.sim.job import Job, JobQueue
+from omniplane.sim.job import Job, JobQueue, push
 from omniplane.sim.request import SimRequest
 
 
@@ -80,9 +80,9 @@ class Engine:
     def add(self, job: Job, shared: bool) -> None:
         """A job is ready here (to the shared group queue, or pinned to this executor)."""
         if shared and self.queue.shared is not None:
-            self.queue.shared.append(job)
+            push(self.queue.shared, job)
         else:
-            self.queue.private.append(job)
+            push(self.queue.private, job)
 
     def has_work(self) -> bool:
         return bool(self.queue)
@@ -100,8 +100,7 @@ class Engine:
 
     def take_batch(self) -> list[Job]:
         """Up to ``max_batch`` waiting jobs become the step in progress (whole-batch engines)."""
-        jobs = self.queue.popleft_n(self.max_batch)
-        self.current = jobs
+        jobs = self.current = self.queue.popleft_n(self.max_batch)
         for j in jobs:
             j.engine = self
         return jobs
@@ -116,13 +115,14 @@ class Engine:
 
 
 class OneShotEngine(Engine):
-    """A job's whole work is one step: its first output and its completion come at the end."""
+    """A job's whole work is one step: its first output and its completion come at the end
+    (one report: a completion without a first output counts as both, see ``sim.walk``)."""
 
     def finish(self, now: float) -> None:
         jobs, self.current = self.current, []
+        done = self.report.done
         for j in jobs:
-            self.report.first_output(j, now)
-            self.report.done(j, now)
+            done(j, now)
 
 
 class EncoderEngine(OneShotEngine):
@@ -190,7 +190,7 @@ class DiTEngine(Engine):
         if room > 0 and self.queue:
             for j in self.queue.popleft_n(room):
                 j.engine = self
-                j.remaining = j.req.work[self.comp]["steps"]
+                j.remaining = j.req.work[self.comp]["steps"]  # denoising steps left
                 self.current.append(j)
         if not self.current:
             return None
@@ -206,7 +206,6 @@ class DiTEngine(Engine):
         for j in self.current:
             j.remaining -= 1
             if j.remaining <= 0:
-                self.report.first_output(j, now)
                 self.report.done(j, now)
             else:
                 keep.append(j)
@@ -232,14 +231,14 @@ class VocoderEngine(Engine):
             job.phase, job.size, job.upstream_done = 1, self.frame_seconds, not req.feed_open(self.comp)
             job.remaining = total - self.frame_seconds
         else:
-            job.phase, job.size, job.remaining = 0, total, 0.0
+            job.phase, job.size, job.remaining, job.upstream_done = 0, total, 0.0, True
         return job
 
     def start(self, now: float) -> Step | None:
         jobs = self.take_batch()
         if not jobs:
             return None
-        seconds = max(j.size for j in jobs)
+        seconds = jobs[0].size if len(jobs) == 1 else max(j.size for j in jobs)
         step = Step(self.cost.vocoder_time(self.comp, self.cfg, len(jobs), seconds), len(jobs), "vocode")
         if self.want_work:
             step.work = self.cost.vocoder_work(self.comp, self.cfg, len(jobs), seconds)  # type: ignore[attr-defined]
@@ -253,11 +252,8 @@ class VocoderEngine(Engine):
                 j.phase, j.size = 2, j.remaining
                 if j.upstream_done:
                     j.ready = now
-                    self.queue.private.append(j)
-            elif j.phase == 2:
-                self.report.done(j, now)
-            else:
-                self.report.first_output(j, now)
+                    push(self.queue.private, j)
+            else:  # the rest, or the whole utterance
                 self.report.done(j, now)
 
     def feed_ended(self, job: Job, now: float) -> bool:
@@ -266,6 +262,6 @@ class VocoderEngine(Engine):
         job.upstream_done = True
         if job.phase == 2:  # its first chunk is out and waited for the rest
             job.ready = now
-            job.engine.queue.private.append(job)
+            push(job.engine.queue.private, job)
             return True
         return False

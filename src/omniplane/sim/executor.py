@@ -2,9 +2,10 @@
 runs them in turns), one step at a time, on its own GPUs or on a GPU shared with another
 executor (:mod:`omniplane.sim.gpu`).
 
-A step's effects all land before the executor forms its next step: while an ending step's
-completions release work onto this executor (a merged node's next component, a vocoder's
-rest of audio), kicks wait, and the next step is formed once, from the whole new state.
+Steps are formed at the end of an instant (``EventLoop.soon``): a step sees all the work that
+arrived at that instant (three requests released by one upstream step and transferred together
+join one step, whatever order their events ran in), and all the effects of the step that just
+ended (a merged node's next component, a vocoder's rest of audio).
 """
 
 from __future__ import annotations
@@ -41,9 +42,7 @@ class Executor:
         self._step: Step | None = None  # None while busy: the step ended and its effects land
         self._started = 0.0
         self._version = 0  # bumps when the step in flight is cut short (stale end events)
-
-    def engine_for(self, comp: str) -> Engine:
-        return self.by_comp[comp]
+        self._forming = False  # a step formation waits for the end of the instant
 
     def offer(self, job: Job) -> None:
         """A job pinned to this executor is ready."""
@@ -56,12 +55,20 @@ class Executor:
         return sum(e.active() for e in self.engines)
 
     def kick(self, _: object = None) -> None:
-        """Start the next step if idle and some engine has work (engines take turns). While a
+        """There may be work: if idle, form the next step at the end of the instant. While a
         multi-iteration span runs, new work cuts it at the next iteration boundary."""
         if self.busy:
             step = self._step
             if step is not None and step.iterations > 1:
                 self._cut(step)
+        elif not self._forming:
+            self._forming = True
+            self.loop.soon(self._form)
+
+    def _form(self, _: object = None) -> None:
+        """Start the next step if some engine has work (engines take turns)."""
+        self._forming = False
+        if self.busy:
             return
         gpu = self.gpu
         if gpu is not None and not gpu.can_start(self):
@@ -113,14 +120,20 @@ class Executor:
         now = self.loop.now
         engine, step = self._engine, self._step
         assert engine is not None and step is not None
-        self._step = None  # still busy: kicks from the step's own completions wait (see above)
+        self._step = None  # still busy while the step's effects land
         gpu = self.gpu
         if gpu is not None:
             gpu.end(self)
         engine.finish(now)
         self.busy, self._engine = False, None
-        stats = self.stats
-        stats.record(self._started, now, step, engine.comp)
+        stats = self.stats  # ExecutorStats.record, inline (once per step)
+        stats.busy += now - self._started
+        n, kind = step.iterations, step.kind
+        stats.steps += n
+        by_kind = stats.by_kind
+        by_kind[kind] = by_kind.get(kind, 0) + n
+        if stats.trace is not None:
+            stats.trace.append((self._started, now, engine.comp, kind, step.batch))
         if now >= stats.next_sample:
             stats.sample(now, self.outstanding())
         if gpu is None:

@@ -63,18 +63,20 @@ class LLMEngine(Engine):
     # ---- bookkeeping ------------------------------------------------------------------
     def prepare(self, req: SimRequest, now: float) -> Job:
         job = Job(req, self.comp, now, self)
+        cut = 0
         feeder = req.path.feed_of.get(self.comp)
         if feeder is not None:  # a streaming LLM feed: only the feeder's first token exists yet
             out = req.work[feeder].get("output_tokens")
             if out is not None:
-                job.prompt_cut = int(out) - 1
+                cut = int(out) - 1
+        w = req.work[self.comp]
+        job.prompt_cut = cut
+        job.prompt = job.target = max(1, int(w["prompt_tokens"]) - cut)
+        job.out = int(w["output_tokens"])
+        job.state, job.admit, job.computed, job.generated, job.dec_i0 = WAITING, 0, 0, 0, 0
         return job
 
     def add(self, job: Job, shared: bool) -> None:
-        w = job.req.work[self.comp]
-        job.prompt = max(1, int(w["prompt_tokens"]) - job.prompt_cut)
-        job.out = int(w["output_tokens"])
-        job.target, job.state = job.prompt, WAITING
         if job.prompt + job.out > self.kv_capacity:
             # like vLLM refusing a sequence longer than the KV cache can ever hold
             self.report.failed(job, job.ready, f"{job.prompt + job.out} tokens exceed the KV "

@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from omniplane.sim.engines import Step
 from omniplane.sim.records import RequestRecords
 
 
 class ExecutorStats:
-    """Busy time and a queue-length timeline of one executor; optionally a trace of steps."""
+    """Busy time and a queue-length timeline of one executor; optionally a trace of steps
+    (the executor records each step as it ends)."""
 
     __slots__ = ("busy", "by_kind", "name", "next_sample", "queue", "steps", "trace")
     SAMPLE_S = 0.05  # queue-length timeline resolution (seconds)
@@ -28,13 +28,6 @@ class ExecutorStats:
         self.queue: list[tuple[float, int]] = []  # (time, outstanding requests), sampled
         self.next_sample = 0.0
         self.trace: list[tuple[float, float, str, str, int]] | None = [] if trace else None
-
-    def record(self, start: float, end: float, step: Step, comp: str) -> None:
-        self.busy += end - start
-        self.steps += step.iterations
-        self.by_kind[step.kind] = self.by_kind.get(step.kind, 0) + step.iterations
-        if self.trace is not None:
-            self.trace.append((start, end, comp, step.kind, step.batch))
 
     def sample(self, now: float, outstanding: int) -> None:
         """Queue length at a step end, at most every ``SAMPLE_S`` seconds."""

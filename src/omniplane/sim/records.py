@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from omniplane.sim.request import SimRequest
+from omniplane.spec import FirstResponse
 
 NAN = float("nan")
 
@@ -33,41 +34,39 @@ class RequestRecords:
     @staticmethod
     def of(requests: Sequence[SimRequest], components: Sequence[str], llms: Sequence[str]) -> RequestRecords:
         n = len(requests)
-        rid = np.empty(n, dtype=np.int64)
-        arrival, first, finish = np.empty(n), np.empty(n), np.empty(n)
-        failed = np.zeros(n, dtype=bool)
+        rid = np.fromiter((r.rid for r in requests), dtype=np.int64, count=n)
+        types = np.array([r.type for r in requests], dtype=str)
+        arrival = np.fromiter((r.arrival for r in requests), dtype=float, count=n)
+        finish = np.fromiter((NAN if r.finish is None else r.finish for r in requests), dtype=float, count=n)
+        failed = np.fromiter((r.failed is not None for r in requests), dtype=bool, count=n)
+        reasons = {r.rid: r.failed for r in requests if r.failed is not None}
         first_out = {c: np.full(n, NAN) for c in components}
         done = {c: np.full(n, NAN) for c in components}
-        out_tokens = {c: np.zeros(n) for c in llms}
-        reasons: dict[int, str] = {}
-        types: list[str] = []
+        first = np.full(n, NAN)
+        tpot = {c: np.full(n, NAN) for c in llms}
+        by_type: dict[str, list[int]] = {}
         for i, r in enumerate(requests):
-            rid[i] = r.rid
-            types.append(r.type)
-            arrival[i] = r.arrival
-            fr = r.first_response
-            first[i] = NAN if fr is None else fr
-            finish[i] = NAN if r.finish is None else r.finish
-            if r.failed is not None:
-                failed[i] = True
-                reasons[r.rid] = r.failed
-            for c, t in r.first_out.items():
-                first_out[c][i] = t
-            for c, t in r.done.items():
-                done[c][i] = t
-            for c in llms:
-                w = r.work.get(c)
-                if w is not None:
-                    out_tokens[c][i] = w.get("output_tokens", 0.0)
-        tpot = {}
-        for c in llms:
-            out = out_tokens[c]
-            ok = (out > 1) & ~np.isnan(first_out[c]) & ~np.isnan(done[c])
-            tp = np.full(n, NAN)
-            tp[ok] = (done[c][ok] - first_out[c][ok]) / (out[ok] - 1)
-            tpot[c] = tp
-        return RequestRecords(rid, np.array(types, dtype=str), arrival, first, finish, failed,
-                              first_out, done, tpot, reasons)
+            by_type.setdefault(r.type, []).append(i)
+        for rows in by_type.values():
+            path = requests[rows[0]].path
+            idx = np.array(rows)
+            of_type = [requests[i] for i in rows]
+            for c in path.components:
+                first_out[c][idx] = [r.first_out.get(c, NAN) for r in of_type]
+                done[c][idx] = [r.done.get(c, NAN) for r in of_type]
+            if path.metric is FirstResponse.E2E:  # the last completion, once all happened
+                first[idx] = np.max([done[c][idx] for c in path.components], axis=0)
+            else:
+                first[idx] = first_out[path.sink][idx]
+            for c in path.components:
+                if c in tpot:
+                    out = np.array([r.work[c].get("output_tokens", 0.0) for r in of_type])
+                    f, d = first_out[c][idx], done[c][idx]
+                    ok = (out > 1) & ~np.isnan(f) & ~np.isnan(d)
+                    col = np.full(len(rows), NAN)
+                    col[ok] = (d[ok] - f[ok]) / (out[ok] - 1)
+                    tpot[c][idx] = col
+        return RequestRecords(rid, types, arrival, first, finish, failed, first_out, done, tpot, reasons)
 
     def __len__(self) -> int:
         return len(self.rid)

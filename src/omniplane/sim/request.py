@@ -19,7 +19,13 @@ class SimRequest(Walk):
 
     def __init__(self, rid: int, type_name: str, arrival: float, work: ResolvedWork, path: TypePath,
                  nodes: dict[str, str]) -> None:
-        Walk.__init__(self, path)
+        # Walk.__init__, inline (one per request: the call is a measurable share of a queue check)
+        self.path = path
+        self.waiting = path.n_preds.copy()
+        self.first_out: dict[str, float] = {}
+        self.done: dict[str, float] = {}
+        self.failed: str | None = None
+        self._fed: set[str] | None = None
         self.rid = rid
         self.type = type_name
         self.arrival = arrival

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from omniplane.sim.eventloop import ARRIVE, DISPATCH, EventLoop
@@ -52,6 +52,10 @@ class Simulation:
         for ex in topology.executors:
             for engine in ex.engines:
                 engine.report = self
+        self._transfer = topology.transfer_s
+        self._fixed = {name: node.fixed for name, node in topology.nodes.items()}
+        # types with one route: no draw
+        self._route = {t: maps[0] for t, (_, maps) in topology.routes.items() if len(maps) == 1}
 
     # ---- main loop ------------------------------------------------------------------------
     def run(self, until: float | None = None) -> SimResult:
@@ -62,20 +66,15 @@ class Simulation:
         return self.result(time.perf_counter() - t0)
 
     def start(self) -> None:
-        """Queue the first arrival (each arrival queues the next); ``run`` calls this."""
-        self._next_arrival(iter(self._source))
+        """Put the arrivals on the event loop as its stream; ``run`` calls this."""
+        self.loop.stream([r.arrival for r in self._source], self._arrive, ARRIVE)
 
-    def _next_arrival(self, arrivals: Iterator[Any]) -> None:
-        req = next(arrivals, None)
-        if req is not None:
-            self.loop.at(req.arrival, self._arrive, (req, arrivals), ARRIVE)
-
-    def _arrive(self, arg: tuple[Any, Iterator[Any]]) -> None:
-        src, arrivals = arg
-        self._next_arrival(arrivals)
-        path = self.paths[src.type]
-        req = SimRequest(src.id, src.type, src.arrival, src.work, path,
-                         self.topo.pick_route(src.type, self.rnd))
+    def _arrive(self, i: int) -> None:
+        src = self._source[i]
+        t = src.type
+        path = self.paths[t]
+        route = self._route.get(t) or self.topo.pick_route(t, self.rnd)
+        req = SimRequest(src.id, t, src.arrival, src.work, path, route)
         self.requests.append(req)
         self.in_flight += 1
         for comp in path.entry:
@@ -87,27 +86,31 @@ class Simulation:
         queue of the request's seat at the node now or, if the engine says so, later."""
         now = self.loop.now
         req.started[comp] = now
-        seat = self._seat(req, req.nodes[comp])
-        job = seat.engine_for(comp).prepare(req, now)
+        name = req.nodes[comp]
+        seat = self._fixed[name] or self._seat(req, name)
+        job = seat.by_comp[comp].prepare(req, now)
         req.jobs[comp] = job
         if job.ready > now:
             self.loop.at(job.ready, self._offer, (seat, job), DISPATCH)
         else:
             seat.offer(job)
 
-    def _seat(self, req: SimRequest, node_name: str) -> Group | Executor:
+    def _seat(self, req: SimRequest, name: str) -> Group | Executor:
+        """The request's seat at node ``name``: a group drawn by the plan's probabilities, and on
+        a merged node the group's least-loaded executor, pinned until its last component there."""
+        node = self.topo.nodes[name]
+        if node.shared_queue:  # one component here: nothing to remember
+            return node.seat(req.type, self.rnd)
         seats = req.seats
         if seats is None:
             seats = req.seats = {}
-        seat = seats.get(node_name)
+        seat = seats.get(name)
         if seat is None:
-            node = self.topo.nodes[node_name]
-            seat = seats[node_name] = node.seat(req.type, self.rnd)
-            if isinstance(seat, Executor):  # pinned: count its components here to unpin
-                left = req.left
-                if left is None:
-                    left = req.left = {}
-                left[node_name] = sum(1 for n in req.nodes.values() if n == node_name)
+            seat = seats[name] = node.seat(req.type, self.rnd)
+            left = req.left
+            if left is None:
+                left = req.left = {}
+            left[name] = sum(1 for n in req.nodes.values() if n == name)
         return seat
 
     @staticmethod
@@ -116,8 +119,9 @@ class Simulation:
         seat.offer(job)
 
     def _release(self, req: SimRequest, frm: str, to: str) -> None:
-        if req.nodes[frm] != req.nodes[to] and self.topo.transfer_s > 0:
-            self.loop.after(self.topo.transfer_s, self._released, (req, to), DISPATCH)
+        nodes = req.nodes
+        if self._transfer > 0 and nodes[frm] != nodes[to]:
+            self.loop.at(self.loop.now + self._transfer, self._released, (req, to), DISPATCH)
         elif req.release(to):
             self._ready(req, to)
 
@@ -137,19 +141,21 @@ class Simulation:
         released, feeds = req.complete(comp, now)
         if req.failed is not None:
             return
-        node_name = req.nodes[comp]
         left = req.left
-        if left is not None and node_name in left:
-            left[node_name] -= 1
-            if left[node_name] == 0:  # its last component here: unpin
-                req.seats[node_name].load -= 1  # type: ignore[index]
+        if left is not None:
+            name = req.nodes[comp]
+            n = left.get(name)
+            if n is not None:
+                left[name] = n - 1
+                if n == 1:  # its last component here: unpin
+                    req.seats[name].load -= 1  # type: ignore[index]
         for succ in released:
             self._release(req, comp, succ)
         for succ in feeds:
             down = req.jobs.get(succ)
             if down is not None and down.host.feed_ended(down, now):
                 down.engine.executor.kick()
-        if req.finished:
+        if len(req.done) == req.path.size:
             req.finish = now
             self.in_flight -= 1
             self.completed += 1

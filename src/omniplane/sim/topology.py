@@ -25,6 +25,9 @@ class Group:
     executors: list[Executor]
     shared: deque[Job] | None = None
 
+    def __post_init__(self) -> None:
+        self.by_comp: dict[str, Engine] = self.executors[0].by_comp  # whose queue is shared
+
     def least_loaded(self) -> int:
         """Index of the executor with the fewest requests pinned to it (ties: lowest index)."""
         exs = self.executors
@@ -34,13 +37,10 @@ class Group:
                 best, load = i, exs[i].load
         return best
 
-    def engine_for(self, comp: str) -> Engine:
-        """The engine whose queue the group shares (its first executor's)."""
-        return self.executors[0].by_comp[comp]
-
     def offer(self, job: Job) -> None:
-        """A job joins the group's shared queue: idle executors pull it first; while it still
-        waits, busy ones take it at their next iteration boundary."""
+        """A job joins the group's shared queue: idle executors pull it first (their steps form
+        at the end of the instant); if it still waits then, busy ones take it at their next
+        iteration boundary."""
         executors = self.executors
         job.host.add(job, True)
         if len(executors) == 1:
@@ -49,8 +49,11 @@ class Group:
         for ex in executors:
             if not ex.busy:
                 ex.kick()
+        executors[0].loop.soon(self._spill, job)
+
+    def _spill(self, job: Job) -> None:
         if job.engine is None:
-            for ex in executors:
+            for ex in self.executors:
                 if ex.busy:
                     ex.kick()
 
@@ -61,6 +64,11 @@ class Node:
     components: tuple[str, ...]
     groups: list[Group]
     group_cum: dict[str, list[float]]  # per type: cumulative group probabilities
+
+    def __post_init__(self) -> None:
+        # the seat of every request, where there is no choice to make (one group's shared queue)
+        one = len(self.components) == 1 and len(self.groups) == 1
+        self.fixed: Group | None = self.groups[0] if one else None
 
     @property
     def shared_queue(self) -> bool:

@@ -44,6 +44,7 @@ class TypePath:
     on_done: dict[str, tuple[str, ...]]  # successors released by a completion (the other edges)
     ends_feed: dict[str, tuple[str, ...]]  # streaming successors told that the feed ended
     feed_of: dict[str, str]  # component -> the predecessor streaming into it
+    size: int  # number of components
 
     @staticmethod
     def of(model: ModelSpec, type_name: str) -> TypePath:
@@ -76,6 +77,7 @@ class TypePath:
             on_done={c: tuple(s for s, st in succs[c] if not st) for c in comps},
             ends_feed={c: tuple(s for s, st in succs[c] if st and s in incremental) for c in comps},
             feed_of=feed_of,
+            size=len(comps),
         )
 
 
@@ -140,7 +142,7 @@ class Walk:
 
     @property
     def finished(self) -> bool:
-        return len(self.done) == len(self.path.components)
+        return len(self.done) == self.path.size
 
     @property
     def first_response(self) -> float | None:
