@@ -148,7 +148,7 @@ class StageHost:
         self.opened += 1
         self._apply(s, order)
         for comp in order.comps:  # components whose predecessors are all released already
-            if req.waiting[comp] == 0 and comp not in req.jobs:
+            if req.waiting[comp] == 0 and comp not in req.started:
                 self._ready(s, comp)
         return s
 
@@ -178,7 +178,8 @@ class StageHost:
         req, now = s.req, self.loop.now
         req.started[comp] = now
         job = self.seat.by_comp[comp].prepare(req, now)
-        req.jobs[comp] = job
+        if comp in req.path.feed_of:
+            req.jobs[comp] = job
         if job.ready > now:
             self.loop.at(job.ready, self._offer, job)
         else:

@@ -16,6 +16,8 @@ from omniplane.sim.costs import CostSource
 from omniplane.sim.job import Job, JobQueue, push
 from omniplane.sim.request import SimRequest
 
+PRICES = 4096  # step sizes whose cost an engine remembers
+
 
 class Reporter(Protocol):
     """Receives job milestones (the simulation)."""
@@ -67,6 +69,18 @@ class Engine:
         self.current: list[Job] = []
         self.executor: Any = None  # set by the executor that owns this engine
         self.want_work = False  # co-located engines also report each step's roofline work
+        self._private, self._shared = queue.private, queue.shared  # has_work reads them directly
+        self._prices: dict[tuple[Any, ...], float] = {}
+
+    def priced(self, op: Any, *size: Any) -> float:
+        """``op(component, cfg, *size)``, remembered per size: the cost model is a pure function of
+        its arguments, so this is exact. Bounded: forgotten after ``PRICES`` sizes."""
+        t = self._prices.get(size)
+        if t is None:
+            if len(self._prices) >= PRICES:
+                self._prices.clear()
+            t = self._prices[size] = op(self.comp, self.cfg, *size)
+        return t
 
     def prepare(self, req: SimRequest, now: float) -> Job:
         """The request's job at this component, which just became ready for it at ``now``;
@@ -85,7 +99,7 @@ class Engine:
             push(self.queue.private, job)
 
     def has_work(self) -> bool:
-        return bool(self.queue)
+        return bool(self._private or self._shared)
 
     def active(self) -> int:
         """Requests this engine holds (waiting or in progress)."""
@@ -133,8 +147,9 @@ class EncoderEngine(OneShotEngine):
 
     kind = "encode"
 
-    def __init__(self, *args: Any, cpu_seconds: float = 0.0, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, comp: str, queue: JobQueue, cost: CostSource, cfg: Any, max_batch: int, *,
+                 cpu_seconds: float = 0.0) -> None:
+        super().__init__(comp, queue, cost, cfg, max_batch)
         self.cpu_seconds = cpu_seconds
 
     def prepare(self, req: SimRequest, now: float) -> Job:
@@ -152,9 +167,14 @@ class EncoderEngine(OneShotEngine):
         jobs = self.take_batch()
         if not jobs:
             return None
-        items = sum(int(j.req.work[self.comp]["items"]) for j in jobs)
-        tokens = sum(int(j.req.work[self.comp]["tokens"]) for j in jobs)
-        step = Step(self.cost.encoder_time(self.comp, self.cfg, items, tokens), len(jobs), "encode")
+        comp = self.comp
+        if len(jobs) == 1:
+            w = jobs[0].req.work[comp]
+            items, tokens = int(w["items"]), int(w["tokens"])
+        else:
+            items = sum(int(j.req.work[comp]["items"]) for j in jobs)
+            tokens = sum(int(j.req.work[comp]["tokens"]) for j in jobs)
+        step = Step(self.priced(self.cost.encoder_time, items, tokens), len(jobs), "encode")
         if self.want_work:
             step.work = self.cost.encoder_work(self.comp, self.cfg, items, tokens)  # type: ignore[attr-defined]
         return step
@@ -169,7 +189,7 @@ class VAEEngine(OneShotEngine):
         if not jobs:
             return None
         pixels = max(j.req.work[self.comp]["pixels"] for j in jobs)
-        step = Step(self.cost.vae_time(self.comp, self.cfg, len(jobs), pixels), len(jobs), "vae")
+        step = Step(self.priced(self.cost.vae_time, len(jobs), pixels), len(jobs), "vae")
         if self.want_work:
             step.work = self.cost.vae_work(self.comp, self.cfg, len(jobs), pixels)  # type: ignore[attr-defined]
         return step
@@ -183,7 +203,7 @@ class DiTEngine(Engine):
     kind = "denoise"
 
     def has_work(self) -> bool:
-        return bool(self.current) or bool(self.queue)
+        return bool(self.current or self._private or self._shared)
 
     def start(self, now: float) -> Step | None:
         room = self.max_batch - len(self.current)
@@ -195,7 +215,7 @@ class DiTEngine(Engine):
         if not self.current:
             return None
         tokens = int(max(j.req.work[self.comp]["tokens"] for j in self.current))
-        t = self.cost.dit_step_time(self.comp, self.cfg, len(self.current), tokens)
+        t = self.priced(self.cost.dit_step_time, len(self.current), tokens)
         step = Step(t, len(self.current), "denoise")
         if self.want_work:
             step.work = self.cost.dit_work(self.comp, self.cfg, len(self.current), tokens)  # type: ignore[attr-defined]
@@ -220,8 +240,9 @@ class VocoderEngine(Engine):
 
     kind = "vocode"
 
-    def __init__(self, *args: Any, frame_seconds: float, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, comp: str, queue: JobQueue, cost: CostSource, cfg: Any, max_batch: int, *,
+                 frame_seconds: float) -> None:
+        super().__init__(comp, queue, cost, cfg, max_batch)
         self.frame_seconds = frame_seconds
 
     def prepare(self, req: SimRequest, now: float) -> Job:
@@ -239,7 +260,11 @@ class VocoderEngine(Engine):
         if not jobs:
             return None
         seconds = jobs[0].size if len(jobs) == 1 else max(j.size for j in jobs)
-        step = Step(self.cost.vocoder_time(self.comp, self.cfg, len(jobs), seconds), len(jobs), "vocode")
+        if seconds == self.frame_seconds:  # first chunks: one size, priced once per batch size
+            t = self.priced(self.cost.vocoder_time, len(jobs), seconds)
+        else:
+            t = self.cost.vocoder_time(self.comp, self.cfg, len(jobs), seconds)
+        step = Step(t, len(jobs), "vocode")
         if self.want_work:
             step.work = self.cost.vocoder_work(self.comp, self.cfg, len(jobs), seconds)  # type: ignore[attr-defined]
         return step

@@ -43,6 +43,11 @@ class Executor:
         self._started = 0.0
         self._version = 0  # bumps when the step in flight is cut short (stale end events)
         self._forming = False  # a step formation waits for the end of the instant
+        # the engines in turn order starting at each engine: (engine, the others), precomputed
+        n = len(engines)
+        self._turns = [[(engines[(t + k) % n], (t + k + 1) % n,
+                         tuple(e for e in engines if e is not engines[(t + k) % n])) for k in range(n)]
+                       for t in range(n)]
 
     def offer(self, job: Job) -> None:
         """A job pinned to this executor is ready."""
@@ -50,9 +55,10 @@ class Executor:
         self.kick()
 
     def outstanding(self) -> int:
-        if len(self.engines) == 1:
-            return self.engines[0].active()
-        return sum(e.active() for e in self.engines)
+        total = 0
+        for e in self.engines:
+            total += e.active()
+        return total
 
     def kick(self, _: object = None) -> None:
         """There may be work: if idle, form the next step at the end of the instant. While a
@@ -62,8 +68,11 @@ class Executor:
             if step is not None and step.iterations > 1:
                 self._cut(step)
         elif not self._forming:
-            self._forming = True
-            self.loop.soon(self._form)
+            for e in self.engines:
+                if e.has_work():
+                    self._forming = True
+                    self.loop.soon(self._form)
+                    return
 
     def _form(self, _: object = None) -> None:
         """Start the next step if some engine has work (engines take turns)."""
@@ -84,17 +93,19 @@ class Executor:
             if self.can_span:
                 engine.extend(step)
         else:
-            turn = self._turn
-            for k in range(n):
-                engine = engines[(turn + k) % n]
+            for engine, after, others in self._turns[self._turn]:
                 if not engine.has_work():
                     continue
                 step = engine.start(now)
                 if step is None:
                     continue
-                self._turn = (turn + k + 1) % n
-                if self.can_span and not any(e.has_work() for e in engines if e is not engine):
-                    engine.extend(step)
+                self._turn = after
+                if self.can_span:
+                    for e in others:
+                        if e.has_work():
+                            break
+                    else:
+                        engine.extend(step)
                 break
             else:
                 return

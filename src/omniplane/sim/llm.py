@@ -26,8 +26,9 @@ from omniplane.policy import (
     StepOutcome,
     visible_waiting,
 )
+from omniplane.sim.costs import CostSource
 from omniplane.sim.engines import Engine, Step
-from omniplane.sim.job import Job
+from omniplane.sim.job import Job, JobQueue
 from omniplane.sim.request import SimRequest
 
 WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3
@@ -38,9 +39,10 @@ MAX_SPAN = 512  # most decode iterations simulated as one event
 class LLMEngine(Engine):
     kind = "llm"
 
-    def __init__(self, *args: Any, kv_capacity: int, token_budget: int = DEFAULT_TOKEN_BUDGET,
-                 policy: Policy | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, comp: str, queue: JobQueue, cost: CostSource, cfg: Any, max_batch: int, *,
+                 kv_capacity: int, token_budget: int = DEFAULT_TOKEN_BUDGET,
+                 policy: Policy | None = None) -> None:
+        super().__init__(comp, queue, cost, cfg, max_batch)
         self.kv_capacity = kv_capacity
         self.token_budget = token_budget
         self.policy: Policy = policy or FCFS()
@@ -50,6 +52,8 @@ class LLMEngine(Engine):
         self._finish_heap: list[tuple[int, int, Job]] = []
         self.iters = 0
         self._ctx_const = 0  # sum over decoding of (prompt + 1 - i0)
+        self._pf_computed = 0  # sum over prefilling of computed: the partial prefills' KV tokens
+        self._span_of = getattr(self.cost, "llm_decode_span", None)
         self._admits = 0
         self.step_no = 0
         self.preemptions = 0
@@ -87,7 +91,7 @@ class LLMEngine(Engine):
             self.policy.on_arrival(self._info(job), job.ready)
 
     def has_work(self) -> bool:
-        return bool(self.decoding) or bool(self.prefilling) or bool(self.queue)
+        return bool(self.decoding or self.prefilling or self._private or self._shared)
 
     def active(self) -> int:
         return len(self.queue) + len(self.prefilling) + len(self.decoding)
@@ -96,7 +100,7 @@ class LLMEngine(Engine):
         return self._ctx_const + len(self.decoding) * self.iters
 
     def kv_used(self) -> int:
-        return sum(j.computed for j in self.prefilling) + self._decode_context()
+        return self._pf_computed + self._ctx_const + len(self.decoding) * self.iters
 
     def _generated(self, job: Job) -> int:
         return 1 + self.iters - job.dec_i0 if job.state == DECODE else job.generated
@@ -126,6 +130,7 @@ class LLMEngine(Engine):
             self._leave_decode(victim)  # its heap entry is skipped lazily (state check)
         else:
             self.prefilling.remove(victim)
+            self._pf_computed -= victim.computed
         # recompute: the prompt and the tokens generated so far are prefilled again
         victim.target = victim.prompt + victim.generated
         victim.computed, victim.state = 0, WAITING
@@ -145,19 +150,23 @@ class LLMEngine(Engine):
         return self.policy.decide(ctx)
 
     def start(self, now: float) -> Step | None:
-        decision = self._decide(now)
+        decoding, prefilling = self.decoding, self.prefilling
+        if not (decoding or prefilling or self._private or self._shared):
+            return None
+        decision = FCFS._DECISION if self.fast else self._decide(now)
         # the running sequences must be able to take a step: each decode one more KV token, the
         # oldest partial prefill at least one; otherwise preempt the most recently admitted
-        while len(self.decoding) + len(self.prefilling) > 1:
-            need = len(self.decoding) + (1 if self.prefilling else 0)
-            if self.kv_used() + need <= self.kv_capacity or not self._preempt_latest():
+        cap = self.kv_capacity
+        while len(decoding) + len(prefilling) > 1:
+            need = len(decoding) + (1 if prefilling else 0)
+            if self.kv_used() + need <= cap or not self._preempt_latest():
                 break
-        decode_n = len(self.decoding)
+        decode_n = len(decoding)
         budget = self.token_budget - decode_n
-        kv_free = self.kv_capacity - self.kv_used() - decode_n
+        kv_free = cap - self.kv_used() - decode_n
         chunks: list[tuple[Job, int]] = []
         prefill_ctx = 0
-        for job in self.prefilling:
+        for job in prefilling:
             if budget <= 0 or kv_free <= 0:
                 break
             n = min(job.target - job.computed, budget, kv_free)
@@ -165,8 +174,8 @@ class LLMEngine(Engine):
             prefill_ctx += job.computed
             budget -= n
             kv_free -= n
-        room = self.max_batch - decode_n - len(self.prefilling)
-        if room > 0 and budget > 0 and kv_free > 0 and self.queue:
+        room = self.max_batch - decode_n - len(prefilling)
+        if room > 0 and budget > 0 and kv_free > 0 and (self._private or self._shared):
             candidates = self.queue.in_order() if self.fast else self._visible(decision)
             taken: set[int] = set()
             for job in candidates:
@@ -175,7 +184,7 @@ class LLMEngine(Engine):
                 n = min(job.target, budget, kv_free)
                 self._admits += 1
                 job.admit, job.state, job.engine = self._admits, PREFILL, self
-                self.prefilling.append(job)
+                prefilling.append(job)
                 chunks.append((job, n))
                 taken.add(id(job))
                 room -= 1
@@ -184,15 +193,19 @@ class LLMEngine(Engine):
             self.queue.remove(taken)
         if not chunks and not decode_n:
             return None
-        sizes = {"prefill_tokens": sum(n for _, n in chunks), "prefill_context": prefill_ctx,
-                 "prefill_requests": max(1, len(chunks)), "decode_batch": decode_n,
-                 "decode_context": self._decode_context() if decode_n else 0}
-        t = self.cost.llm_iteration_time(self.comp, self.cfg, **sizes)
+        tokens = chunks[0][1] if len(chunks) == 1 else sum(n for _, n in chunks)
+        requests = max(1, len(chunks))
+        context = self._ctx_const + decode_n * self.iters if decode_n else 0
+        t = self.cost.llm_iteration_time(self.comp, self.cfg, prefill_tokens=tokens,
+                                         prefill_context=prefill_ctx, prefill_requests=requests,
+                                         decode_batch=decode_n, decode_context=context)
         self._chunks, self._decode_n, self._sm_cap = chunks, decode_n, decision.sm_cap
         kind = "mixed" if chunks and decode_n else ("prefill" if chunks else "decode")
         step = Step(t, len(chunks) + decode_n, kind, sm_cap=decision.sm_cap)
         if self.want_work:
-            step.work = self.cost.llm_iteration_work(self.comp, self.cfg, **sizes)  # type: ignore[attr-defined]
+            step.work = self.cost.llm_iteration_work(  # type: ignore[attr-defined]
+                self.comp, self.cfg, prefill_tokens=tokens, prefill_context=prefill_ctx,
+                prefill_requests=requests, decode_batch=decode_n, decode_context=context)
         return step
 
     def extend(self, step: Step) -> None:
@@ -202,15 +215,15 @@ class LLMEngine(Engine):
         next iteration boundary if work arrives meanwhile (``cut``), so admission times are
         exactly those of iteration-by-iteration simulation."""
         n = self._decode_n
-        if not self.fast or step.kind != "decode" or self.queue or not self._finish_heap:
+        if not self.fast or step.kind != "decode" or self._private or self._shared or not self._finish_heap:
             return
         k = min(self._finish_heap[0][0] - self.iters, MAX_SPAN)
         kv_room = self.kv_capacity - self.kv_used()
         k = min(k, kv_room // n) if n else 0
         if k <= 1:
             return
-        ctx = self._decode_context()
-        maker = getattr(self.cost, "llm_decode_span", None)
+        ctx = self._ctx_const + n * self.iters
+        maker = self._span_of
         if maker is not None:
             span = maker(self.comp, self.cfg, n, ctx, k)
         else:
@@ -249,9 +262,11 @@ class LLMEngine(Engine):
                 self._done(job, now)
         for job, n in self._chunks:
             job.computed += n
+            self._pf_computed += n
             if job.computed < job.target:
                 continue
             self.prefilling.remove(job)
+            self._pf_computed -= job.computed
             job.generated += 1  # a prefill ends by sampling the next token
             if job.generated == 1:
                 first.append(job.rid)

@@ -32,7 +32,7 @@ class SimRequest(Walk):
         self.work = work
         self.nodes = nodes  # component -> plan node serving it for this request
         self.started: dict[str, float] = {}  # component -> dispatch time
-        self.jobs: dict[str, Any] = {}  # component -> its Job
+        self.jobs: dict[str, Any] = {}  # component fed along a streaming edge -> its Job, until done
         self.seats: dict[str, Any] | None = None  # node -> its executor group, or pinned executor
         self.left: dict[str, int] | None = None  # pinned node -> components still to finish there
         self.cpu_free: dict[Any, float] | None = None  # executor -> end of this request's preprocessing
