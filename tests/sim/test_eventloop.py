@@ -80,7 +80,7 @@ def test_soon_runs_after_every_event_of_the_instant() -> None:
 
     def first(_: object) -> None:
         seen.append("first")
-        loop.soon(seen.append, "end of 1.0")
+        loop.soon(lambda: seen.append("end of 1.0"))
         loop.at(1.0, seen.append, "later event at 1.0", DISPATCH)
 
     loop.at(1.0, first, None, COMPLETE)

@@ -119,13 +119,13 @@ class RealTimeLoop(EventLoop):
         aio = asyncio.get_running_loop()
         aio.call_later(max(0.0, self.clock.wall_delay(when)), self._fire, when, callback, arg)
 
-    def soon(self, callback: Callable[[Any], None], arg: Any = None) -> None:
+    def soon(self, callback: Callable[[], None]) -> None:
         """After the timers of this moment (asyncio runs them before what is asked now)."""
-        asyncio.get_running_loop().call_soon(self._run_soon, callback, arg)
+        asyncio.get_running_loop().call_soon(self._run_soon, callback)
 
-    def _run_soon(self, callback: Callable[[Any], None], arg: Any) -> None:
+    def _run_soon(self, callback: Callable[[], None]) -> None:
         try:
-            callback(arg)
+            callback()
         except Exception as exc:  # keep the replica alive; the error is reported in stats
             log.exception("emulated engine event failed")
             self.errors.append(f"{type(exc).__name__}: {exc}")

@@ -148,7 +148,7 @@ class StageHost:
         self.opened += 1
         self._apply(s, order)
         for comp in order.comps:  # components whose predecessors are all released already
-            if req.waiting[comp] == 0 and comp not in req.started:
+            if req.unreleased(comp) == 0 and comp not in req.started:
                 self._ready(s, comp)
         return s
 
@@ -179,6 +179,8 @@ class StageHost:
         req.started[comp] = now
         job = self.seat.by_comp[comp].prepare(req, now)
         if comp in req.path.feed_of:
+            if req.jobs is None:
+                req.jobs = {}
             req.jobs[comp] = job
         if job.ready > now:
             self.loop.at(job.ready, self._offer, job)
@@ -193,7 +195,7 @@ class StageHost:
         if comp not in s.comps or not s.req.feed_open(comp):
             return
         s.req.feed_ended(comp)
-        job = s.req.jobs.get(comp)
+        job = s.req.jobs.get(comp) if s.req.jobs else None
         if job is not None and job.host.feed_ended(job, self.loop.now):
             self.executor.kick()
 
@@ -234,7 +236,7 @@ class StageHost:
             if succ in s.comps:
                 self._schedule_release(s, Released(succ, comp, now))
         for succ in feeds:
-            down = req.jobs.get(succ) if succ in s.comps else None
+            down = req.jobs.get(succ) if req.jobs and succ in s.comps else None
             if down is not None and down.host.feed_ended(down, now):
                 self.executor.kick()
         s.remaining.discard(comp)

@@ -9,7 +9,6 @@ engines live here; the continuous-batching LLM engine in ``llm.py``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from omniplane.sim.costs import CostSource
@@ -29,15 +28,20 @@ class Reporter(Protocol):
     def failed(self, job: Job, now: float, reason: str) -> None: ...
 
 
-@dataclass(slots=True)
 class Step:
-    duration: float  # seconds, running alone on the executor's GPUs
-    batch: int
-    kind: str  # for traces: prefill/decode/mixed, encode, denoise, vocode, vae
-    work: Any = None  # roofline work for co-location (perf.Work), when known
-    sm_cap: int | None = None
-    iterations: int = 1  # > 1: a span of identical-shape decode iterations run as one step
-    bounds: Any = None  # a span's iteration end times (perf.span.DecodeSpan), from its start
+    """One step an engine runs (a plain class: one is made per step)."""
+
+    __slots__ = ("batch", "bounds", "duration", "iterations", "kind", "sm_cap", "work")
+
+    def __init__(self, duration: float, batch: int, kind: str, work: Any = None,
+                 sm_cap: int | None = None) -> None:
+        self.duration = duration  # seconds, running alone on the executor's GPUs
+        self.batch = batch
+        self.kind = kind  # for traces: prefill/decode/mixed, encode, denoise, vocode, vae
+        self.work = work  # roofline work for co-location (perf.Work), when known
+        self.sm_cap = sm_cap
+        self.iterations = 1  # > 1: a span of identical-shape decode iterations run as one step
+        self.bounds: Any = None  # a span's iteration end times (perf.span.DecodeSpan), from its start
 
 
 class _Unbound:

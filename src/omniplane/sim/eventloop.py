@@ -6,7 +6,7 @@ Rules, written down (after SimPy's ``core.py``):
 * Time never goes backwards: scheduling an event in the past raises ``ValueError``.
 * Events at the same time run in ``priority`` order (lower first), then in the order they
   were scheduled (``sequence``), so a run is deterministic for a given seed.
-* ``soon(callback, arg)`` runs after every event at the current time (the end of the
+* ``soon(callback)`` runs ``callback()`` after every event at the current time (the end of the
   instant), in the order asked; executors form their steps there, so a step sees all the work
   that arrived at that instant whatever order the same-time events ran in.
 * A *stream* (``stream(times, callback)``: ``callback(i)`` at ``times[i]``, non-decreasing) is
@@ -44,7 +44,7 @@ class EventLoop:
         self._feed: Callable[[int], None] | None = None
         self._prio = ARRIVE
         self._fed = 0  # stream items run so far
-        self._soon: list[tuple[Callback, Any]] = []
+        self._soon: list[Callable[[], None]] = []
 
     def at(self, time: float, callback: Callback, arg: Any = None, priority: int = ARRIVE) -> None:
         """Run ``callback(arg)`` at ``time``."""
@@ -56,9 +56,9 @@ class EventLoop:
     def after(self, delay: float, callback: Callback, arg: Any = None, priority: int = ARRIVE) -> None:
         self.at(self.now + delay, callback, arg, priority)
 
-    def soon(self, callback: Callback, arg: Any = None) -> None:
-        """Run ``callback(arg)`` at the end of the current instant (after every event at now)."""
-        self._soon.append((callback, arg))
+    def soon(self, callback: Callable[[], None]) -> None:
+        """Run ``callback()`` at the end of the current instant (after every event at now)."""
+        self._soon.append(callback)
 
     def stream(self, times: Sequence[float], callback: Callable[[int], None], priority: int = ARRIVE) -> None:
         """Run ``callback(i)`` at ``times[i]`` for every ``i`` (one stream per loop)."""
@@ -96,9 +96,9 @@ class EventLoop:
                 if soon and time > self.now:  # the instant is over: what waited for its end
                     k = 0
                     while k < len(soon):
-                        callback, arg = soon[k]
+                        callback = soon[k]
                         k += 1
-                        callback(arg)
+                        callback()
                     soon.clear()
                     continue
                 if time > until:

@@ -74,7 +74,7 @@ class Executor:
                     self.loop.soon(self._form)
                     return
 
-    def _form(self, _: object = None) -> None:
+    def _form(self) -> None:
         """Start the next step if some engine has work (engines take turns)."""
         self._forming = False
         if self.busy:
@@ -115,12 +115,12 @@ class Executor:
 
     def _cut(self, step: Step) -> None:
         """End the span in flight at the first iteration boundary not before now."""
-        j = cut_index(step.bounds, step.iterations, step.duration, self.loop.now - self._started)
+        j, end = cut_index(step.bounds, step.iterations, step.duration, self.loop.now - self._started)
         if j >= step.iterations:
             return
         engine = self._engine
         assert engine is not None
-        step.iterations, step.duration = j, step.bounds.end(j)
+        step.iterations, step.duration = j, end
         engine.cut(j)
         self._version += 1
         self.loop.at(self._started + step.duration, self._end, self._version, COMPLETE)
@@ -145,24 +145,33 @@ class Executor:
         by_kind[kind] = by_kind.get(kind, 0) + n
         if stats.trace is not None:
             stats.trace.append((self._started, now, engine.comp, kind, step.batch))
-        if now >= stats.next_sample:
-            stats.sample(now, self.outstanding())
+        if now >= stats.next_sample:  # the queue length, at a step end at most every SAMPLE_S
+            stats.next_sample = now + stats.SAMPLE_S
+            n = self.outstanding()
+            timeline = stats.queue
+            if not timeline or timeline[-1][1] != n:
+                timeline.append((now, n))
         if gpu is None:
             self.kick()
         else:
             gpu.after_end(self)  # kicks this executor and, on a shared GPU, the others
 
 
-def cut_index(span: Any, iterations: int, duration: float, elapsed: float) -> int:
+def cut_index(span: Any, iterations: int, duration: float, elapsed: float) -> tuple[int, float]:
     """Smallest ``j`` in ``1 .. iterations`` whose end ``span.end(j)`` is at or after ``elapsed``
-    (``duration = span.end(iterations)``). Searched from the linear estimate outwards: decode
-    iterations take nearly equal times, so it is usually one or two ``end`` evaluations."""
+    (``duration = span.end(iterations)``), and that end. Searched from the linear estimate
+    outwards: decode iterations take nearly equal times, so it is one to three evaluations."""
     if elapsed >= duration:
-        return iterations
+        return iterations, duration
     j = min(max(math.ceil(elapsed / duration * iterations), 1), iterations) if duration > 0 else 1
     end = span.end
-    while j > 1 and end(j - 1) >= elapsed:
-        j -= 1
-    while j < iterations and end(j) < elapsed:
+    t = end(j)
+    while t < elapsed and j < iterations:
         j += 1
-    return j
+        t = end(j)
+    while j > 1:
+        before = end(j - 1)
+        if before < elapsed:
+            break
+        j, t = j - 1, before
+    return j, t

@@ -15,7 +15,8 @@ from omniplane.sim.records import RequestRecords
 
 class ExecutorStats:
     """Busy time and a queue-length timeline of one executor; optionally a trace of steps
-    (the executor records each step as it ends)."""
+    (the executor records each step as it ends, and the queue length at a step end at most
+    every ``SAMPLE_S`` seconds)."""
 
     __slots__ = ("busy", "by_kind", "name", "next_sample", "queue", "steps", "trace")
     SAMPLE_S = 0.05  # queue-length timeline resolution (seconds)
@@ -28,12 +29,6 @@ class ExecutorStats:
         self.queue: list[tuple[float, int]] = []  # (time, outstanding requests), sampled
         self.next_sample = 0.0
         self.trace: list[tuple[float, float, str, str, int]] | None = [] if trace else None
-
-    def sample(self, now: float, outstanding: int) -> None:
-        """Queue length at a step end, at most every ``SAMPLE_S`` seconds."""
-        self.next_sample = now + self.SAMPLE_S
-        if not self.queue or self.queue[-1][1] != outstanding:
-            self.queue.append((now, outstanding))
 
     def summary(self, horizon: float) -> dict[str, Any]:
         q = np.array([n for _, n in self.queue]) if self.queue else np.zeros(1)

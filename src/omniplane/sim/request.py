@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from omniplane.sim.walk import TypePath, Walk
+from omniplane.sim.walk import NO_JOINS, TypePath, Walk
 from omniplane.spec.work import ResolvedWork
 
 __all__ = ["SimRequest", "TypePath"]
@@ -21,7 +21,7 @@ class SimRequest(Walk):
                  nodes: dict[str, str]) -> None:
         # Walk.__init__, inline (one per request: the call is a measurable share of a queue check)
         self.path = path
-        self.waiting = path.n_preds.copy()
+        self.waiting = path.joins.copy() if path.joins else NO_JOINS
         self.first_out: dict[str, float] = {}
         self.done: dict[str, float] = {}
         self.failed: str | None = None
@@ -32,7 +32,8 @@ class SimRequest(Walk):
         self.work = work
         self.nodes = nodes  # component -> plan node serving it for this request
         self.started: dict[str, float] = {}  # component -> dispatch time
-        self.jobs: dict[str, Any] = {}  # component fed along a streaming edge -> its Job, until done
+        # component fed along a streaming edge -> its Job, until done (None: there is none)
+        self.jobs: dict[str, Any] | None = None
         self.seats: dict[str, Any] | None = None  # node -> its executor group, or pinned executor
         self.left: dict[str, int] | None = None  # pinned node -> components still to finish there
         self.cpu_free: dict[Any, float] | None = None  # executor -> end of this request's preprocessing

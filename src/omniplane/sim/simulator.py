@@ -101,6 +101,8 @@ class Simulation:
         seat = self._fixed[name] or self._seat(req, name)
         job = seat.by_comp[comp].prepare(req, now)
         if comp in req.path.feed_of:
+            if req.jobs is None:
+                req.jobs = {}
             req.jobs[comp] = job
         if job.ready > now:
             self.loop.at(job.ready, self._offer, (seat, job), DISPATCH)
@@ -163,12 +165,13 @@ class Simulation:
                     req.seats[name].load -= 1  # type: ignore[index]
         for succ in released:
             self._release(req, comp, succ)
-        if req.jobs:
-            req.jobs.pop(comp, None)
-        for succ in feeds:
-            down = req.jobs.get(succ)
-            if down is not None and down.host.feed_ended(down, now):
-                down.engine.executor.kick()
+        jobs = req.jobs
+        if jobs is not None:
+            jobs.pop(comp, None)
+            for succ in feeds:
+                down = jobs.get(succ)
+                if down is not None and down.host.feed_ended(down, now):
+                    down.engine.executor.kick()
         if len(req.done) == req.path.size:
             req.finish = now
             self.in_flight -= 1

@@ -12,6 +12,7 @@ import bisect
 import random
 from collections import deque
 from dataclasses import dataclass, field
+from functools import partial
 
 from omniplane.sim.engines import Engine
 from omniplane.sim.executor import Executor
@@ -49,7 +50,7 @@ class Group:
         for ex in executors:
             if not ex.busy:
                 ex.kick()
-        executors[0].loop.soon(self._spill, job)
+        executors[0].loop.soon(partial(self._spill, job))
 
     def _spill(self, job: Job) -> None:
         if job.engine is None:

@@ -26,6 +26,7 @@ from omniplane.spec import FirstResponse, GeneratorKind, ModelSpec
 
 NOTHING: tuple[str, ...] = ()
 _NO_COMPLETION: tuple[tuple[str, ...], tuple[str, ...]] = (NOTHING, NOTHING)
+NO_JOINS: dict[str, int] = {}  # shared, never written (release() writes join counts only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,11 @@ class TypePath:
     ends_feed: dict[str, tuple[str, ...]]  # streaming successors told that the feed ended
     feed_of: dict[str, str]  # component -> the predecessor streaming into it
     size: int  # number of components
+    joins: dict[str, int]  # components with several predecessors: how many
+    # what a completion returns (precomputed: one is reported per job): after the first output,
+    # and when it also stands for the first output
+    completes: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
+    completes_first: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
 
     @staticmethod
     def of(model: ModelSpec, type_name: str) -> TypePath:
@@ -64,6 +70,9 @@ class TypePath:
             for s, streaming in succs[c]:
                 if streaming:
                     feed_of.setdefault(s, c)
+        on_first = {c: tuple(s for s, st in succs[c] if st) for c in comps}
+        on_done = {c: tuple(s for s, st in succs[c] if not st) for c in comps}
+        ends_feed = {c: tuple(s for s, st in succs[c] if st and s in incremental) for c in comps}
         return TypePath(
             name=type_name,
             components=comps,
@@ -73,11 +82,14 @@ class TypePath:
             metric=rt.first_response,
             n_preds={c: len(p) for c, p in preds.items()},
             entry=tuple(c for c in comps if not preds[c]),
-            on_first={c: tuple(s for s, st in succs[c] if st) for c in comps},
-            on_done={c: tuple(s for s, st in succs[c] if not st) for c in comps},
-            ends_feed={c: tuple(s for s, st in succs[c] if st and s in incremental) for c in comps},
+            on_first=on_first,
+            on_done=on_done,
+            ends_feed=ends_feed,
             feed_of=feed_of,
             size=len(comps),
+            joins={c: len(p) for c, p in preds.items() if len(p) > 1},
+            completes={c: (on_done[c], ends_feed[c]) for c in comps},
+            completes_first={c: (on_first[c] + on_done[c], ends_feed[c]) for c in comps},
         )
 
 
@@ -91,7 +103,8 @@ class Walk:
 
     def __init__(self, path: TypePath) -> None:
         self.path = path
-        self.waiting = dict(path.n_preds)  # component -> predecessors that have not released it
+        # components with several predecessors -> those that have not released it yet
+        self.waiting = path.joins.copy() if path.joins else NO_JOINS
         self.first_out: dict[str, float] = {}  # component -> time of its first output
         self.done: dict[str, float] = {}  # component -> time of its completion
         self.failed: str | None = None  # why the request was refused
@@ -100,9 +113,17 @@ class Walk:
     # ---- milestones in ---------------------------------------------------------------------
     def release(self, comp: str) -> bool:
         """One predecessor released ``comp``; True when that was the last one (it is ready)."""
-        left = self.waiting[comp] - 1
-        self.waiting[comp] = left
+        waiting = self.waiting
+        if comp not in waiting:  # its only predecessor
+            return True
+        left = waiting[comp] - 1
+        waiting[comp] = left
         return left == 0
+
+    def unreleased(self, comp: str) -> int:
+        """Predecessors that have not released ``comp`` yet. Counted for joins only: a component
+        with one predecessor always reads 1 (its release makes it ready at once)."""
+        return self.waiting.get(comp, self.path.n_preds[comp])
 
     def first_output(self, comp: str, t: float) -> tuple[str, ...]:
         """``comp`` produced its first output at ``t``: the successors that releases (once)."""
@@ -115,13 +136,11 @@ class Walk:
         """``comp`` finished at ``t``: (successors released, successors whose feed ended)."""
         if self.failed is not None or comp in self.done:
             return _NO_COMPLETION
-        path = self.path
-        released = path.on_done[comp]
+        self.done[comp] = t
         if comp not in self.first_out:  # reported done without a first output: both at once
             self.first_out[comp] = t
-            released = path.on_first[comp] + released
-        self.done[comp] = t
-        return released, path.ends_feed[comp]
+            return self.path.completes_first[comp]
+        return self.path.completes[comp]
 
     def fail(self, reason: str) -> None:
         self.failed = reason
