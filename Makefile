@@ -26,13 +26,14 @@ TORCH_VERSION ?= 2.13.0
 VLLM_VERSION      ?= 0.30.0
 VLLM_OMNI_VERSION ?= 0.30.0
 
-.PHONY: run test lint typecheck pytest pytest-vllm pytest-omni vllm-extra deploy-deps bench clean help
+.PHONY: run test lint typecheck pytest pytest-vllm pytest-omni vllm-extra deploy-deps sim-compiled bench clean help
 
 help:
 	@echo "make run    - set up .venv and plan Qwen3-Omni on 16 A100-80GB against every baseline"
 	@echo "make test   - set up .venv with test extras; run ruff, mypy and pytest"
 	@echo "make bench  - run the benchmarks in bench/ (slow, prints figures)"
 	@echo "make deploy-deps - install Ray Serve into .venv (make test does it too)"
+	@echo "make sim-compiled - compile the simulator's hot modules with mypyc (opt-in; same results, faster)"
 	@echo "make vllm-extra - set up $(VVENV) with the CPU builds of vLLM and vLLM-Omni (make test does it)"
 
 $(PY):
@@ -79,6 +80,18 @@ $(VVENV)/.test: pyproject.toml $(VSTAMP)
 	@touch $@
 
 vllm-extra: $(VVENV)/.test
+
+# Opt-in: the simulator's hot modules compiled with mypyc (omniplane/sim/native.py: same
+# results, faster; about a minute of CPU, so make run and make test do not do it). A build is
+# used only while every source of the package is what it was built from; after an edit the
+# simulator runs as plain Python until this is run again. tests/sim/test_native.py compares the
+# two paths' results whenever a build is present.
+$(VENV)/.native-deps: pyproject.toml | $(VENV)/.core
+	$(PIP) -e '.[native]'
+	@touch $@
+
+sim-compiled: $(VENV)/.native-deps
+	$(PY) -c "from omniplane.sim import native; native.main()"
 
 lint: $(VENV)/.deploy
 	$(VENV)/bin/ruff check src tests bench scripts

@@ -9,6 +9,10 @@ single-GPU co-location experiments and queueing checks.
 
 from __future__ import annotations
 
+from omniplane.sim import native
+
+native.activate(__path__)  # the compiled hot modules when built for these sources (sim/native.py)
+
 from collections.abc import Mapping, Sequence
 from typing import Any
 

@@ -24,6 +24,8 @@ from collections.abc import Callable, Sequence
 from itertools import pairwise
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 Callback = Callable[[Any], None]
 INF = float("inf")
 
@@ -33,6 +35,7 @@ ARRIVE = 1
 DISPATCH = 2
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # the emulated engine's RealTimeLoop is one
 class EventLoop:
     __slots__ = ("_fed", "_feed", "_heap", "_prio", "_seq", "_soon", "_times", "now")
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from omniplane.spec import FirstResponse, GeneratorKind, ModelSpec
 
 NOTHING: tuple[str, ...] = ()
@@ -93,6 +95,7 @@ class TypePath:
         )
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # the ingress's RequestWalk is one (sim/native.py)
 class Walk:
     """One request's progress on its path: milestones in, what they set free out.
 
