@@ -135,6 +135,11 @@ class Simulation:
     def _release(self, req: SimRequest, frm: str, to: str) -> None:
         nodes = req.nodes
         if self._transfer > 0 and nodes[frm] != nodes[to]:
+            name = nodes[to]
+            if self._fixed[name] is None and not self.topo.nodes[name].shared_queue:
+                # the data goes to one executor of a merged node: it is chosen (and pinned) when
+                # the transfer starts, by the loads then, as the deployment's router does
+                self._seat(req, name)
             self.loop.at(self.loop.now + self._transfer, self._released, (req, to), DISPATCH)
         elif req.release(to):
             self._ready(req, to)
