@@ -17,7 +17,7 @@ RUNS = r'''
 import json, math, sys
 from omniplane.perf import CostModel
 from omniplane.sim import RunSetup, SharedGPU, native, simulate
-from omniplane.sim.policy import FCFS, StepDecision
+from omniplane.policy import FCFS, StepDecision
 from omniplane.sim.queueing import simulate_waits
 from omniplane.spec import PlanSpec, load_gpus, load_model, load_plan, load_workload, parse, resolve_plan
 from omniplane.spec.catalog import catalog_dir
@@ -67,8 +67,8 @@ def _run(pure: bool) -> dict[str, object]:
     env.pop(native.PURE_ENV, None)
     if pure:
         env[native.PURE_ENV] = "1"
-    done = subprocess.run([sys.executable, "-c", RUNS], env=env, capture_output=True, text=True, check=True,
-                          timeout=900)
+    done = subprocess.run([sys.executable, "-c", RUNS], env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
