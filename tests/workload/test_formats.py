@@ -67,7 +67,7 @@ def test_azure_bad_rows_are_all_reported_and_valid_rows_kept(tmp_path: Path) -> 
     err = info.value
     assert [i.line for i in err.issues] == [3, 5, 6, 7]
     text = str(err)
-    assert f"{path}:3: ContextTokens: negative length" in text
+    assert f"{path}:3: ContextTokens: negative value" in text
     assert f"{path}:5: TIMESTAMP:" in text and "before the previous" in text
     assert f"{path}:7: GeneratedTokens: expected a number" in text
     assert err.partial is not None
@@ -113,7 +113,7 @@ def test_user_csv_missing_time_column_and_negative_value(tmp_path: Path) -> None
     with pytest.raises(TraceError, match=r"bad\.csv:1: arrival_s: missing column"):
         load_trace(path, "csv")
     path = write(tmp_path, "neg.csv", "arrival_s,prompt_tokens\n1,2\n2,-1\n3,4\n")
-    with pytest.raises(TraceError, match=r"neg\.csv:3: prompt_tokens: negative length") as info:
+    with pytest.raises(TraceError, match=r"neg\.csv:3: prompt_tokens: negative value") as info:
         load_trace(path, "csv")
     assert info.value.partial is not None and len(info.value.partial) == 2
 

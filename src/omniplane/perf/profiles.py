@@ -33,12 +33,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from omniplane.errors import InputError
+
 OPS = ("prefill", "decode", "encoder", "dit_step", "vocoder", "vae")
 COLUMNS = ("component", "gpu", "tp", "op", "batch", "size", "latency_ms")
 OPTIONAL = ("source",)
 
 
-class ProfileFormatError(ValueError):
+class ProfileFormatError(InputError):
     """A malformed profile table; ``str()`` is ``file:row N:column C: message`` per problem
     (row 1 is the header)."""
 

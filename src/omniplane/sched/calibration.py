@@ -26,8 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from omniplane.perf import ColocationModel, CostModel, ExecutorConfig
 from omniplane.perf.solo import (
     CHUNK_TOKENS,
@@ -41,6 +39,7 @@ from omniplane.sched.profiler import ClassProfile
 from omniplane.spec import ComponentKind, GPUKind, ModelSpec, PathClass, compute_capability
 from omniplane.spec.slo import HORIZON_MULTIPLIER, HORIZON_PERCENTILE
 from omniplane.spec.work import mean_work
+from omniplane.spec.yamlio import load_yaml
 
 SLO_MULTIPLIER = HORIZON_MULTIPLIER  # section 6.1: "5x its isolated p95 first-response latency"
 SCAP_TOLERANCE = 0.05  # assumption: "near-best" decode TPOT (Fig. 4b: 64 SMs within 3.2% of the best)
@@ -91,11 +90,7 @@ def slo_from_solo(model: ModelSpec, cost: CostModel, gpu: GPUKind, *, multiplier
 def load_solo_p95(path: Path, model: ModelSpec, *, multiplier: float = SLO_MULTIPLIER) -> SLOTable:
     """A measured SLO basis: JSON or YAML ``{"p95_ms": {CLASS: ms, ...}, "source": "..."}`` naming
     every request class of ``model``."""
-    try:
-        text = path.read_text()
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (OSError, ValueError, yaml.YAMLError) as exc:
-        raise ValueError(f"{path}: cannot read the solo p95 table: {exc}") from None
+    data = load_yaml(path, "solo p95 table")  # SpecError (a ValueError) naming the file
     if not isinstance(data, dict) or not isinstance(data.get("p95_ms"), dict):
         raise ValueError(f"{path}: p95_ms: expected a mapping of request class to milliseconds")
     p95: dict[str, float] = {}

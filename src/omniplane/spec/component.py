@@ -5,9 +5,16 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, ClassVar
 
-from pydantic import Field, model_validator
+from pydantic import Field, Strict, model_validator
 
-from omniplane.spec.base import Name, PositiveFloat, PositiveInt, Sourced, SpecModel
+from omniplane.spec.base import Name, Sourced, SpecModel
+
+# Ranges of size facts: assumptions, each far beyond any published model (100T parameters,
+# 10k layers, a million-wide hidden state), so that a slip such as 1e300 is refused at load time.
+Params = Annotated[float, Strict(), Field(gt=0, le=1e14)]
+Count = Annotated[int, Strict(), Field(gt=0, le=1_000_000)]
+Width = Annotated[int, Strict(), Field(gt=0, le=100_000_000)]
+Ratio = Annotated[float, Strict(), Field(gt=0, le=1e8)]
 
 
 class ComponentKind(StrEnum):
@@ -36,39 +43,39 @@ class Size(Sourced):
     MoE (defaults to ``params``). Attention shape fields are required for LLMs (KV cache).
     """
 
-    params: PositiveFloat
-    active_params: PositiveFloat | None = None
-    layers: PositiveInt | None = None
-    hidden: PositiveInt | None = None
-    heads: PositiveInt | None = None
-    kv_heads: PositiveInt | None = None
-    head_dim: PositiveInt | None = None
-    intermediate: PositiveInt | None = None
-    experts: PositiveInt | None = None
-    active_experts: PositiveInt | None = None
-    vocab: PositiveInt | None = None
-    bytes_per_param: PositiveFloat = 2.0
+    params: Params
+    active_params: Params | None = None
+    layers: Count | None = None
+    hidden: Width | None = None
+    heads: Count | None = None
+    kv_heads: Count | None = None
+    head_dim: Count | None = None
+    intermediate: Width | None = None
+    experts: Count | None = None
+    active_experts: Count | None = None
+    vocab: Width | None = None
+    bytes_per_param: Annotated[float, Strict(), Field(gt=0, le=16)] = 2.0
     # encoder: vision patches folded into one LLM token (spatial merge), audio tokens per second
-    patches_per_token: PositiveFloat | None = None
-    patch_pixels: PositiveInt | None = None
-    tokens_per_second: PositiveFloat | None = None
+    patches_per_token: Ratio | None = None
+    patch_pixels: Width | None = None
+    tokens_per_second: Ratio | None = None
     # video: consecutive frames one patch spans (temporal patch size); tiled image encoders
     # (InternViT): pixels of one tile (images become whole tiles, plus a thumbnail tile)
-    frames_per_patch: PositiveInt | None = None
-    tile_pixels: PositiveInt | None = None
-    max_tiles: PositiveInt | None = None
+    frames_per_patch: Count | None = None
+    tile_pixels: Width | None = None
+    max_tiles: Count | None = None
     # generator: codec frame rate, codebooks; DiT/VAE: pixels per latent token, latent channels
-    frame_rate_hz: PositiveFloat | None = None
-    codebooks: PositiveInt | None = None
+    frame_rate_hz: Ratio | None = None
+    codebooks: Count | None = None
     # llm with a multi-token-prediction (code predictor) module: a small dense transformer run
     # once per residual codebook, one codebook after another, for every frame (Qwen3-Omni's
     # talker: codebooks - 1 = 15 passes per 12.5 Hz frame). Its weights are not in ``params``.
-    mtp_params: PositiveFloat | None = None
-    mtp_layers: PositiveInt | None = None
-    mtp_hidden: PositiveInt | None = None
-    mtp_steps: PositiveInt | None = None  # sequential passes per frame; default codebooks - 1
-    pixels_per_token: PositiveFloat | None = None
-    latent_channels: PositiveInt | None = None
+    mtp_params: Params | None = None
+    mtp_layers: Count | None = None
+    mtp_hidden: Width | None = None
+    mtp_steps: Count | None = None  # sequential passes per frame; default codebooks - 1
+    pixels_per_token: Ratio | None = None
+    latent_channels: Count | None = None
 
     _unsourced: ClassVar[frozenset[str]] = frozenset({"bytes_per_param"})
 

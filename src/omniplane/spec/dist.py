@@ -11,14 +11,19 @@ import math
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, Strict, model_validator
 
-from omniplane.spec.base import PositiveFloat, SpecModel
+from omniplane.spec.base import MAX_MAGNITUDE, SpecModel
+
+MAX_WORK = 1e9  # assumption: no request has 10^9 tokens, items, seconds, steps or pixels per side
+Size = Annotated[float, Strict(), Field(gt=0, le=MAX_WORK)]
+Spread = Annotated[float, Strict(), Field(ge=0, le=MAX_WORK)]
+Sigma = Annotated[float, Strict(), Field(ge=0, le=10)]  # of log(x): exp(10) is a 22,000x spread
 
 
 class _Bounded(SpecModel):
-    min: PositiveFloat | None = None
-    max: PositiveFloat | None = None
+    min: Size | None = None
+    max: Size | None = None
 
     @model_validator(mode="after")
     def _check_bounds(self) -> _Bounded:
@@ -28,13 +33,13 @@ class _Bounded(SpecModel):
 
     def _clip(self, x: np.ndarray) -> np.ndarray:
         lo = self.min if self.min is not None else np.finfo(float).tiny
-        hi = self.max if self.max is not None else np.inf
+        hi = self.max if self.max is not None else MAX_WORK
         return np.asarray(np.clip(x, lo, hi), dtype=float)
 
 
 class Constant(SpecModel):
     dist: Literal["constant"] = "constant"
-    value: PositiveFloat
+    value: Size
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return np.full(n, self.value, dtype=float)
@@ -45,8 +50,8 @@ class Constant(SpecModel):
 
 class Uniform(SpecModel):
     dist: Literal["uniform"]
-    low: PositiveFloat
-    high: PositiveFloat
+    low: Size
+    high: Size
 
     @model_validator(mode="after")
     def _order(self) -> Uniform:
@@ -65,8 +70,8 @@ class Normal(_Bounded):
     """Normal, truncated by clipping to [min, max] (min defaults to the smallest positive float)."""
 
     dist: Literal["normal"]
-    mean_: PositiveFloat = Field(alias="mean")
-    std: Annotated[float, Field(ge=0)]
+    mean_: Size = Field(alias="mean")
+    std: Spread
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return self._clip(rng.normal(self.mean_, self.std, n))
@@ -79,8 +84,8 @@ class LogNormal(_Bounded):
     """Log-normal given by its median and the std-dev of log(x) (``sigma``)."""
 
     dist: Literal["lognormal"]
-    median: PositiveFloat
-    sigma: Annotated[float, Field(ge=0)]
+    median: Size
+    sigma: Sigma
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return self._clip(rng.lognormal(math.log(self.median), self.sigma, n))
@@ -91,7 +96,7 @@ class LogNormal(_Bounded):
 
 class Exponential(_Bounded):
     dist: Literal["exponential"]
-    mean_: PositiveFloat = Field(alias="mean")
+    mean_: Size = Field(alias="mean")
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return self._clip(rng.exponential(self.mean_, n))
@@ -104,8 +109,8 @@ class Choice(SpecModel):
     """A discrete distribution: ``values`` with ``weights`` (default: equal)."""
 
     dist: Literal["choice"]
-    values: Annotated[list[PositiveFloat], Field(min_length=1)]
-    weights: list[Annotated[float, Field(gt=0)]] | None = None
+    values: Annotated[list[Size], Field(min_length=1)]
+    weights: list[Annotated[float, Strict(), Field(gt=0, le=MAX_MAGNITUDE)]] | None = None
 
     @model_validator(mode="after")
     def _weights(self) -> Choice:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from omniplane.errors import InputError
+
 Loc = tuple[str | int, ...]
 
 
@@ -54,7 +56,7 @@ class SpecFieldError(Exception):
         super().__init__("; ".join(f"{i.field}: {i.message}" for i in self.issues))
 
 
-class SpecError(ValueError):
+class SpecError(InputError):
     """A spec file (or in-memory document) is invalid. ``str()`` lists every issue, one per line."""
 
     def __init__(self, file: str | None, issues: Sequence[SpecIssue]) -> None:

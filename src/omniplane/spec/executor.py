@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import AfterValidator, Field, Strict, field_validator
 
-from omniplane.spec.base import Name, PositiveInt, SpecModel, check_source
+from omniplane.spec.base import Name, Seconds, SpecModel, check_source
 
-Options = Annotated[list[PositiveInt], Field(min_length=1)]
+MAX_TP = 1024  # assumption: no executor spans more than 1,024 GPUs
+MAX_BATCH = 1_000_000  # assumption: far beyond any engine's max_num_seqs
+TP = Annotated[int, Strict(), Field(gt=0, le=MAX_TP)]
+Batch = Annotated[int, Strict(), Field(gt=0, le=MAX_BATCH)]
 
 
 class ExecutorType(SpecModel):
@@ -21,11 +24,11 @@ class ExecutorType(SpecModel):
 
     name: Name
     hosts: Annotated[list[Name], Field(min_length=1)]
-    tp: Options = Field(default_factory=lambda: [1])
-    max_batch: Options = Field(default_factory=lambda: [1])
+    tp: Annotated[list[TP], Field(min_length=1)] = Field(default_factory=lambda: [1])
+    max_batch: Annotated[list[Batch], Field(min_length=1)] = Field(default_factory=lambda: [1])
     # For encoders: CPU preprocessing time per item that overlaps with GPU work when busy
     # (Cornfigurator section 5.2); seconds.
-    cpu_seconds_per_item: Annotated[float, Field(ge=0)] = 0.0
+    cpu_seconds_per_item: Seconds = 0.0
     source: Annotated[str, AfterValidator(check_source)] | None = None  # for the numbers above
 
     @field_validator("tp")

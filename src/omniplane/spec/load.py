@@ -16,6 +16,7 @@ from typing import Any, TypeVar, Union
 
 from pydantic import BaseModel, ValidationError
 
+from omniplane.errors import unknown_name
 from omniplane.spec.catalog import catalog_gpus_path, find_catalog_model, find_catalog_workload
 from omniplane.spec.crosscheck import check_plan, check_trace_file, check_workload
 from omniplane.spec.errors import Loc, SpecError, SpecFieldError, SpecIssue
@@ -40,6 +41,8 @@ KINDS: dict[str, type[BaseModel]] = {
 # ---- validation of parsed data ------------------------------------------------------------
 def parse(cls: type[T], data: Any, file: str | None = None, positions: Positions | None = None) -> T:
     """Validate ``data`` as ``cls``; raise :class:`SpecError` naming file, field and position."""
+    if not isinstance(data, dict):
+        raise SpecError(file, [_not_a_mapping(cls, data)])
     try:
         return cls.model_validate(data)
     except ValidationError as exc:
@@ -47,6 +50,28 @@ def parse(cls: type[T], data: Any, file: str | None = None, positions: Positions
     except SpecFieldError as exc:
         issues = exc.issues
     raise SpecError(file, [_place(i, data, positions or {}) for i in issues])
+
+
+def _document_kind(cls: type[BaseModel]) -> str | None:
+    field = cls.model_fields.get("kind")
+    return str(field.default) if field is not None and isinstance(field.default, str) else None
+
+
+def _not_a_mapping(cls: type[BaseModel], data: Any) -> SpecIssue:
+    kind = _document_kind(cls)
+    want = f"a {kind} spec: a mapping with 'kind: {kind}' at the top" if kind else "a mapping"
+    got = "an empty file" if data is None else f"a {_yaml_type(data)}"
+    return SpecIssue((), f"expected {want}, got {got}", 1, 1)
+
+
+def _yaml_type(data: Any) -> str:
+    if isinstance(data, list):
+        return "list"
+    if isinstance(data, bool):
+        return "boolean"
+    if isinstance(data, int | float):
+        return "number"
+    return "string" if isinstance(data, str) else type(data).__name__
 
 
 def _clean_loc(loc: tuple[Any, ...], data: Any, keep_last: bool) -> Loc:
@@ -156,8 +181,12 @@ def load_document(path: str | Path) -> Document:
     """Load any spec file by its top-level ``kind``, validating cross-file references too."""
     path = Path(path)
     data, positions = read_yaml(path)
-    kind = data.get("kind") if isinstance(data, dict) else None
-    if kind not in KINDS:
+    if not isinstance(data, dict):
+        got = "an empty file" if data is None else f"a {_yaml_type(data)}"
+        raise SpecError(str(path), [SpecIssue((), f"expected a spec: a mapping with a top-level "
+                                                  f"kind ({', '.join(sorted(KINDS))}), got {got}", 1, 1)])
+    kind = data.get("kind")
+    if not isinstance(kind, str) or kind not in KINDS:
         where = positions.get(("kind",), positions.get((), (1, 1)))
         raise SpecError(
             str(path),
@@ -173,6 +202,12 @@ def load_document(path: str | Path) -> Document:
 
 def _load(cls: type[T], path: Path) -> tuple[T, Positions]:
     data, positions = read_yaml(path)
+    want = _document_kind(cls)
+    kind = data.get("kind") if isinstance(data, dict) else None
+    if want is not None and isinstance(kind, str) and kind in KINDS and kind != want:
+        line, col = positions.get(("kind",), (1, 1))
+        raise SpecError(str(path), [SpecIssue(("kind",), f"this is a {kind} spec; expected a {want} "
+                                                         f"spec (kind: {want})", line, col)])
     return parse(cls, data, str(path), positions), positions
 
 
@@ -188,7 +223,12 @@ def _resolve_model_path(ref: str | Path, base_dir: Path | None) -> Path:
         return p if p.is_absolute() or base_dir is None else base_dir / p
     found = find_catalog_model(text)
     if found is None:
-        raise KeyError(f"no catalog model named {text!r} (see `omniplane models`)")
+        from omniplane.spec.catalog import catalog_model_paths
+
+        known = [p.stem for p in catalog_model_paths()]
+        msg = str(unknown_name("catalog model", text, known)).replace("unknown catalog model",
+                                                                        "no catalog model named", 1)
+        raise KeyError(f"{msg} (omniplane models)")
     return found
 
 
@@ -216,11 +256,16 @@ class ResolvedPlan:
 
 
 def _model_ref(spec_model: str, path: Path | None, positions: Positions, file: str) -> ModelSpec:
+    line, col = positions.get(("model",), (None, None))
     try:
-        return load_model(spec_model, path.parent if path else None)
+        model_path = _resolve_model_path(spec_model, path.parent if path else None)
     except KeyError as exc:
-        line, col = positions.get(("model",), (None, None))
         raise SpecError(file, [SpecIssue(("model",), str(exc.args[0]), line, col)]) from None
+    if not model_path.is_file():
+        raise SpecError(file, [SpecIssue(("model",), f"no model file {model_path} (a path is relative "
+                                                     "to this file) and no catalog model of that name",
+                                         line, col)])
+    return _load(ModelSpec, model_path)[0]
 
 
 def load_workload(path: str | Path) -> ResolvedWorkload:

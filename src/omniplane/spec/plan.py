@@ -47,21 +47,30 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, Strict, model_validator
 
-from omniplane.spec.base import Document, Name, PositiveFloat, PositiveInt, SpecModel
+from omniplane.spec.base import (
+    Document,
+    Fraction,
+    Name,
+    NonNegativeFloat,
+    PositiveFloat,
+    PositiveInt,
+    SpecModel,
+)
 from omniplane.spec.errors import Loc, SpecFieldError
+from omniplane.spec.executor import TP, Batch
 from omniplane.spec.slo import LatencyTargets
-from omniplane.spec.workload import Fraction, check_fractions
+from omniplane.spec.workload import check_fractions
 
-Probability = Annotated[float, Field(ge=0, le=1)]
+Probability = Fraction
 _TOL = 1e-6
 
 
 class ExecutorGroup(SpecModel):
-    count: PositiveInt
-    tp: PositiveInt = 1
-    max_batch: PositiveInt
+    count: Annotated[int, Strict(), Field(gt=0, le=10_000)]  # assumption: beyond any one cluster
+    tp: TP = 1
+    max_batch: Batch
 
     @property
     def gpus(self) -> int:
@@ -131,7 +140,7 @@ class PlanSpec(Document):
     model: str
     gpu: Name
     gpus: PositiveInt | None = None
-    transfer_ms: Annotated[float, Field(ge=0)] = 10.0  # per disaggregated edge (Cornfigurator 5.2)
+    transfer_ms: NonNegativeFloat = 10.0  # per disaggregated edge (Cornfigurator 5.2)
     nodes: Annotated[list[PlanNode], Field(min_length=1)]
     routes: Annotated[dict[Name, Annotated[list[Route], Field(min_length=1)]], Field(min_length=1)]
     slo: LatencyTargets | None = None

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field, model_validator
 
 from omniplane.policy import PathClass
-from omniplane.spec.base import Name, SpecModel
+from omniplane.spec.base import Name, Priority, SpecModel
 from omniplane.spec.component import ComponentKind, GeneratorKind, Modality
 from omniplane.spec.dist import Distribution, coerce_distribution
 
@@ -71,7 +71,7 @@ class RequestType(SpecModel):
     first_response: FirstResponse
     path_class: PathClass
     # vLLM priority used to carry the class through an OpenAI-style API (HorizonServe section 5)
-    priority: int | None = None
+    priority: Priority | None = None
     source: str = ""  # where the size distributions come from
 
     @model_validator(mode="before")

@@ -10,11 +10,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, Strict
 
-from omniplane.spec.base import Name, PositiveFloat, SpecModel
+from omniplane.spec.base import Name, SpecModel
 
-Percentile = Annotated[float, Field(gt=0, lt=100)]
+Percentile = Annotated[float, Strict(), Field(gt=0, lt=100)]
+MAX_TARGET_MS = 1e9  # assumption: 11.6 days, far beyond any first-response target
+Milliseconds = Annotated[float, Strict(), Field(gt=0, le=MAX_TARGET_MS)]
+Multiplier = Annotated[float, Strict(), Field(gt=0, le=1000)]  # assumption: 1,000 x solo at most
 
 # HorizonServe section 6.1: "We set each class SLO target to 5x its isolated p95 first-response
 # latency"; Cornfigurator section 6.1: "take its p25 latency as the target"
@@ -27,7 +30,7 @@ class ExplicitSLO(SpecModel):
     """Fixed targets in milliseconds, per request type."""
 
     policy: Literal["explicit"] = "explicit"
-    targets_ms: Annotated[dict[Name, PositiveFloat], Field(min_length=1)]
+    targets_ms: Annotated[dict[Name, Milliseconds], Field(min_length=1)]
 
 
 class SoloMultiplierSLO(SpecModel):
@@ -35,7 +38,7 @@ class SoloMultiplierSLO(SpecModel):
     (HorizonServe section 6.1: 5 x solo p95)."""
 
     policy: Literal["solo_multiplier"] = "solo_multiplier"
-    multiplier: PositiveFloat = HORIZON_MULTIPLIER
+    multiplier: Multiplier = HORIZON_MULTIPLIER
     percentile: Percentile = HORIZON_PERCENTILE
 
 
@@ -45,7 +48,7 @@ class IsolatedPercentileSLO(SpecModel):
 
     policy: Literal["isolated_percentile"] = "isolated_percentile"
     percentile: Percentile = CORNFIGURATOR_PERCENTILE
-    multiplier: PositiveFloat = 1.0
+    multiplier: Multiplier = 1.0
 
 
 SLOPolicy = Annotated[
@@ -70,7 +73,7 @@ class LatencyTargets(SpecModel):
     per type, how its target was obtained (the deployment the isolated percentile was taken
     on, ``explicit``, or ``--slo`` for a user's value)."""
 
-    targets_ms: Annotated[dict[Name, PositiveFloat], Field(min_length=1)]
+    targets_ms: Annotated[dict[Name, Milliseconds], Field(min_length=1)]
     derived_from: SLOPolicy | None = None
     how: dict[Name, str] = Field(default_factory=dict)
 
@@ -116,6 +119,8 @@ def parse_duration_ms(text: str, where: str) -> float:
     value = float(m["v"]) * (1.0 if m["unit"] == "ms" else 1e3)
     if not value > 0:
         raise ValueError(f"{where}: the target must be positive, got {text.strip()!r}")
+    if not value <= MAX_TARGET_MS:
+        raise ValueError(f"{where}: the target must be at most {MAX_TARGET_MS:g} ms, got {text.strip()!r}")
     return value
 
 

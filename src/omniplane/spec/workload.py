@@ -4,15 +4,29 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, Strict, model_validator
 
-from omniplane.spec.base import Document, Name, PositiveFloat, SpecModel
+from omniplane.spec.base import (
+    MAX_RATE,
+    Document,
+    Fraction,
+    Name,
+    PositiveSeconds,
+    Rate,
+    Seconds,
+    Seed,
+    SpecModel,
+)
 from omniplane.spec.component import Modality
 from omniplane.spec.errors import SpecFieldError
 from omniplane.spec.request import Work
 from omniplane.spec.slo import SLOPolicy, SoloMultiplierSLO
 
-Fraction = Annotated[float, Field(ge=0, le=1)]
+CV = Annotated[float, Strict(), Field(gt=0, le=100)]  # assumption: ServeGen fits CVs below 10
+WEIBULL_CV = (0.003, 100.0)  # CVs whose Weibull shape omniplane.workload.arrivals can solve for
+WeibullCV = Annotated[float, Strict(), Field(ge=WEIBULL_CV[0], le=WEIBULL_CV[1])]
+Scale = Annotated[float, Strict(), Field(gt=0, le=1e6)]
+Client = Annotated[int, Strict(), Field(ge=0, le=1_000_000)]
 _SUM_TOL = 1e-6
 
 
@@ -24,30 +38,37 @@ def check_fractions(fractions: dict[str, float], what: str) -> None:
 
 class Poisson(SpecModel):
     process: Literal["poisson"]
-    rate: PositiveFloat  # requests per second
+    rate: Rate  # requests per second
 
 
 class GammaArrivals(SpecModel):
     """Gamma-distributed inter-arrival times with mean 1/rate and coefficient of variation cv."""
 
     process: Literal["gamma"]
-    rate: PositiveFloat
-    cv: PositiveFloat
+    rate: Rate
+    cv: CV
 
 
 class WeibullArrivals(SpecModel):
     """Weibull inter-arrival times with mean 1/rate and coefficient of variation cv."""
 
     process: Literal["weibull"]
-    rate: PositiveFloat
-    cv: PositiveFloat
+    rate: Rate
+    cv: WeibullCV
 
 
 class Window(SpecModel):
-    start: Annotated[float, Field(ge=0)]  # seconds
-    rate: Annotated[float, Field(ge=0)]
-    cv: PositiveFloat = 1.0
+    start: Seconds
+    rate: Annotated[float, Strict(), Field(ge=0, le=MAX_RATE)]
+    cv: CV = 1.0
     pattern: Literal["gamma", "weibull"] = "gamma"
+
+    @model_validator(mode="after")
+    def _weibull(self) -> Window:
+        if self.pattern == "weibull" and not WEIBULL_CV[0] <= self.cv <= WEIBULL_CV[1]:
+            raise ValueError(f"a weibull window needs {WEIBULL_CV[0]} <= cv <= {WEIBULL_CV[1]:g} "
+                             f"(got {self.cv})")
+        return self
 
 
 class PiecewiseArrivals(SpecModel):
@@ -55,10 +76,12 @@ class PiecewiseArrivals(SpecModel):
 
     process: Literal["piecewise"]
     windows: Annotated[list[Window], Field(min_length=1)]
-    window_s: PositiveFloat | None = None  # length of the last window (default: as the others)
+    window_s: PositiveSeconds | None = None  # length of the last window (default: as the others)
 
     @model_validator(mode="after")
     def _increasing(self) -> PiecewiseArrivals:
+        if all(w.rate == 0 for w in self.windows):
+            raise ValueError("every window has rate 0: the process has no arrivals")
         starts = [w.start for w in self.windows]
         for i in range(1, len(starts)):
             if starts[i] <= starts[i - 1]:
@@ -111,10 +134,10 @@ class TraceArrivals(SpecModel):
     process: Literal["trace"]
     trace: str
     format: TraceFormat
-    time_scale: PositiveFloat = 1.0  # >1 stretches time (lower rate)
-    rate: PositiveFloat | None = None  # replay at this mean rate instead (req/s)
-    start_s: Annotated[float, Field(ge=0)] = 0.0
-    clients: Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)] | None = None
+    time_scale: Scale = 1.0  # >1 stretches time (lower rate)
+    rate: Rate | None = None  # replay at this mean rate instead (req/s)
+    start_s: Seconds = 0.0
+    clients: Annotated[list[Client], Field(min_length=1)] | None = None
     mapping: TraceMapping | None = None
 
     def option_issues(self) -> list[tuple[tuple[str, ...], str]]:
@@ -145,8 +168,8 @@ class WorkloadSpec(Document):
     arrival: Arrival
     sizes: dict[Name, Work] = Field(default_factory=dict)  # type -> component -> quantity -> dist
     slo: SLOPolicy = Field(default_factory=SoloMultiplierSLO)
-    duration_s: PositiveFloat | None = None
-    seed: int = 0
+    duration_s: PositiveSeconds | None = None
+    seed: Seed = 0
 
     @model_validator(mode="after")
     def _mix(self) -> WorkloadSpec:

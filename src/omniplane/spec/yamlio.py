@@ -1,7 +1,17 @@
-"""YAML reading with positions: every value's line and column, keyed by its field location."""
+"""Reading YAML safely, with positions: every value's line and column, keyed by its field location.
+
+Safe means bounded: a spec file is at most :data:`MAX_SPEC_BYTES`, a document uses at most
+:data:`MAX_ALIASES` aliases, expands (aliases followed) to at most :data:`MAX_NODES` nodes and
+nests at most :data:`MAX_DEPTH` levels. The checks run on the composed node graph, where an
+alias is a reference to its anchor's node, so a "billion laughs" document (a few lines whose
+aliases expand to 10^9 nodes) is refused before anything is expanded, in time linear in its
+text. Numbers follow YAML 1.2: ``1e9`` is a float (PyYAML's YAML 1.1 reads it as a string).
+"""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +20,95 @@ import yaml
 from omniplane.spec.errors import Loc, SpecError, SpecIssue
 
 Positions = dict[Loc, tuple[int, int]]
+
+MAX_SPEC_BYTES = 2 * 2**20  # assumption: the largest shipped spec is ~10 KB, a plan ~20 KB
+MAX_ALIASES = 1_000  # assumption: hand-written specs share a few dozen anchors
+MAX_NODES = 200_000  # assumption: 20x the largest shipped spec's ~10^4 nodes, expanded
+MAX_DEPTH = 64  # assumption: shipped specs nest 8 levels deep
+
+_FLOAT_12 = re.compile(
+    r"""^(?:[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)
+    |[-+]?\.[0-9_]+(?:[eE][-+]?[0-9]+))$""",
+    re.X,
+)
+
+
+class _Refused(Exception):
+    def __init__(self, message: str, where: yaml.Node | yaml.Event | yaml.Mark) -> None:
+        super().__init__(message)
+        self.mark = where if isinstance(where, yaml.Mark) else where.start_mark
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader that counts aliases while composing."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.aliases = 0
+        self.depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_ALIASES:
+                raise _Refused(f"more than {MAX_ALIASES:,} YAML aliases (*name); a spec may use at "
+                               f"most {MAX_ALIASES:,}", self.peek_event())  # type: ignore[no-untyped-call]
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH + 1:
+                raise _Refused(f"nested more than {MAX_DEPTH} levels deep",
+                               self.peek_event())  # type: ignore[no-untyped-call]
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def fetch_flow_collection_start(self, token_class: Any) -> None:
+        # PyYAML's scanner reads ahead over every open '[' / '{' and re-checks each one per
+        # token (quadratic in the flow depth): refuse before a deep flow collection is scanned
+        if self.flow_level >= MAX_DEPTH:
+            raise _Refused(f"nested more than {MAX_DEPTH} levels deep", self.get_mark())
+        super().fetch_flow_collection_start(token_class)
+
+
+# exponent floats without a dot (1e9, 2.5E-3 already resolve): YAML 1.2 core schema
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
+
+
+def _expanded_size(root: yaml.Node) -> None:
+    """Refuse a node graph that refers to itself, nests (aliases followed) more than
+    :data:`MAX_DEPTH` levels or expands to more than :data:`MAX_NODES` nodes. Memoised per node
+    (an anchor is composed before its aliases), so linear in the composed graph."""
+    seen: dict[int, tuple[int, int]] = {}  # id -> (expanded size, height)
+    open_: set[int] = set()
+
+    def visit(node: yaml.Node) -> tuple[int, int]:
+        key = id(node)
+        if key in seen:
+            return seen[key]
+        if key in open_:
+            raise _Refused("a YAML alias refers to a node that contains it (a recursive document)",
+                           node)
+        size, height = 1, 0
+        open_.add(key)
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        for child in children:
+            s, h = visit(child)
+            size, height = size + s, max(height, h + 1)
+            if size > MAX_NODES:
+                raise _Refused(f"the document expands to more than {MAX_NODES:,} values once its "
+                               f"aliases are followed (a 'billion laughs' document?); a spec may "
+                               f"hold at most {MAX_NODES:,}", child)
+            if height > MAX_DEPTH:
+                raise _Refused(f"nested more than {MAX_DEPTH} levels deep (aliases followed)", child)
+        open_.discard(key)
+        seen[key] = (size, height)
+        return size, height
+
+    visit(root)
 
 
 def _walk(node: yaml.Node, loc: Loc, pos: Positions, issues: list[SpecIssue]) -> None:
@@ -31,39 +130,96 @@ def _walk(node: yaml.Node, loc: Loc, pos: Positions, issues: list[SpecIssue]) ->
             _walk(item, (*loc, i), pos, issues)
 
 
+def _where(mark: Any) -> tuple[int | None, int | None]:
+    return (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
+
+
 def parse_yaml(text: str, file: str | None) -> tuple[Any, Positions]:
     """Parse YAML text; return the data and the position of every value.
 
-    Raises :class:`SpecError` for invalid YAML (with line and column) and duplicate keys.
+    Raises :class:`SpecError` for invalid YAML (with line and column), duplicate keys and
+    documents over the limits of this module.
     """
+    loader = _Loader(text)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is not None:
+            _expanded_size(node)
+    except _Refused as exc:
+        raise SpecError(file, [SpecIssue((), str(exc), *_where(exc.mark))]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
-        col = mark.column + 1 if mark else None
         problem = " ".join(p for p in (exc.context, exc.problem) if p)
-        raise SpecError(file, [SpecIssue((), f"invalid YAML: {problem}", line, col)]) from None
+        raise SpecError(file, [SpecIssue((), f"invalid YAML: {problem}", *_where(mark))]) from None
     except yaml.YAMLError as exc:
-        raise SpecError(file, [SpecIssue((), f"invalid YAML: {exc}")]) from None
+        raise SpecError(file, [SpecIssue((), f"invalid YAML: {' '.join(str(exc).split())}")]) from None
+    except RecursionError:
+        raise SpecError(file, [SpecIssue((), f"nested more than {MAX_DEPTH} levels deep")]) from None
     positions: Positions = {}
     issues: list[SpecIssue] = []
-    if node is not None:
-        _walk(node, (), positions, issues)
+    if node is None:
+        return None, positions
+    _walk(node, (), positions, issues)
     if issues:
         raise SpecError(file, issues)
+    try:
+        data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as exc:
+        problem = " ".join(p for p in (exc.context, exc.problem) if p)
+        raise SpecError(file, [SpecIssue((), f"invalid YAML: {problem}",
+                                         *_where(exc.problem_mark or exc.context_mark))]) from None
+    finally:
+        loader.dispose()
     return data, positions
 
 
-def read_yaml(path: Path) -> tuple[Any, Positions]:
+def read_text(path: Path, what: str = "spec file", limit: int = MAX_SPEC_BYTES) -> str:
+    """The UTF-8 text of a file of at most ``limit`` bytes; :class:`SpecError` naming the file
+    when it is missing, a folder, unreadable, too large or not UTF-8."""
     try:
-        text = path.read_text(encoding="utf-8")
+        if path.is_dir():
+            raise SpecError(str(path), [SpecIssue((), f"is a folder; expected a {what}")])
+        size = path.stat().st_size
+        if size > limit:
+            raise SpecError(str(path), [SpecIssue((), f"the file has {size:,} bytes; a {what} may "
+                                                      f"have at most {limit:,}")])
+        return path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise SpecError(str(path), [SpecIssue((), "file not found")]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(str(path), [SpecIssue((), f"cannot read file: {exc}")]) from None
-    return parse_yaml(text, str(path))
+    except UnicodeDecodeError as exc:
+        raise SpecError(str(path), [SpecIssue((), f"not UTF-8 text (byte {exc.start}); expected a "
+                                                  f"{what}")]) from None
+    except OSError as exc:
+        raise SpecError(str(path), [SpecIssue((), f"cannot read the file: {exc.strerror}")]) from None
+
+
+def read_yaml(path: Path) -> tuple[Any, Positions]:
+    return parse_yaml(read_text(path), str(path))
+
+
+def load_yaml(path: Path, what: str = "YAML file") -> Any:
+    """The data of a YAML (or JSON, by suffix) file read under this module's limits."""
+    text = read_text(path, what)
+    if path.suffix == ".json":
+        return parse_json(text, str(path))
+    return parse_yaml(text, str(path))[0]
+
+
+def parse_json(text: str, file: str | None) -> Any:
+    """JSON text; :class:`SpecError` with line and column when invalid or nested too deeply.
+    ``NaN`` and ``Infinity`` (not JSON) are refused."""
+
+    def constant(name: str) -> Any:
+        raise ValueError(f"{name} is not a JSON number")
+
+    try:
+        return json.loads(text, parse_constant=constant)
+    except json.JSONDecodeError as exc:
+        raise SpecError(file, [SpecIssue((), f"invalid JSON: {exc.msg}", exc.lineno, exc.colno)]) from None
+    except ValueError as exc:
+        raise SpecError(file, [SpecIssue((), f"invalid JSON: {exc}")]) from None
+    except RecursionError:
+        raise SpecError(file, [SpecIssue((), "invalid JSON: nested too deeply")]) from None
 
 
 def dump_yaml(data: Any) -> str:

@@ -25,13 +25,11 @@ SLO table file (YAML or JSON)::
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import Field, model_validator
 
 from omniplane.policy import PathClass
@@ -39,6 +37,7 @@ from omniplane.sched.ladder import LadderSpec, PartitionRule, partition_rule
 from omniplane.spec.base import Name, PositiveFloat, PositiveInt, Source, SpecModel
 from omniplane.spec.errors import SpecError, SpecIssue
 from omniplane.spec.load import parse
+from omniplane.spec.yamlio import load_yaml
 
 ENV_SETTINGS = "OMNIPLANE_SETTINGS"
 ENV_SLO_TABLE = "OMNIPLANE_SLO_TABLE"
@@ -159,14 +158,7 @@ class SchedulerSettings(SpecModel):
 
 
 def _read(path: Path, what: str) -> dict[str, Any]:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SpecError(str(path), [SpecIssue((), f"cannot read the {what}: {exc.strerror}")]) from None
-    try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise SpecError(str(path), [SpecIssue((), f"not valid {path.suffix or 'YAML'}: {exc}")]) from None
+    data = load_yaml(path, what)  # SpecError naming the file: missing, too large, invalid
     if not isinstance(data, dict):
         raise SpecError(str(path), [SpecIssue((), f"expected a mapping at the top of the {what}")])
     return data

@@ -35,6 +35,7 @@ import yaml
 
 from omniplane.spec import GPUKind, compute_capability
 from omniplane.spec.layout import LayoutStage, VllmOmniLayout, layout_models, load_layout
+from omniplane.spec.yamlio import load_yaml
 from omniplane.vllm.omni_pipelines import SCHEDULERS, pipeline_key
 from omniplane.vllm.settings import SloTable
 
@@ -58,7 +59,7 @@ def stock_deploy(model: str, stock: Path | None = None) -> tuple[VllmOmniLayout,
     layout = layout_for(model)
     if stock is None:
         return layout, copy.deepcopy(layout.deploy), f"vLLM-Omni {layout.vllm_omni}: {layout.source}"
-    data = yaml.safe_load(stock.read_text())
+    data = load_yaml(stock, "vLLM-Omni deploy YAML")  # SpecError naming the file: missing, too large...
     if isinstance(data, dict) and "stage_args" in data:
         raise ValueError(
             f"{stock}: stage_args: this is vLLM-Omni's pre-0.2x stage config schema, which 0.30 removed; "

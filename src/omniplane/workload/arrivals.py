@@ -26,6 +26,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import gammaln
 
+from omniplane.errors import InputError
 from omniplane.spec.workload import GammaArrivals, PiecewiseArrivals, Poisson, WeibullArrivals
 
 GeneratedArrival = Poisson | GammaArrivals | WeibullArrivals | PiecewiseArrivals
@@ -35,7 +36,7 @@ _K_LO, _K_HI = 0.05, 500.0  # Weibull shapes searched: CV from ~1.9e5 down to ~0
 
 def gamma_shape(cv: float) -> float:
     if not cv > 0:
-        raise ValueError(f"cv must be > 0 (got {cv})")
+        raise InputError(f"cv must be > 0 (got {cv})")
     return 1.0 / cv**2
 
 
@@ -47,7 +48,7 @@ def weibull_cv(k: float) -> float:
 def weibull_shape(cv: float) -> float:
     """The Weibull shape whose CV is ``cv`` (cv = 1 gives k = 1, the exponential)."""
     if not weibull_cv(_K_HI) <= cv <= weibull_cv(_K_LO):
-        raise ValueError(f"Weibull cv {cv} is outside the supported range "
+        raise InputError(f"Weibull cv {cv} is outside the supported range "
                          f"[{weibull_cv(_K_HI):.3g}, {weibull_cv(_K_LO):.3g}]")
     root = brentq(lambda lk: math.log(weibull_cv(math.exp(lk))) - math.log(cv),
                   math.log(_K_LO), math.log(_K_HI), xtol=1e-12)
@@ -65,9 +66,9 @@ class Renewal:
 
     def __post_init__(self) -> None:
         if not (self.rate > 0 and math.isfinite(self.rate)):
-            raise ValueError(f"rate must be a positive number (got {self.rate})")
+            raise InputError(f"rate must be a positive number (got {self.rate})")
         if self.pattern not in ("gamma", "weibull"):
-            raise ValueError(f"pattern must be gamma or weibull (got {self.pattern!r})")
+            raise InputError(f"pattern must be gamma or weibull (got {self.pattern!r})")
         k = weibull_shape(self.cv) if self.pattern == "weibull" else gamma_shape(self.cv)
         object.__setattr__(self, "shape", k)
 
@@ -158,19 +159,19 @@ def arrival_times(
     Deterministic for a given ``rng`` state.
     """
     if duration_s is None and n is None:
-        raise ValueError("give duration_s or n")
+        raise InputError("give duration_s or n")
     if duration_s is not None and not duration_s > 0:
-        raise ValueError(f"duration_s must be > 0 (got {duration_s})")
+        raise InputError(f"duration_s must be > 0 (got {duration_s})")
     if n is not None and n < 0:
-        raise ValueError(f"n must be >= 0 (got {n})")
+        raise InputError(f"n must be >= 0 (got {n})")
     if not rate_scale > 0:
-        raise ValueError(f"rate_scale must be > 0 (got {rate_scale})")
+        raise InputError(f"rate_scale must be > 0 (got {rate_scale})")
     if not isinstance(arrival_spec, GeneratedArrival):
         raise TypeError(f"arrival_times generates {', '.join(GENERATED)} processes; replay a trace "
                         "with omniplane.workload.generate or load_trace")
     base = mean_rate(arrival_spec)
     if base <= 0:
-        raise ValueError("every window of the piecewise process has rate 0: no arrivals")
+        raise InputError("every window of the piecewise process has rate 0: no arrivals")
     scale = rate_scale * (rate / base if rate is not None else 1.0)
     if isinstance(arrival_spec, PiecewiseArrivals):
         return _piecewise(arrival_spec, rng, duration_s, n, scale)
@@ -191,7 +192,7 @@ def _piecewise(
 ) -> np.ndarray:
     starts, ends = window_bounds(spec)
     if mean_rate(spec) <= 0:
-        raise ValueError("every window of the piecewise process has rate 0: no arrivals")
+        raise InputError("every window of the piecewise process has rate 0: no arrivals")
     horizon = duration_s if duration_s is not None else math.inf
     parts: list[np.ndarray] = []
     count = 0
@@ -213,6 +214,7 @@ def _piecewise(
             count += len(times)
         offset += ends[-1]
     if n is not None and duration_s is None and count < n:
-        raise ValueError(f"the piecewise process ends in a silent window; only {count} of {n} arrivals")
+        raise InputError(f"the piecewise process ends in a silent window; only {count} of {n} arrivals "
+                         "(give a duration instead)")
     out = np.concatenate(parts) if parts else np.empty(0)
     return out if n is None else out[:n]

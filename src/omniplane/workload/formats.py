@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from omniplane.workload.trace import Trace, TraceError, TraceIssue
+from omniplane.workload.trace import MAX_ARRIVAL_S, MAX_VALUE, Trace, TraceError, TraceIssue, check_number
 
 AZURE_COLUMNS = {"TIMESTAMP": None, "ContextTokens": "prompt_tokens", "GeneratedTokens": "output_tokens"}
 MOONCAKE_KEYS = {"timestamp": None, "input_length": "prompt_tokens", "output_length": "output_tokens"}
@@ -83,19 +83,9 @@ class _Rows:
         return trace
 
 
-def _number(text: Any, column: str, *, length: bool) -> float:
-    """A finite number (>= 0 when ``length``); ValueError with the reason otherwise."""
-    if isinstance(text, bool) or not isinstance(text, int | float | str):
-        raise ValueError(f"expected a number, got {text!r}")
-    try:
-        x = float(text)
-    except ValueError:
-        raise ValueError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(x):
-        raise ValueError(f"expected a finite number, got {text!r}")
-    if length and x < 0:
-        raise ValueError(f"negative length {text!r} (expected >= 0)")
-    return x
+def _number(text: Any, column: str, *, time: bool = False) -> float:
+    """A finite number in range (an arrival time or a size); ValueError with the reason."""
+    return check_number(text, hi=MAX_ARRIVAL_S if time else MAX_VALUE, text=True)
 
 
 def _csv_rows(path: Path, required: list[str], rows: _Rows) -> Iterator[tuple[int, dict[str, str]]]:
@@ -133,7 +123,7 @@ def load_azure(path: Path) -> Trace:
             if name is None:
                 continue
             try:
-                fields[name] = _number(row[col], col, length=True)
+                fields[name] = _number(row[col], col)
             except ValueError as exc:
                 rows.issue(line, col, str(exc))
         if len(fields) < 2:
@@ -153,6 +143,9 @@ def _json_lines(path: Path, rows: _Rows) -> Iterator[tuple[int, dict[str, Any]]]
             except json.JSONDecodeError as exc:
                 rows.issue(line, None, f"not valid JSON ({exc.msg} at column {exc.colno})")
                 continue
+            except RecursionError:
+                rows.issue(line, None, "not valid JSON (nested too deeply)")
+                continue
             if not isinstance(obj, dict):
                 rows.issue(line, None, f"expected a JSON object, got {type(obj).__name__}")
                 continue
@@ -171,7 +164,7 @@ def load_mooncake(path: Path) -> Trace:
         values: dict[str, float] = {}
         for key in MOONCAKE_KEYS:
             try:
-                values[key] = _number(obj[key], key, length=True)
+                values[key] = _number(obj[key], key, time=key == "timestamp")
             except ValueError as exc:
                 rows.issue(line, key, str(exc))
         if len(values) < len(MOONCAKE_KEYS):
@@ -202,7 +195,7 @@ def load_user_csv(path: Path) -> Trace:
                 meta[col] = cell
             elif col == USER_TIME or cell.strip():
                 try:
-                    fields[col] = _number(cell, col, length=True)
+                    fields[col] = _number(cell, col, time=col == USER_TIME)
                 except ValueError as exc:
                     rows.issue(line, col, str(exc))
                     bad = True
@@ -225,12 +218,13 @@ def load_user_jsonl(path: Path) -> Trace:
         for key, value in obj.items():
             if isinstance(value, int | float) and not isinstance(value, bool) and not _is_text(key):
                 try:
-                    fields[key] = _number(value, key, length=True)
+                    fields[key] = _number(value, key, time=key == USER_TIME)
                 except ValueError as exc:
                     rows.issue(line, key, str(exc))
                     bad = True
-            elif key == USER_TIME:
-                rows.issue(line, key, f"expected a number, got {value!r}")
+            elif key == USER_TIME or isinstance(value, bool):
+                what = "a number" if key == USER_TIME else "a number, a string or a list (not a boolean)"
+                rows.issue(line, key, f"expected {what}, got {json.dumps(value)}")
                 bad = True
             else:
                 meta[key] = tuple(value) if isinstance(value, list) else value

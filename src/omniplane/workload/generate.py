@@ -12,10 +12,12 @@ from typing import Any
 
 import numpy as np
 
+from omniplane.errors import InputError
+from omniplane.spec.base import MAX_REQUESTS
 from omniplane.spec.load import ResolvedWorkload
 from omniplane.spec.work import ResolvedWork
 from omniplane.spec.workload import TraceArrivals
-from omniplane.workload.arrivals import arrival_times
+from omniplane.workload.arrivals import arrival_times, mean_rate
 from omniplane.workload.load import load_trace, resolve_trace
 from omniplane.workload.mapping import assign_types, draw_types, given_sizes
 from omniplane.workload.request import NO_META, Request
@@ -50,9 +52,11 @@ def generate(
     if mix is not None:
         _check_mix(mix, model.type_names)
     if rate is not None and not (rate > 0 and math.isfinite(rate)):
-        raise ValueError(f"rate must be a positive number (got {rate})")
+        raise InputError(f"rate must be a positive number (got {rate})")
     if not rate_scale > 0:
         raise ValueError(f"rate_scale must be > 0 (got {rate_scale})")
+    if not isinstance(spec.arrival, TraceArrivals):
+        _check_size(spec.name, spec.arrival, duration_s, n, rate, rate_scale)
     streams = np.random.SeedSequence(spec.seed if seed is None else seed).spawn(3)
     rng_arrival, rng_types, rng_sizes = (np.random.default_rng(s) for s in streams)
     given: dict[str, dict[str, np.ndarray]] = {}
@@ -66,7 +70,7 @@ def generate(
         times, metas = trace.arrival, trace.rows()
     else:
         if duration_s is None and n is None:
-            raise ValueError(f"workload {spec.name!r} has no duration_s; give duration_s or n")
+            raise InputError(f"workload {spec.name!r} has no duration_s; give duration_s or n")
         times = arrival_times(spec.arrival, rng_arrival, duration_s=duration_s, n=n,
                               rate_scale=rate_scale, rate=rate)
         use = mix if mix is not None else spec.mix
@@ -80,12 +84,25 @@ def generate(
     return [Request(i, arrival[i], names[i], works[i], metas[i]) for i in range(len(arrival))]
 
 
+def _check_size(name: str, arrival: Any, duration_s: float | None, n: int | None, rate: float | None,
+                rate_scale: float) -> None:
+    """Refuse, before drawing anything, a run of more than MAX_REQUESTS requests."""
+    if n is not None and n > MAX_REQUESTS:
+        raise InputError(f"{name}: {n:,} requests asked; a run has at most {MAX_REQUESTS:,}")
+    if n is None and duration_s is not None:
+        expected = (rate if rate is not None else mean_rate(arrival)) * rate_scale * duration_s
+        if expected > MAX_REQUESTS:
+            raise InputError(f"{name}: {duration_s:g} s at {expected / duration_s:g} req/s is about "
+                             f"{expected:,.0f} requests; a run has at most {MAX_REQUESTS:,} (shorten "
+                             "the duration or lower the rate)")
+
+
 def _check_mix(mix: Mapping[str, float], known: list[str]) -> None:
     unknown = [t for t in mix if t not in known]
     if unknown:
-        raise ValueError(f"mix names unknown request type(s) {unknown} (expected: {', '.join(known)})")
+        raise InputError(f"mix names unknown request type(s) {unknown} (expected: {', '.join(known)})")
     if any(not (f >= 0) for f in mix.values()) or abs(sum(mix.values()) - 1.0) > _MIX_TOL:
-        raise ValueError(f"mix fractions must be >= 0 and sum to 1 (got {dict(mix)})")
+        raise InputError(f"mix fractions must be >= 0 and sum to 1 (got {dict(mix)})")
 
 
 def _works(workload: ResolvedWorkload, types: np.ndarray, rng: np.random.Generator,

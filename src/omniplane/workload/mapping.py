@@ -22,6 +22,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from omniplane.errors import InputError
 from omniplane.spec.component import Modality
 from omniplane.spec.model import ModelSpec
 from omniplane.spec.workload import TraceMapping
@@ -50,7 +51,7 @@ def assign_types(
     if mapping is not None and mapping.type_column:
         return _from_column(trace, model, mapping.type_column)
     if mapping is None or mapping.output_fractions is None:
-        raise ValueError("trace rows need types: give a mix, a type_column or output_fractions")
+        raise InputError("trace rows need types: give a mix, a type_column or output_fractions")
     mask = np.zeros(n, dtype=np.int64)
     for m, bit in INPUT_BITS.items():
         count = trace.fields.get(f"{m.value}_count")

@@ -11,7 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 from omniplane.spec.work import ResolvedWork
-from omniplane.workload.trace import TraceError, TraceIssue
+from omniplane.workload.trace import MAX_ARRIVAL_S, TraceError, TraceIssue, check_number
 
 NO_META: Mapping[str, Any] = MappingProxyType({})
 
@@ -67,6 +67,9 @@ def load_requests(path: str | Path) -> list[Request]:
                 continue
             try:
                 req = _parse_request(json.loads(text))
+            except RecursionError:
+                issues.append(TraceIssue(lineno, None, "not valid JSON (nested too deeply)"))
+                continue
             except (ValueError, TypeError, KeyError) as exc:
                 issues.append(TraceIssue(lineno, None, _reason(exc)))
                 continue
@@ -92,9 +95,10 @@ def _reason(exc: Exception) -> str:
 def _parse_request(obj: Any) -> Request:
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
-    arrival = float(obj["arrival"])
-    if not math.isfinite(arrival) or arrival < 0:
-        raise ValueError(f"arrival must be a finite number >= 0 (got {obj['arrival']!r})")
+    try:
+        arrival = check_number(obj["arrival"], hi=MAX_ARRIVAL_S)
+    except ValueError as exc:
+        raise ValueError(f"arrival: {exc}") from None
     work = obj["work"]
     if not isinstance(work, dict):
         raise ValueError("work must be an object component -> quantity -> number")
@@ -104,10 +108,10 @@ def _parse_request(obj: Any) -> Request:
             raise ValueError(f"work.{comp} must be an object quantity -> number")
         resolved[str(comp)] = {}
         for q, v in qs.items():
-            value = float(v)
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(f"work.{comp}.{q} must be a number >= 0 (got {v!r})")
-            resolved[str(comp)][str(q)] = value
+            try:
+                resolved[str(comp)][str(q)] = check_number(v)
+            except ValueError as exc:
+                raise ValueError(f"work.{comp}.{q}: {exc}") from None
     meta = obj.get("meta") or {}
     if not isinstance(meta, dict):
         raise ValueError("meta must be an object")

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from omniplane.errors import InputError
 from omniplane.workload.arrivals import Renewal
 from omniplane.workload.trace import Trace, TraceError, TraceIssue
 
@@ -88,7 +89,7 @@ class ServeGen:
         known = {c.id: c for c in self.clients}
         missing = [i for i in ids if i not in known]
         if missing:
-            raise ValueError(f"{self.source}: no client(s) {missing}; clients are 0..{max(known)}")
+            raise InputError(f"{self.source}: no client(s) {missing}; clients are 0..{max(known)}")
         return ServeGen(self.source, tuple(known[i] for i in ids))
 
     def total_rate(self) -> tuple[np.ndarray, np.ndarray]:
@@ -106,7 +107,7 @@ class ServeGen:
         end = self.end_s if end_s is None else end_s
         sel = (starts + WINDOW_S > start_s) & (starts < end)
         if not sel.any() or total[sel].sum() <= 0:
-            raise ValueError(f"{self.source}: no traffic between {start_s} and {end} s")
+            raise InputError(f"{self.source}: no traffic between {start_s} and {end} s")
         return float(total[sel].mean())
 
     def sample(
@@ -123,7 +124,7 @@ class ServeGen:
         time order, so a cut at ``n`` is exact; asking beyond the 24 h is an error."""
         end = self.end_s if end_s is None else end_s
         if end > self.end_s + 1e-9:
-            raise ValueError(f"{self.source} covers 0..{self.end_s:.0f} s; asked up to {end:.0f} s")
+            raise InputError(f"{self.source} covers 0..{self.end_s:.0f} s; asked up to {end:.0f} s")
         parts: list[tuple[np.ndarray, int, dict[str, Pmf]]] = []
         count = 0
         w0 = math.floor(start_s / WINDOW_S) * WINDOW_S
@@ -139,7 +140,7 @@ class ServeGen:
                 count += len(t)
             w0 += WINDOW_S
         if n is not None and end_s is None and count < n:
-            raise ValueError(f"{self.source} has only {count} requests from {start_s} s to the end; "
+            raise InputError(f"{self.source} has only {count} requests from {start_s} s to the end; "
                              f"asked for {n}")
         return self._rows(rng, parts, n)
 
@@ -197,19 +198,19 @@ def _client(directory: Path, cid: int) -> Client:
 
 def _window_row(row: list[str], prev: float | None) -> tuple[float, float, float, str, float, float]:
     if len(row) != 6:
-        raise ValueError(f"expected 6 cells (start, rate, cv, pattern, param1, param2), got {len(row)}")
+        raise InputError(f"expected 6 cells (start, rate, cv, pattern, param1, param2), got {len(row)}")
     try:
         start, rate, cv, p1, p2 = (float(row[i]) for i in (0, 1, 2, 4, 5))
     except ValueError:
-        raise ValueError(f"expected numbers in cells 1, 2, 3, 5, 6: {row}") from None
+        raise InputError(f"expected numbers in cells 1, 2, 3, 5, 6: {row}") from None
     if row[3] not in PATTERNS:
-        raise ValueError(f"pattern must be Gamma, Weibull or empty (got {row[3]!r})")
+        raise InputError(f"pattern must be Gamma, Weibull or empty (got {row[3]!r})")
     if rate < 0 or cv < 0 or not (math.isfinite(rate) and math.isfinite(cv)):
-        raise ValueError(f"rate and cv must be finite and >= 0 (got {rate}, {cv})")
+        raise InputError(f"rate and cv must be finite and >= 0 (got {rate}, {cv})")
     if rate > 0 and (not row[3] or cv <= 0):
-        raise ValueError(f"a window with rate {rate} needs a pattern and a cv > 0")
+        raise InputError(f"a window with rate {rate} needs a pattern and a cv > 0")
     if prev is not None and start <= prev:
-        raise ValueError(f"window start {start} is not after the previous one ({prev})")
+        raise InputError(f"window start {start} is not after the previous one ({prev})")
     return start, rate, cv, PATTERNS[row[3]], p1, p2
 
 
@@ -236,18 +237,18 @@ def _pmfs(path: Path) -> tuple[np.ndarray, tuple[dict[str, Pmf], ...]]:
 
 def _parse_pmf(text: object) -> Pmf:
     if not isinstance(text, str):
-        raise ValueError("missing, or not a dict string")
+        raise InputError("missing, or not a dict string")
     try:
         d = ast.literal_eval(text)
     except (ValueError, SyntaxError):
-        raise ValueError(f"not a Python dict literal: {text[:60]!r}") from None
+        raise InputError(f"not a Python dict literal: {text[:60]!r}") from None
     if not isinstance(d, dict) or not d:
-        raise ValueError("expected a non-empty {value: probability} dict")
+        raise InputError("expected a non-empty {value: probability} dict")
     values = np.array([float(v) for v in d], dtype=float)
     probs = np.array([float(p) for p in d.values()], dtype=float)
     if (values < 0).any() or (probs < 0).any() or not np.isfinite(probs).all():
-        raise ValueError("values and probabilities must be >= 0")
+        raise InputError("values and probabilities must be >= 0")
     total = probs.sum()
     if abs(total - 1.0) > 1e-6:
-        raise ValueError(f"probabilities sum to {total:.8g}, expected 1")
+        raise InputError(f"probabilities sum to {total:.8g}, expected 1")
     return Pmf(values, probs / total)

@@ -2,16 +2,42 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from omniplane.errors import InputError
+from omniplane.spec.base import MAX_SECONDS
+from omniplane.spec.dist import MAX_WORK
+
 if TYPE_CHECKING:
     from omniplane.workload.request import Request
 
 MAX_LISTED = 20  # issues printed in an error message; all are kept on the exception
+MAX_VALUE = MAX_WORK  # a row's sizes (tokens, items, seconds...): the spec's bound on work
+MAX_ARRIVAL_S = MAX_SECONDS  # a row's arrival time, seconds
+
+
+def check_number(value: Any, *, hi: float = MAX_VALUE, text: bool = False) -> float:
+    """A finite number in ``[0, hi]`` (a string is parsed only when ``text``: CSV cells); a
+    ValueError saying what was expected otherwise. Booleans are not numbers."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str) or (
+            isinstance(value, str) and not text):
+        raise ValueError(f"expected a number, got {value!r}")
+    try:
+        x = float(value)
+    except (ValueError, OverflowError):
+        raise ValueError(f"expected a number, got {value!r}") from None
+    if not math.isfinite(x):
+        raise ValueError(f"expected a finite number, got {value!r}")
+    if x < 0:
+        raise ValueError(f"negative value {value!r} (expected a number in [0, {hi:g}])")
+    if x > hi:
+        raise ValueError(f"expected a number in [0, {hi:g}], got {value!r}")
+    return x
 
 
 @dataclass(frozen=True)
@@ -25,7 +51,7 @@ class TraceIssue:
         return f"{where}: {self.column}: {self.message}" if self.column else f"{where}: {self.message}"
 
 
-class TraceError(ValueError):
+class TraceError(InputError):
     """A trace (or request file) has bad rows. ``issues`` lists every one with its line;
     ``partial`` is a :class:`Trace` of the valid rows read (``partial_requests`` for request
     files), so nothing valid is silently lost and nothing bad is silently skipped."""
@@ -41,12 +67,15 @@ class TraceError(ValueError):
         self.issues = list(issues)
         self.partial = partial
         self.partial_requests = partial_requests
-        kept = len(partial) if partial is not None else len(partial_requests or [])
         lines = [i.render(file) for i in self.issues[:MAX_LISTED]]
         if len(self.issues) > MAX_LISTED:
-            lines.append(f"... and {len(self.issues) - MAX_LISTED} more issue(s)")
-        lines.append(f"({len(self.issues)} bad row(s); {kept} valid row(s) read are kept on the "
-                     "error as .partial)")
+            lines.append(f"{file}: ... and {len(self.issues) - MAX_LISTED} more issue(s)")
+        bad_rows = sum(i.line is not None for i in self.issues)
+        if partial is not None or partial_requests is not None:
+            kept = len(partial) if partial is not None else len(partial_requests or [])
+            lines.append(f"{file}: {bad_rows} bad row(s), {kept} valid row(s) read")
+        elif bad_rows > 1:
+            lines.append(f"{file}: {bad_rows} bad row(s)")
         super().__init__("\n".join(lines))
 
 
@@ -114,7 +143,7 @@ class Trace:
             keep = int(np.searchsorted(t, duration_s, side="left"))
         if n is not None:
             if n > keep and duration_s is None:
-                raise ValueError(f"trace {self.source} has {keep} request(s) after {start_s} s; "
+                raise InputError(f"trace {self.source} has {keep} request(s) after {start_s} s; "
                                  f"asked for {n}")
             keep = min(keep, n)
         cut = rest.take(slice(0, keep))
@@ -124,7 +153,7 @@ class Trace:
         """Requests per second from ``start_s`` to the last arrival."""
         t = self.arrival[self.arrival >= start_s]
         if len(t) < 2 or t[-1] <= start_s:
-            raise ValueError(f"trace {self.source} has too few requests after {start_s} s for a rate")
+            raise InputError(f"trace {self.source} has too few requests after {start_s} s for a rate")
         return float(len(t) / (t[-1] - start_s))
 
     def rows(self) -> list[dict[str, Any]]:
