@@ -1,4 +1,6 @@
-"""The ``omniplane`` command. Every command is registered here, in one place."""
+"""The ``omniplane`` command. Every command is registered here, in one place; every command runs
+under the one error path of :mod:`omniplane.cli.errors` and takes its options from
+:mod:`omniplane.cli.options`."""
 
 from __future__ import annotations
 
@@ -20,14 +22,10 @@ from omniplane.cli import (
     vllm_omni,
     workload,
 )
+from omniplane.cli.errors import DEBUG_ENV, new_app
 
-app = typer.Typer(
-    name="omniplane",
-    help="Plan and schedule serving of omni / any-to-any multimodal models.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+app = new_app("Plan and schedule serving of omni / any-to-any multimodal models.", root=True,
+              name="omniplane")
 
 
 def _version(value: bool) -> None:
@@ -41,24 +39,30 @@ def _root(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
     ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", envvar=DEBUG_ENV,
+                           help=f"Show the traceback of an internal error (or set {DEBUG_ENV}=1).")
+    ] = False,
 ) -> None:
-    """omniplane: deployment planning and SLO-aware scheduling for omni models."""
+    """omniplane: deployment planning and SLO-aware scheduling for omni models.
+
+    Exit status: 0 done; 2 a mistake in the command line or an input file (the message names
+    the option or file and what was expected); 70 an internal error (please report it).
+    """
 
 
 app.command("models")(catalog.models)
+app.command("gpus")(catalog.gpus)
 app.command("show")(catalog.show)
 app.command("validate")(catalog.validate)
 app.add_typer(sim.app, name="sim")
 
-workload_app = typer.Typer(help="Inspect workloads and traces; write requests for replay.",
-                           no_args_is_help=True)
+workload_app = new_app("Inspect workloads and traces; write requests for replay.")
 workload_app.command("show")(workload.show)
 workload_app.command("plot")(workload.plot)
 workload_app.command("sample")(workload.sample)
 app.add_typer(workload_app, name="workload")
-perf_app = typer.Typer(help="The performance model: capacity, one call's time, validation, fitting, "
-                             "solo latency.",
-                        no_args_is_help=True)
+perf_app = new_app("The performance model: capacity, one call's time, validation, fitting, solo latency.")
 perf_app.command("validate")(perf.validate)
 perf_app.command("fit")(perf.fit)
 perf_app.command("colocation-fit")(perf.colocation_fit)

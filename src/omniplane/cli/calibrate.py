@@ -2,31 +2,32 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
-import typer
-
-from omniplane.cli.output import console, fail, print_json
+from omniplane.cli import options as opt
+from omniplane.cli.errors import about, fail
+from omniplane.cli.files import Outputs
+from omniplane.cli.output import console, print_json
 
 
 def calibrate(
-    source: Annotated[
-        Path, typer.Option("--from", help="GPU-check output (scripts/gpu_check.py) or an SM sweep.")
-    ],
-    out: Annotated[Path | None, typer.Option(help="Write the calibration JSON here.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    source: Annotated[Path, opt.file_opt(
+        "--from", help="GPU-check output (scripts/gpu_check.py) or an SM sweep.")],
+    out: Annotated[Path | None, opt.out_opt("--out", help="Write the calibration JSON here.")] = None,
+    json_out: Annotated[bool, opt.json_opt()] = False,
 ) -> None:
     """Fit the co-location model (perf's fit) and derive S_min, S_cap and the SM ladder."""
     from omniplane.gpu.calibrate import calibrate as run
 
     try:
         doc = run(source)
-    except (ValueError, OSError) as exc:
-        fail(str(exc))
+    except (ValueError, OSError, KeyError, TypeError) as exc:
+        fail(f"--from {about(source, exc)}")
     if out is not None:
-        out.write_text(json.dumps(doc, indent=2) + "\n")
+        with Outputs() as files:
+            files.json(out, doc)
+            files.commit()
     if json_out:
         print_json(doc)
         return

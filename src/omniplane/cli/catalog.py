@@ -1,4 +1,4 @@
-"""``omniplane models``, ``omniplane show`` and ``omniplane validate``."""
+"""``omniplane models``, ``omniplane gpus``, ``omniplane show`` and ``omniplane validate``."""
 
 from __future__ import annotations
 
@@ -9,17 +9,27 @@ import typer
 from rich.table import Table
 from rich.tree import Tree
 
-from omniplane.cli.output import console, err_console, fail, print_json
+from omniplane.cli import options as opt
+from omniplane.cli.errors import USER_ERROR, print_error
+from omniplane.cli.output import console, print_json, print_table
+from omniplane.errors import UserError
 from omniplane.spec import (
     ModelSpec,
     SpecError,
+    TraceArrivals,
+    WorkloadSpec,
+    catalog_gpus_path,
     catalog_model_paths,
-    find_catalog_model,
     load_document,
+    load_gpus,
     load_model,
+    load_workload,
 )
+from omniplane.spec.catalog import SHIPPED_TRACES
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+JsonOpt = Annotated[bool, opt.json_opt()]
+# kinds of files `validate` reads besides the spec kinds (kind -> loader module:function)
+OTHER_KINDS = {"omniplane-slo-table": ("omniplane.vllm.settings", "load_slo_table")}
 
 
 def model_json(model: ModelSpec, path: Path | None) -> dict[str, Any]:
@@ -63,42 +73,60 @@ def models(json_out: JsonOpt = False) -> None:
     if json_out:
         print_json([model_json(m, p) for p, m in loaded])
         return
-    table = Table(title="omniplane model catalog")
-    for col in ("model", "name", "components", "request types", "spec file"):
-        table.add_column(col, overflow="fold")
-    for p, m in loaded:
+    table = Table(title="omniplane model catalog (omniplane show MODEL)")
+    table.add_column("model", no_wrap=True)
+    table.add_column("components")
+    table.add_column("request types")
+    for _, m in loaded:
         table.add_row(
-            m.name,
-            m.display_name,
+            f"{m.name}\n[dim]{m.display_name}[/]",
             ", ".join(c.name for c in m.components),
             ", ".join(r.name for r in m.request_types),
-            p.name,
         )
-    console.print(table)
+    print_table(table)
+
+
+def gpus(json_out: JsonOpt = False) -> None:
+    """List the GPU kinds of the catalog (names and aliases any command accepts, any case)."""
+    catalog = load_gpus()
+    rows = [{"name": g.name, "aliases": list(g.aliases), "sms": g.sms, "memory_gb": g.memory_gb,
+             "bf16_tflops": g.bf16_tflops, "mem_bw_gbs": g.mem_bw_gbs,
+             "interconnect": g.interconnect, "interconnect_gbs": g.interconnect_gbs,
+             "gpus_per_node": g.gpus_per_node, "source": g.source} for g in catalog.gpus]
+    if json_out:
+        print_json({"file": str(catalog_gpus_path()), "gpus": rows})
+        return
+    table = Table(title="GPU kinds of the catalog")
+    table.add_column("GPU", no_wrap=True)
+    for col in ("SMs", "memory\nGB", "BF16\nTFLOP/s", "memory\nGB/s", "link GB/s"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for g in catalog.gpus:
+        table.add_row(g.name, str(g.sms), f"{g.memory_gb:g}", f"{g.bf16_tflops:g}", f"{g.mem_bw_gbs:g}",
+                      f"{g.interconnect_gbs:g} {g.interconnect}")
+    print_table(table)
+    console.print("Every command takes a name or an alias, in any case:", highlight=False)
+    for g in catalog.gpus:
+        console.print(f"  {g.name}: {', '.join(g.aliases) or '-'}", highlight=False)
 
 
 def _fmt_params(n: float) -> str:
     return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.0f}M"
 
 
-def _resolve(model: str) -> tuple[ModelSpec, Path | None]:
-    path = find_catalog_model(model)
-    if path is None:
-        path = Path(model)
-        if not path.is_file():
-            fail(f"unknown model {model!r}: not in the catalog (see `omniplane models`) and no such file")
-    try:
-        return load_model(path), path
-    except SpecError as exc:
-        fail(str(exc))
+def resolve_model(model: str) -> tuple[ModelSpec, Path]:
+    """A model by a reference that :func:`omniplane.cli.options.model_ref` accepted."""
+    from omniplane.spec import find_catalog_model
+
+    path = find_catalog_model(model) or Path(model)
+    return load_model(path), path
 
 
 def show(
-    model: Annotated[str, typer.Argument(help="Catalog name or model spec file.")],
+    model: Annotated[str, opt.argument("Catalog name or model spec file.", opt.model_ref(), "MODEL")],
     json_out: JsonOpt = False,
 ) -> None:
     """Show a model's components, edges, request types and their paths."""
-    spec, path = _resolve(model)
+    spec, path = resolve_model(model)
     if json_out:
         print_json(model_json(spec, path))
         return
@@ -129,16 +157,44 @@ def show(
     console.print(root)
 
 
+def _validate_one(path: Path) -> str:
+    """The kind of a valid file; SpecError otherwise."""
+    from importlib import import_module
+
+    from omniplane.spec.yamlio import load_yaml
+
+    data = load_yaml(path, "spec file")
+    kind = data.get("kind") if isinstance(data, dict) else None
+    if isinstance(kind, str) and kind in OTHER_KINDS:
+        module, name = OTHER_KINDS[kind]
+        getattr(import_module(module), name)(path)
+        return kind
+    doc = load_document(path)
+    if isinstance(doc, WorkloadSpec) and isinstance(doc.arrival, TraceArrivals) \
+            and doc.arrival.trace not in SHIPPED_TRACES:
+        # a user's trace: replay it once, so bad rows, unknown types and unmapped fields are
+        # reported now, not when the workload is first run
+        from omniplane.workload import generate
+
+        generate(load_workload(path), n=None, duration_s=doc.duration_s)
+    return str(doc.kind)
+
+
 def validate(
-    files: Annotated[list[Path], typer.Argument(help="Spec files (model, workload, gpus, plan).")],
+    files: Annotated[list[Path], typer.Argument(
+        help="Spec files: model, workload, gpus, plan, or an SLO table (omniplane-slo-table).",
+        metavar="FILE...")],
     json_out: JsonOpt = False,
 ) -> None:
-    """Validate spec files; exit 1 if any is invalid."""
+    """Validate spec files; every issue is `file:line:col: field: what was expected`.
+
+    Exit 0 when every file is valid, 2 when any is not (the same status as any other mistake).
+    """
     results: list[dict[str, Any]] = []
     for f in files:
         try:
-            doc = load_document(f)
-            results.append({"file": str(f), "valid": True, "kind": doc.kind, "issues": []})
+            kind = _validate_one(f)
+            results.append({"file": str(f), "valid": True, "kind": kind, "issues": []})
         except SpecError as exc:
             results.append({
                 "file": str(f),
@@ -149,6 +205,16 @@ def validate(
                 ],
                 "text": str(exc).splitlines(),
             })
+        except UserError as exc:  # a trace the workload replays: rows with their lines
+            rows = getattr(exc, "issues", [])
+            results.append({
+                "file": str(f),
+                "valid": False,
+                "issues": [{"field": getattr(i, "column", None), "message": i.message,
+                            "line": getattr(i, "line", None), "column": None,
+                            "file": getattr(exc, "file", None)} for i in rows],
+                "text": [f"{f}: arrival.trace: {x}" for x in str(exc).splitlines()],
+            })
     if json_out:
         print_json(results)
     else:
@@ -156,8 +222,7 @@ def validate(
             if r["valid"]:
                 console.print(f"[green]ok[/]      {r['file']} ({r['kind']})", highlight=False)
             else:
-                err_console.print(f"[red]invalid[/] {r['file']}", highlight=False)
                 for line in r["text"]:
-                    err_console.print(f"  {line}", highlight=False, soft_wrap=True)
+                    print_error(line)
     if not all(r["valid"] for r in results):
-        raise typer.Exit(1)
+        raise typer.Exit(USER_ERROR)

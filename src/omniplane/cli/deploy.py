@@ -18,39 +18,48 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from omniplane.cli.output import console, fail, print_json
+from omniplane.cli import options as opt
+from omniplane.cli.errors import fail
+from omniplane.cli.files import Outputs
+from omniplane.cli.output import console, notice, print_json, print_table
 from omniplane.cli.slo import SloOpt, legacy_solo_policy, slo_choice
+from omniplane.deploy.auth import API_KEY_ENV, MAX_BODY_BYTES, MAX_PROMPT_TOKENS, Guard, is_loopback
+from omniplane.errors import InputError
 from omniplane.spec import (
     LatencyTargets,
     ResolvedPlan,
     ResolvedWorkload,
     SLOChoice,
-    SpecError,
     find_catalog_workload,
     load_gpus,
     load_plan,
     load_workload,
 )
 
-PlanArg = Annotated[Path, typer.Argument(help="Plan file (kind: plan).", exists=True, dir_okay=False)]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
-WorkloadOpt = Annotated[str, typer.Option("--workload", help="Workload spec: catalog name or YAML file.")]
-DurationOpt = Annotated[float, typer.Option("--duration", min=0.001, help="Model seconds of arrivals.")]
-RateOpt = Annotated[
-    float | None, typer.Option("--rate", min=0.0, help="Arrivals per model second (default: the workload's).")
-]
-SeedOpt = Annotated[int | None, typer.Option("--seed", help="Random seed (default: the workload's).")]
+APIS = ("typed", "chat")
+ENGINES = ("emulated", "vllm-omni")  # omniplane.deploy.engines.ENGINES (imported lazily)
+
+
+PlanArg = Annotated[Path, opt.argument("Plan file (kind: plan).", opt.InputPath(), "PLAN")]
+JsonOpt = Annotated[bool, opt.json_opt()]
+WorkloadOpt = Annotated[str, opt.workload_opt(help="Workload spec: catalog name or YAML file.")]
+DurationOpt = Annotated[float, opt.duration_opt("--duration", help="Model seconds of arrivals.")]
+RateOpt = Annotated[float | None, opt.rate_opt(help="Arrivals per model second (default: the workload's).")]
+SeedOpt = Annotated[int | None, opt.seed_opt("Random seed (default: the workload's).")]
 # deprecated spellings of --slo 'Mx solo pQ' (hidden; cli/slo.py)
-SloMultOpt = Annotated[float | None, typer.Option("--slo-multiplier", hidden=True)]
-SloPctOpt = Annotated[float | None, typer.Option("--slo-percentile", hidden=True)]
+SloMultOpt = Annotated[float | None, opt.multiplier_opt("--slo-multiplier", help="Deprecated: --slo.",
+                                                        hidden=True)]
+SloPctOpt = Annotated[float | None, opt.percentile_opt("--slo-percentile", help="Deprecated: --slo.",
+                                                       hidden=True)]
 LEGACY = "--slo-multiplier/--slo-percentile"
-ApiOpt = Annotated[
-    str, typer.Option("--api", help="typed (/v1/omniplane/requests) or chat (/v1/chat/completions).")
-]
-PortOpt = Annotated[int, typer.Option("--port", min=1, max=65535, help="HTTP port of the Serve proxy.")]
-ScaleOpt = Annotated[
-    float, typer.Option("--time-scale", min=0.001, help="Emulated engine: wall seconds per model second.")
-]
+ApiOpt = Annotated[str, opt.choice_opt("--api", help="typed (/v1/omniplane/requests) or chat "
+                                       "(/v1/chat/completions).", choices=APIS, what="API")]
+PortOpt = Annotated[int, opt.int_opt("--port", help="HTTP port of the Serve proxy.", lo=1, hi=65535)]
+ScaleOpt = Annotated[float, opt.float_opt("--time-scale", help="Emulated engine: wall seconds per model "
+                                          "second.", lo=0.001, hi=1e4)]
+ApiKeyOpt = Annotated[str | None, typer.Option(
+    "--api-key", envvar=API_KEY_ENV, show_envvar=True, metavar="KEY",
+    help="API key clients must send as 'Authorization: Bearer KEY'.")]
 
 
 def _need_ray() -> None:
@@ -59,38 +68,40 @@ def _need_ray() -> None:
 
 
 def _plan(path: Path) -> ResolvedPlan:
-    try:
-        return load_plan(path)
-    except SpecError as exc:
-        fail(str(exc))
+    return load_plan(path)
 
 
 def _workload(ref: str) -> ResolvedWorkload:
-    path = find_catalog_workload(ref) or Path(ref)
-    if not path.is_file():
-        fail(f"--workload {ref!r}: no catalog workload of that name and no such file")
-    try:
-        return load_workload(path)
-    except SpecError as exc:
-        fail(str(exc))
+    return load_workload(find_catalog_workload(ref) or Path(ref))
 
 
 def deploy(
     plan_file: PlanArg,
-    engine: Annotated[str, typer.Option("--engine", help="emulated or vllm-omni.")] = "emulated",
+    engine: Annotated[str, opt.choice_opt("--engine", help="Stage engine.", choices=ENGINES,
+                                          what="engine")] = "emulated",
     address: Annotated[
         str | None,
-        typer.Option("--address", help="Existing Ray cluster (default: start a local one on 127.0.0.1)."),
+        typer.Option("--address", metavar="ADDRESS",
+                     help="Existing Ray cluster (default: start a local one on 127.0.0.1)."),
     ] = None,
-    host: Annotated[str, typer.Option("--host", help="Address the HTTP proxy binds to.")] = "127.0.0.1",
+    host: Annotated[str, opt.host_opt("--host", help="Address the HTTP proxy binds to; beyond loopback "
+                                      "it needs --api-key.")] = "127.0.0.1",
     port: PortOpt = 8000,
     time_scale: ScaleOpt = 1.0,
-    max_in_flight: Annotated[
-        int, typer.Option("--max-in-flight", min=1, help="Requests admitted before shedding with 503.")
-    ] = 1024,
-    config_dir: Annotated[
-        Path, typer.Option("--config-dir", help="vllm-omni: where to write stage configs.")
-    ] = Path("vllm-omni-configs"),
+    max_in_flight: Annotated[int, opt.int_opt(
+        "--max-in-flight", help="Requests admitted before shedding with 503.", lo=1, hi=1_000_000)] = 1024,
+    api_key: ApiKeyOpt = None,
+    max_body_mb: Annotated[float, opt.float_opt(
+        "--max-body-mb", help="Largest request body, MiB (larger: HTTP 413).", lo=0, hi=1024,
+        lo_open=True, metavar="MIB")] = MAX_BODY_BYTES / 2**20,
+    max_prompt_tokens: Annotated[int, opt.int_opt(
+        "--max-prompt-tokens", help="Longest prompt, tokens (longer: HTTP 413).", lo=1,
+        hi=10_000_000)] = MAX_PROMPT_TOKENS,
+    dashboard_host: Annotated[str | None, opt.host_opt(
+        "--dashboard-host", help="Start Ray's dashboard (no authentication!) on this address; local "
+                                 "clusters only (default: no dashboard).")] = None,
+    config_dir: Annotated[Path, opt.out_dir_opt(
+        "--config-dir", help="vllm-omni: where to write stage configs.")] = Path("vllm-omni-configs"),
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -99,12 +110,27 @@ def deploy(
     ] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Deploy a plan on Ray Serve: one deployment per node (replicas = executors), an HTTP ingress."""
-    from omniplane.deploy.engines import ENGINES
+    """Deploy a plan on Ray Serve: one deployment per node (replicas = executors), an HTTP ingress.
+
+    Only clients with the API key reach a deployment bound beyond loopback: --host other than
+    127.0.0.1 / localhost / ::1 is refused without --api-key (or OMNIPLANE_API_KEY). Ray's own
+    ports stay on 127.0.0.1 for a local cluster (docs/deploy.md, "Who may send work").
+    """
     from omniplane.deploy.orchestrator import deployment_name
 
-    if engine not in ENGINES:
-        fail(f"--engine must be one of {', '.join(ENGINES)} (got {engine!r})")
+    if api_key is not None and not api_key.strip():
+        fail("--api-key: the key is empty")
+    if not is_loopback(host) and not api_key:
+        fail(f"--host {host}: binding beyond loopback lets anyone who can reach the port send work; "
+             f"give --api-key KEY (or set {API_KEY_ENV}) so only keyed clients are served, or bind "
+             "127.0.0.1")
+    if dashboard_host is not None and address is not None:
+        fail("--dashboard-host: the dashboard of an existing cluster (--address) is the cluster's own")
+    if dashboard_host is not None and not is_loopback(dashboard_host):
+        notice(f"warning: Ray's dashboard on {dashboard_host} has no authentication: anyone who reaches "
+               "it can run jobs on this cluster")
+    guard = Guard.with_keys([api_key] if api_key else [], max_body_bytes=int(max_body_mb * 2**20),
+                            max_prompt_tokens=max_prompt_tokens)
     plan = _plan(plan_file)
     deps = [
         {
@@ -122,16 +148,21 @@ def deploy(
     if engine == "vllm-omni":
         from omniplane.deploy.vllm_omni import write_stage_configs
 
-        try:
-            configs = [str(p) for p in write_stage_configs(plan, config_dir)]
-        except ValueError as exc:
-            fail(str(exc))
+        with Outputs() as files:
+            try:
+                staged = write_stage_configs(plan, files.folder(config_dir))
+            except ValueError as exc:
+                fail(str(exc))
+            files.commit()
+        configs = [str(config_dir / p.name) for p in staged]
     summary: dict[str, Any] = {
         "plan": plan.spec.name,
         "engine": engine,
         "deployments": deps,
         "stage_configs": configs,
         "url": f"http://{host}:{port}",
+        "api_key": "required" if guard.keyed else "none (loopback only)",
+        "limits": {"max_body_bytes": guard.max_body_bytes, "max_prompt_tokens": guard.max_prompt_tokens},
         # the targets the ingress reports to loadgen (GET /v1/omniplane/info): the plan file's slo
         "slo_ms": dict(plan.spec.slo.targets_ms) if plan.spec.slo is not None else None,
     }
@@ -139,12 +170,17 @@ def deploy(
         _show_deployments(summary, json_out)
         return
     _need_ray()
+    from omniplane.deploy.serve_app import DeployOptions
+
     if address is None:
         from omniplane.deploy.cluster import prefer_loopback
 
         prefer_loopback()  # before Ray is imported
     _serve_forever(
-        plan, engine, address, host, port, time_scale, max_in_flight, str(config_dir), summary, json_out
+        plan,
+        DeployOptions(engine=engine, time_scale=time_scale, max_in_flight=max_in_flight,
+                      config_dir=str(Path(config_dir).resolve()), guard=guard),
+        address, host, port, dashboard_host, summary, json_out,
     )
 
 
@@ -153,7 +189,8 @@ def _show_deployments(summary: dict[str, Any], json_out: bool) -> None:
         print_json(summary)
         return
     table = Table(title=f"{summary['plan']} on Ray Serve ({summary['engine']})")
-    for col in ("deployment", "components", "replicas", "GPUs/replica", "max batch"):
+    table.add_column("deployment", no_wrap=True)
+    for col in ("components", "replicas", "GPUs/replica", "max batch"):
         table.add_column(col)
     for d in summary["deployments"]:
         table.add_row(
@@ -163,42 +200,35 @@ def _show_deployments(summary: dict[str, Any], json_out: bool) -> None:
             str(d["gpus_per_replica"]),
             str(d["max_batch"]),
         )
-    console.print(table)
+    print_table(table)
     for c in summary["stage_configs"]:
         console.print(f"wrote {c}")
 
 
 def _serve_forever(
     plan: ResolvedPlan,
-    engine: str,
+    options: Any,
     address: str | None,
     host: str,
     port: int,
-    time_scale: float,
-    max_in_flight: int,
-    config_dir: str,
+    dashboard_host: str | None,
     summary: dict[str, Any],
     json_out: bool,
 ) -> None:
     from omniplane.deploy.cluster import deploy as do_deploy
     from omniplane.deploy.cluster import ray_cluster
-    from omniplane.deploy.serve_app import DeployOptions
 
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     real_stdout = sys.stdout
     # Ray's driver prints its processes' warnings to sys.stdout; stdout is for our document
-    with redirect_stdout(sys.stderr), ray_cluster(address, port=port, host=host):
-        do_deploy(
-            plan,
-            DeployOptions(
-                engine=engine,
-                time_scale=time_scale,
-                max_in_flight=max_in_flight,
-                config_dir=str(Path(config_dir).resolve()),
-            ),
-        )
+    replicas = sum(d["replicas"] for d in summary["deployments"])
+    notice(f"starting {'a local Ray cluster' if address is None else 'on ' + address} and deploying "
+           f"{replicas} replicas (a minute or two) ...")
+    with redirect_stdout(sys.stderr), ray_cluster(address, port=port, host=host,
+                                                  dashboard_host=dashboard_host):
+        do_deploy(plan, options)
         if json_out:
             real_stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
             real_stdout.flush()
@@ -209,33 +239,24 @@ def _serve_forever(
 
 
 def loadgen(
-    url: Annotated[str, typer.Option("--url", help="Ingress base URL, e.g. http://127.0.0.1:8000.")],
+    url: Annotated[str, opt.url_opt("--url", help="Ingress base URL, e.g. http://127.0.0.1:8000.")],
     workload: WorkloadOpt,
     duration: DurationOpt,
     rate: RateOpt = None,
     seed: SeedOpt = None,
-    time_scale: Annotated[
-        float | None,
-        typer.Option(
-            "--time-scale", min=0.001, help="Wall seconds per model second (default: the server's, else 1)."
-        ),
-    ] = None,
+    time_scale: Annotated[float | None, opt.float_opt(
+        "--time-scale", help="Wall seconds per model second (default: the server's, else 1).", lo=0.001,
+        hi=1e4)] = None,
     api: ApiOpt = "typed",
-    gpu: Annotated[
-        str | None,
-        typer.Option("--gpu", help="GPU kind for resolving an SLO policy (default: the server's plan GPU)."),
-    ] = None,
+    gpu: Annotated[str | None, opt.gpu_opt(
+        "--gpu", help="GPU kind for resolving an SLO policy (default: the server's plan GPU).")] = None,
     slo: SloOpt = None,
     slo_multiplier: SloMultOpt = None,
     slo_percentile: SloPctOpt = None,
-    drain: Annotated[
-        float,
-        typer.Option(
-            "--drain",
-            min=0.0,
-            help="Model seconds to wait after the last arrival; unanswered requests then count as lost.",
-        ),
-    ] = 30.0,
+    drain: Annotated[float, opt.float_opt(
+        "--drain", help="Model seconds to wait after the last arrival; unanswered requests then count "
+                        "as lost.", lo=0, hi=1e6)] = 30.0,
+    api_key: ApiKeyOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Replay a workload against an ingress; per-type latency, SLO attainment and goodput."""
@@ -243,10 +264,11 @@ def loadgen(
     from omniplane.loadgen.metrics import summarize
     from omniplane.workload import generate
 
-    if api not in ("typed", "chat"):
-        fail(f"--api must be typed or chat (got {api!r})")
     wl = _workload(workload)
-    info = fetch_info(url)
+    try:
+        info = fetch_info(url, api_key=api_key)
+    except InputError as exc:
+        fail(f"--url {exc}")
     scale = time_scale or float(info.get("time_scale", 1.0))
     choice = slo_choice(slo, wl.model.type_names, legacy_solo_policy(slo_multiplier, slo_percentile), LEGACY)
     try:
@@ -254,6 +276,9 @@ def loadgen(
     except (KeyError, ValueError) as exc:
         fail(str(exc).strip('"'))
     requests = generate(wl, duration_s=duration, rate=rate, seed=seed)
+    if requests:
+        wall = (max(r.arrival for r in requests) + drain) * scale
+        notice(f"replaying {len(requests)} requests against {url} (at most {wall:.0f} s) ...")
     records = asyncio.run(
         replay(
             requests,
@@ -266,6 +291,7 @@ def loadgen(
                 model=wl.model.name,
                 inputs={rt.name: [m.value for m in rt.inputs] for rt in wl.model.request_types},
                 outputs={rt.name: rt.output.value for rt in wl.model.request_types},
+                api_key=api_key,
             ),
         )
     )
@@ -320,34 +346,32 @@ def _show_metrics(result: dict[str, Any]) -> None:
             _fmt(m["attainment"], 2),
             _fmt(m["request_goodput"], 3),
         )
-    console.print(table)
+    print_table(table)
 
 
 def rehearse(
     plan_file: PlanArg,
     duration: DurationOpt,
-    workload: Annotated[str | None, typer.Option(
-        "--workload", help="Workload spec: catalog name or YAML file (default: the plan's).")] = None,
+    workload: Annotated[str | None, opt.workload_opt(
+        help="Workload spec: catalog name or YAML file (default: the plan's).")] = None,
     rate: RateOpt = None,
     seed: SeedOpt = None,
     time_scale: ScaleOpt = 10.0,
     kill_replica: Annotated[
         str | None,
-        typer.Option("--kill-replica", help="Kill one replica of this plan node (or auto) mid-run."),
+        typer.Option("--kill-replica", metavar="NODE",
+                     help="Kill one replica of this plan node (or auto) mid-run."),
     ] = None,
-    kill_at: Annotated[
-        float,
-        typer.Option(
-            "--kill-at", min=0.0, max=1.0, help="When to kill, as a fraction of the arrival window."
-        ),
-    ] = 0.5,
+    kill_at: Annotated[float, opt.float_opt(
+        "--kill-at", help="When to kill, as a fraction of the arrival window.", lo=0, hi=1)] = 0.5,
     port: PortOpt = 8000,
     api: ApiOpt = "typed",
     slo: SloOpt = None,
     slo_multiplier: SloMultOpt = None,
     slo_percentile: SloPctOpt = None,
-    max_in_flight: Annotated[int, typer.Option("--max-in-flight", min=1)] = 1024,
-    out: Annotated[Path | None, typer.Option("--out", help="Also write the JSON document here.")] = None,
+    max_in_flight: Annotated[int, opt.int_opt(
+        "--max-in-flight", help="Requests admitted before shedding with 503.", lo=1, hi=1_000_000)] = 1024,
+    out: Annotated[Path | None, opt.out_opt("--out", help="Also write the JSON document here.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Deploy on a local Ray cluster (emulated engine), replay a workload, compare with the simulator.
@@ -357,16 +381,11 @@ def rehearse(
     from omniplane.spec import plan_load
 
     plan = _plan(plan_file)
-    try:
-        load = plan_load(plan, workload)
-    except (SpecError, OSError) as exc:
-        fail(str(exc))
+    load = plan_load(plan, workload)
     wl = load.workload
     names = [n.name for n in plan.spec.nodes]
     if kill_replica not in (None, "auto") and kill_replica not in names:
-        fail(f"--kill-replica {kill_replica!r}: the plan has nodes {', '.join(names)}")
-    if api not in ("typed", "chat"):
-        fail(f"--api must be typed or chat (got {api!r})")
+        fail(f"--kill-replica {kill_replica!r}: the plan has nodes {', '.join(names)} (or auto)")
     _need_ray()
     from omniplane.deploy.cluster import prefer_loopback
 
@@ -391,11 +410,13 @@ def rehearse(
     try:
         # Ray's driver prints its processes' warnings to sys.stdout; stdout is for our document
         with redirect_stdout(sys.stderr):
-            result = run(plan, wl, cfg)
+            result = run(plan, wl, cfg, say=notice)
     except ValueError as exc:
         fail(str(exc))
     if out is not None:
-        out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+        with Outputs() as files:
+            files.json(out, result)
+            files.commit()
     if json_out:
         print_json(result)
         return

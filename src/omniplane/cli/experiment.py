@@ -10,84 +10,155 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from omniplane.cli.output import console, err_console, fail, print_json
+from omniplane.cli import options as opt
+from omniplane.cli.checkpoint import PointLog, default_path, sweep_key
+from omniplane.cli.errors import fail, new_app
+from omniplane.cli.files import Outputs
+from omniplane.cli.output import console, notice, print_json, print_table
+from omniplane.cli.progress import StderrProgress
 
-app = typer.Typer(help="Reproduce the papers' experiments in simulation.", no_args_is_help=True)
+# The experiment's choices, here so that `omniplane --help` does not import the scheduler and
+# simulator; tests/cli/test_experiment_cli.py checks them against omniplane.sched.
+MODELS = ("qwen2.5-omni", "mimo-audio", "bagel")  # omniplane.sched.experiment.MODELS
+TESTBEDS = ("RTX6000Ada", "RTXPRO6000")  # omniplane.sched.experiment.GPUS values
+SWEEPS = ("rate", "long-fraction")  # omniplane.sched.experiment.SWEEPS
+POLICIES = ("horizon", "vanilla", "edf", "mps", "edf-mps", "no-rotation", "no-sm-throttle")  # sched.factory
+
+app = new_app("Reproduce the papers' experiments in simulation.")
+
+
+def _x(sweep: str, point: dict[str, Any]) -> float:
+    """The x value of a finished point of a ``rate`` or ``long-fraction`` sweep."""
+    return float(point["rate"] if sweep == "rate" else point["long_fraction"])
 
 
 def _floats(text: str | None, what: str) -> tuple[float, ...] | None:
     if text is None:
         return None
+    parse = opt.Number(0, 1e6)
     try:
-        xs = tuple(float(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        fail(f"{what}: expected comma-separated numbers, got {text!r}")
+        xs = tuple(parse(v) for v in text.split(",") if v.strip())
+    except typer.BadParameter as exc:
+        fail(f"{what}: {exc.message}")
     if not xs:
         fail(f"{what}: expected at least one number")
+    if len(set(xs)) != len(xs):
+        fail(f"{what}: a value is given twice")
     return xs
+
+
+def _result_json(r: Any) -> dict[str, Any]:
+    return {"policy": r.policy, "rate": r.rate, "long_fraction": r.long_fraction, "arrived": r.arrived,
+            "attainment": r.attainment, "attainment_by_class": r.attainment_by_class,
+            "p95_ms": r.p95_ms, "shared_tpot_ms": r.shared_tpot_ms, "wall_s": r.wall_s,
+            "trace": [list(t) for t in r.trace]}
+
+
+def _result(d: dict[str, Any]) -> Any:
+    from omniplane.sched.experiment import RunResult
+
+    def nan(v: Any) -> float:
+        return math.nan if v is None else float(v)
+
+    return RunResult(d["policy"], float(d["rate"]), float(d["long_fraction"]), int(d["arrived"]),
+                     float(d["attainment"]), {k: nan(v) for k, v in d["attainment_by_class"].items()},
+                     {k: nan(v) for k, v in d["p95_ms"].items()},
+                     {k: nan(v) for k, v in d["shared_tpot_ms"].items()}, float(d["wall_s"]),
+                     [tuple(t) for t in d.get("trace", [])])
 
 
 @app.command("horizon")
 def horizon(
-    model: Annotated[str, typer.Option(help="qwen2.5-omni, mimo-audio or bagel.")] = "qwen2.5-omni",
-    gpu: Annotated[str, typer.Option(help="rtx6000ada or rtxpro6000.")] = "rtx6000ada",
-    sweep: Annotated[str, typer.Option(help="rate (long fraction 0.3) or long-fraction (rate 0.35).")
-                     ] = "rate",
-    xs: Annotated[str | None, typer.Option("--xs", help="Comma-separated x values (default: Figure 8's).")
-                  ] = None,
-    policies: Annotated[str | None, typer.Option(help="Comma-separated policy names (default: all 7).")
-                        ] = None,
-    duration: Annotated[float, typer.Option(help="Seconds of Poisson arrivals per point.")] = 900.0,
-    requests: Annotated[int | None, typer.Option(help="Fixed requests per point (overrides --duration).")
-                        ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the arrival stream (same for every policy).")] = 0,
-    max_seqs: Annotated[int, typer.Option(help="max_num_seqs of each LLM stage (vLLM-Omni stock: 1).")] = 1,
-    sm_sweep: Annotated[Path | None, typer.Option(help="A real fixed-SM sweep (perf sweep format) for S_cap.")
-                        ] = None,
-    jobs: Annotated[int, typer.Option(help="Worker processes.")] = 1,
-    figures: Annotated[Path | None, typer.Option("--figures", help="Write Figures 8-11 here.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    model: Annotated[str, opt.choice_opt("--model", help="Model.", choices=MODELS, what="model")
+                     ] = "qwen2.5-omni",
+    gpu: Annotated[str, opt.gpu_opt("--gpu", help="GPU kind (the paper's testbeds).",
+                                    allowed=TESTBEDS)] = "RTX6000Ada",
+    sweep: Annotated[str, opt.choice_opt(
+        "--sweep", help="rate (long fraction 0.3) or long-fraction (rate 0.35).",
+        choices=SWEEPS, what="sweep")] = "rate",
+    xs: Annotated[str | None, typer.Option("--xs", metavar="X,X,...",
+                                           help="Comma-separated x values (default: Figure 8's).")] = None,
+    policies: Annotated[str | None, typer.Option(metavar="NAME,NAME,...", help=(
+        f"Comma-separated policy names (default: all {len(POLICIES)}: {', '.join(POLICIES)}).")
+                        )] = None,
+    duration: Annotated[float, opt.duration_opt("--duration", help="Seconds of Poisson arrivals per "
+                                                "point.")] = 900.0,
+    requests: Annotated[int | None, opt.int_opt(
+        "--requests", help="Fixed requests per point (overrides --duration).", lo=10,
+        hi=opt.MAX_REQUESTS)] = None,
+    seed: Annotated[int, opt.seed_opt("Seed of the arrival stream (same for every policy).")] = 0,
+    max_seqs: Annotated[int, opt.int_opt("--max-seqs", help="max_num_seqs of each LLM stage "
+                                         "(vLLM-Omni stock: 1).", lo=1, hi=4096)] = 1,
+    sm_sweep: Annotated[Path | None, opt.file_opt(
+        "--sm-sweep", help="A real fixed-SM sweep (perf sweep format) for S_cap.")] = None,
+    jobs: Annotated[int, opt.int_opt("--jobs", help="Worker processes.", lo=1, hi=256)] = 1,
+    figures: Annotated[Path | None, opt.out_dir_opt("--figures", help="Write Figures 8-11 here.")] = None,
+    points: Annotated[Path | None, opt.out_opt(
+        "--points", help="Keep finished points in this JSONL file and resume from it (default: a "
+                         "file in the user's cache folder, named by the sweep's settings and code).")
+                      ] = None,
+    resume: Annotated[bool, typer.Option(help="Reuse the points a previous run of the same sweep "
+                                              "finished.")] = True,
+    json_out: Annotated[bool, opt.json_opt()] = False,
 ) -> None:
-    """SLO attainment, per-class p95, shared-stage TPOT, the SM-control trace and the ablation."""
-    from omniplane.sched import experiment as ex
-    from omniplane.sched.factory import POLICIES
+    """SLO attainment, per-class p95, shared-stage TPOT, the SM-control trace and the ablation.
 
-    if model not in ex.MODELS:
-        fail(f"--model must be one of {', '.join(ex.MODELS)} (got {model!r})")
-    if gpu not in ex.GPUS:
-        fail(f"--gpu must be one of {', '.join(ex.GPUS)} (got {gpu!r})")
-    if sweep not in ex.SWEEPS:
-        fail(f"--sweep must be one of {', '.join(ex.SWEEPS)} (got {sweep!r})")
-    names = tuple(p.strip() for p in policies.split(",")) if policies else POLICIES
+    Each finished point is written as it finishes (--points); an interrupted sweep started
+    again with the same settings runs only the points it had not finished.
+    """
+    from omniplane.sched import experiment as ex
+
+    names = tuple(p.strip() for p in policies.split(",") if p.strip()) if policies else POLICIES
     unknown = [p for p in names if p not in POLICIES]
-    if unknown:
-        fail(f"--policies: unknown {unknown}; choose from {', '.join(POLICIES)}")
+    if unknown or not names:
+        fail(f"--policies: unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(POLICIES)}")
     values = _floats(xs, "--xs") or (ex.RATES if sweep == "rate" else ex.LONG_FRACTIONS)
     if sweep == "long-fraction" and any(not 0 <= x <= 1 for x in values):
         fail("--xs: long-path fractions must be in [0, 1]")
     if sweep == "rate" and any(not x > 0 for x in values):
         fail("--xs: rates must be > 0")
-    if jobs < 1 or max_seqs < 1 or duration <= 0 or (requests is not None and requests < 10):
-        fail("need --jobs >= 1, --max-seqs >= 1, --duration > 0 and --requests >= 10")
     sweep_file = str(sm_sweep) if sm_sweep is not None else None
     try:
         testbed = ex.single_gpu(model, gpu, max_seqs, sweep_file)
     except ValueError as exc:
-        fail(str(exc))
+        fail(f"--sm-sweep: {exc}" if sweep_file else str(exc))
     spec = ex.SweepSpec(model, gpu, sweep, values, names, duration, requests, seed, max_seqs, sweep_file)
+    settings = {"model": model, "gpu": gpu, "sweep": sweep, "xs": values, "policies": names,
+                "duration": duration, "requests": requests, "seed": seed, "max_seqs": max_seqs,
+                "sm_sweep": sweep_file and Path(sweep_file).read_bytes().hex()}
+    key = sweep_key("horizon", settings)
+    log = PointLog(points or default_path("horizon", key), key)
+    kept = [p for p in (log.load() if resume else [])
+            if p.get("policy") in names and _x(sweep, p) in values]
+    done = {(p["policy"], _x(sweep, p)): _result(p) for p in kept}
+    log.start(kept)
+    if done:
+        notice(f"resuming: {len(done)} of {len(names) * len(values)} runs already finished in {log.path}")
     t0 = time.perf_counter()
-    done = [0]
-    total = len(names) * len(values)
+    bar = StderrProgress("horizon")
+    bar.start("runs", len(names) * len(values) - len(done))
+    finished = [len(done)]
 
-    def tick() -> None:
-        done[0] += 1
-        err_console.print(f"  {done[0]}/{total} runs, {time.perf_counter() - t0:.0f} s", highlight=False)
+    def keep(r: Any) -> None:
+        log.add(_result_json(r))
+        finished[0] += 1
 
-    results = ex.run_sweep(spec, jobs=jobs, progress=None if json_out else tick)
+    try:
+        results = ex.run_sweep(spec, jobs=jobs, progress=lambda: bar.advance(1), done=done, on_result=keep)
+    except KeyboardInterrupt:
+        notice(f"{finished[0]} of {len(names) * len(values)} runs are kept in {log.path}; the same "
+               "command resumes from them")
+        raise
+    bar.end()
     trace = ex.control_trace(testbed, spec.n_requests(ex.FIG10_RATE), seed) if "horizon" in names else None
     doc = _document(spec, results, testbed, trace, time.perf_counter() - t0)
+    doc["meta"]["points_file"] = str(log.path)
+    doc["meta"]["resumed_runs"] = len(done)
     if figures is not None:
-        doc["figures"] = [str(p) for p in _write_figures(spec, results, trace, figures, testbed.gpu.sms)]
+        with Outputs() as files:
+            staged = _write_figures(spec, results, trace, files.folder(figures), testbed.gpu.sms)
+            files.commit()
+        doc["figures"] = [str(figures / p.name) for p in staged]
     if json_out:
         print_json(doc)
         return
@@ -123,7 +194,6 @@ def _document(spec: Any, results: Any, testbed: Any, trace: Any, wall: float) ->
 def _write_figures(spec: Any, results: Any, trace: Any, out: Path, sms: int) -> list[Path]:
     from omniplane.sched import figures as fg
 
-    out.mkdir(parents=True, exist_ok=True)
     paths = [fg.figure8(spec, results, out), fg.figure9(spec, results, out)]
     if {"horizon", "no-rotation", "no-sm-throttle"} <= set(spec.policies):
         paths.append(fg.figure11(spec, results, out))
@@ -134,21 +204,22 @@ def _write_figures(spec: Any, results: Any, trace: Any, out: Path, sms: int) -> 
 
 def _print(spec: Any, doc: dict[str, Any]) -> None:
     meta = doc["meta"]
+    fixed = ", ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in meta["fixed"].items())
     table = Table(title=f"SLO attainment (%), {meta['model']} on {meta['gpu']}, {spec.sweep} sweep "
-                        f"({meta['fixed']}), max_num_seqs {spec.max_seqs}")
+                        f"({fixed}), max_num_seqs {spec.max_seqs}")
     table.add_column("policy")
     for x, n in zip(spec.xs, meta["requests_per_point"], strict=True):
         table.add_column(f"{x:g}\n({n} req)", justify="right")
     for name, p in doc["policies"].items():
         table.add_row(name, *(f"{100 * a:.1f}" for a in p["attainment"]))
-    console.print(table)
+    print_table(table)
     t3 = Table(title=f"Shared-stage TPOT (ms/token) at {spec.sweep} = {doc['table3']['x']:g}")
     t3.add_column("policy")
     t3.add_column("p50", justify="right")
     t3.add_column("p95", justify="right")
     for name, v in doc["table3"]["shared_tpot_ms"].items():
         t3.add_row(name, f"{v['p50']:.1f}", f"{v['p95']:.1f}")
-    console.print(t3)
+    print_table(t3)
     if "figure10" in doc:
         f10 = doc["figure10"]
         console.print(f"Figure 10 (rate {f10['rate']}, long fraction {f10['long_fraction']}): "
@@ -156,4 +227,7 @@ def _print(spec: Any, doc: dict[str, Any]) -> None:
                       f"{f10['correlation_co_running']:.3f} while co-running; caps used {f10['sm_caps']}")
     for path in doc.get("figures", []):
         console.print(f"wrote {path}")
-    console.print(f"{meta['wall_s']:.0f} s; 95% binomial half-width per point in --json 'ci95'")
+    resumed = (f", {meta['resumed_runs']} runs resumed from {meta['points_file']}"
+               if meta["resumed_runs"] else "")
+    console.print(f"{meta['wall_s']:.0f} s{resumed}; 95% binomial half-width per point in --json 'ci95'",
+                  highlight=False)

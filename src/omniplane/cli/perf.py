@@ -9,12 +9,16 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from omniplane.cli.output import console, fail, print_json
-from omniplane.perf import CostModel, InfeasibleConfig, ProfileFormatError, ProfileSet
-from omniplane.perf.factors import load_calibration
-from omniplane.spec import SpecError, catalog_gpus_path, find_catalog_model, load_gpus, load_model
+from omniplane.cli import options as opt
+from omniplane.cli.errors import about, fail
+from omniplane.cli.files import Outputs
+from omniplane.cli.output import console, print_json, print_table
+from omniplane.spec import find_catalog_model, load_gpus, load_model
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document instead of tables.")]
+JsonOpt = Annotated[bool, opt.json_opt()]
+
+
+TPOpt = Annotated[int | None, opt.tp_opt("GPUs per executor (default: the smallest that fits)")]
 
 
 def _pct(x: float) -> str:
@@ -23,7 +27,8 @@ def _pct(x: float) -> str:
 
 def validate(
     json_out: JsonOpt = False,
-    calibration: Annotated[Path | None, typer.Option(help="Calibration file (default: shipped).")] = None,
+    calibration: Annotated[Path | None, opt.file_opt("--calibration",
+                                                     help="Calibration file (default: shipped).")] = None,
     transfer: Annotated[bool, typer.Option(help="Also report cross-GPU transfer of the factors.")] = True,
     markdown: Annotated[bool, typer.Option("--markdown",
                                            help="Print the Markdown tables docs/perf.md quotes.")] = False,
@@ -33,10 +38,15 @@ def validate(
     """Every public measurement the catalog can express beside the model's prediction, with a
     section per anchor set: Cornfigurator Table 2, the Qwen3-Omni report, HorizonServe Figure 4
     and Table 3."""
+    from omniplane.perf.factors import load_calibration
     from omniplane.perf.validation.markdown import to_markdown
     from omniplane.perf.validation.report import validate as run
 
-    report = run(load_calibration(calibration) if calibration else None, transfer=transfer)
+    try:
+        cal = load_calibration(calibration) if calibration else None
+    except (ValueError, KeyError, TypeError) as exc:
+        fail(f"--calibration {calibration}: not a calibration file ({exc})")
+    report = run(cal, transfer=transfer)
     if table3:
         from omniplane.sched.table3 import table3 as run_table3
 
@@ -62,14 +72,14 @@ def _print_report(report: dict[str, Any]) -> None:
             if st.get("n"):
                 summary.add_row(role, name, str(st["n"]), f"{st['median_abs_err']:.1%}",
                                 f"{st['p90_abs_err']:.1%}")
-    console.print(summary)
+    print_table(summary)
     table = Table(title="public measurements vs model")
     for col in ("role", "id", "gpu", "measured", "predicted", "error", "flags"):
         table.add_column(col, overflow="fold")
     for p in report["points"]:
         table.add_row(p["role"], p["id"], p["gpu"], f"{p['measured']:.4g} {p['unit']}",
                       f"{p['predicted']:.4g}", _pct(p["rel_error"]), ",".join(p["flags"]))
-    console.print(table)
+    print_table(table)
     from omniplane.perf.validation.markdown import report_tables, table2_tables, table3_tables
 
     for lines in (table2_tables(report), report_tables(report), table3_tables(report)):
@@ -82,7 +92,7 @@ def _print_report(report: dict[str, Any]) -> None:
     for r in co["points"]:
         ct.add_row(r["kernel"], f"{r['sms']:g}", str(r["corun"]), r["metric"], f"{r['measured']:g}",
                    f"{r['predicted']:.4g}", _pct(r["rel_error"]), r["role"])
-    console.print(ct)
+    print_table(ct)
     gt = Table(title="co-location predictions per GPU (Qwen2.5-Omni thinker decode, batch 8)")
     for col in ("gpu", "SMs", "knee", "S_cap", "solo full ms", "solo best ms", "co-run@cap ms",
                 "co-run@full ms"):
@@ -90,7 +100,7 @@ def _print_report(report: dict[str, Any]) -> None:
     for r in co["per_gpu"]:
         gt.add_row(r["gpu"], str(r["sms"]), f"{r['knee_sms']:g}", str(r["s_cap"]), f"{r['solo_full_ms']:.2f}",
                    f"{r['solo_best_ms']:.2f}", f"{r['corun_cap_ms']:.2f}", f"{r['corun_full_ms']:.2f}")
-    console.print(gt)
+    print_table(gt)
     for m in report["not_expressible"]:
         console.print(f"[yellow]not expressible[/] {m['dataset']}: {m['what']} ({m['count']}): {m['reason']}")
     for t in report.get("transfer", []):
@@ -99,7 +109,8 @@ def _print_report(report: dict[str, Any]) -> None:
 
 
 def fit(
-    out: Annotated[Path | None, typer.Option(help="Write the calibration here (default: print it).")] = None,
+    out: Annotated[Path | None, opt.out_opt("--out", help="Write the calibration here (default: print it).")
+                   ] = None,
 ) -> None:
     """Fit the roofline's per-kind efficiency factors to the fit points, then each serving
     runtime's host-side factors to the points measured on it (docs/perf.md)."""
@@ -113,13 +124,16 @@ def fit(
     if out is None:
         print_json(cal.to_json())
         return
-    cal.save(out)
+    with Outputs() as files:
+        cal.save(files.path(out))
+        files.commit()
     console.print(f"wrote {out}")
 
 
 def colocation_fit(
-    sweep: Annotated[Path | None, typer.Argument(help="Sweep JSON (default: HorizonServe Figure 4).")] = None,
-    out: Annotated[Path | None, typer.Option(help="Write the fitted parameters here.")] = None,
+    sweep: Annotated[Path | None, opt.argument("Sweep JSON (default: HorizonServe Figure 4).",
+                                               opt.InputPath(), "SWEEP")] = None,
+    out: Annotated[Path | None, opt.out_opt("--out", help="Write the fitted parameters here.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Fit the co-location model to a fixed-SM sweep (docs/perf.md, sweep format)."""
@@ -128,10 +142,12 @@ def colocation_fit(
     path = sweep or default_sweep_path()
     try:
         result = refit(path)
-    except (ValueError, OSError) as exc:
-        fail(str(exc))
+    except (ValueError, OSError, KeyError, TypeError) as exc:
+        fail(about(path, exc))
     if out is not None:
-        save_fit(result, out, path)
+        with Outputs() as files:
+            save_fit(result, files.path(out), path)
+            files.commit()
     if json_out:
         print_json(result.to_json())
         return
@@ -146,31 +162,27 @@ def colocation_fit(
 
 
 def solo(
-    model: Annotated[str, typer.Argument(help="Catalog model name or spec file.")],
-    gpu: Annotated[str, typer.Option(help="GPU kind (catalog name or alias).")],
-    tp: Annotated[int | None, typer.Option(help="GPUs per executor (default: smallest that fits).")] = None,
-    n: Annotated[int, typer.Option(help="Sampled requests per type.")] = 200,
-    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
-    profiles: Annotated[list[Path] | None, typer.Option("--profiles", help="Profile tables to use.")] = None,
+    model: Annotated[str, opt.argument("Catalog model name or spec file.", opt.model_ref(), "MODEL")],
+    gpu: Annotated[str, opt.gpu_opt("--gpu", help="GPU kind.")],
+    tp: TPOpt = None,
+    n: Annotated[int, opt.int_opt("--n", help="Sampled requests per type.", lo=1, hi=100_000)] = 200,
+    seed: Annotated[int, opt.seed_opt("Sampling seed.")] = 0,
+    profiles: Annotated[list[Path] | None, opt.file_opt("--profiles", help="Profile tables to use.")
+                        ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """p50/p95 first-response latency of each request type alone on one executor config."""
+    from omniplane.perf import CostModel, InfeasibleConfig, ProfileSet
     from omniplane.perf.solo import default_solo_config, solo_table
 
-    try:
-        path = find_catalog_model(model) or Path(model)
-        spec = load_model(path)
-        kind = load_gpus(catalog_gpus_path()).get(gpu)
-        table = ProfileSet.load(*profiles) if profiles else None
-    except (SpecError, ProfileFormatError, OSError) as exc:
-        fail(str(exc))
-    except KeyError as exc:
-        fail(str(exc.args[0]))
+    spec = load_model(find_catalog_model(model) or Path(model))
+    kind = load_gpus().get(gpu)
+    table = ProfileSet.load(*profiles) if profiles else None
     cost = CostModel(spec, profiles=table)
     try:
         cfg = default_solo_config(spec, cost, kind, tp)
     except InfeasibleConfig as exc:
-        fail(str(exc))
+        fail(f"--tp: {exc}" if tp is not None else str(exc))
     rows = solo_table(spec, cost, cfg, n=n, seed=seed)
     fallbacks = [f.__dict__ for f in cost.fallbacks()]
     doc: dict[str, Any] = {"model": spec.name, "gpu": kind.name, "tp": cfg.tp, "n": n, "seed": seed,
@@ -186,7 +198,7 @@ def solo(
         t.add_column(col)
     for r in doc["types"]:
         t.add_row(r["type"], r["metric"].upper(), f"{r['p50_ms']:.1f}", f"{r['p95_ms']:.1f}")
-    console.print(t)
+    print_table(t)
     if fallbacks:
         console.print(f"[yellow]{len(fallbacks)} queries fell outside the profile grids "
                       "(roofline scaled to the nearest measured point)[/]")

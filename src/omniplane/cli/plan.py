@@ -7,15 +7,21 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from omniplane.cli.output import console, err_console, fail, print_json
+from omniplane.cli import options as opt
+from omniplane.cli.errors import fail, new_app
+from omniplane.cli.files import Outputs
+from omniplane.cli.output import console, notice, print_json, print_table
+from omniplane.cli.progress import StderrProgress
 from omniplane.cli.slo import SloOpt, legacy_plan_policy, slo_choice
+from omniplane.errors import unknown_name
+from omniplane.plan.select import POLICIES
 from omniplane.spec import (
     SpecError,
     catalog_workload_paths,
     dump,
+    find_catalog_model,
     find_catalog_workload,
     load_gpus,
     load_model,
@@ -24,42 +30,15 @@ from omniplane.spec import (
     workload_ref,
 )
 
-app = typer.Typer(help="Plan a deployment (Cornfigurator); `plan show PLAN` draws a plan file.",
-                  invoke_without_command=True)
+MIX_TOLERANCE = 1e-6  # as a workload spec's mix (omniplane.spec.workload)
 
-
-class RichProgress:
-    """The pipeline's progress hook drawn with rich on stderr."""
-
-    def __init__(self) -> None:
-        self.bar = self._new()
-        self.task: Any = None
-
-    @staticmethod
-    def _new() -> Progress:
-        return Progress(TextColumn("{task.description}"), BarColumn(),
-                        TextColumn("{task.completed}/{task.total}"), TextColumn("{task.fields[info]}"),
-                        TimeElapsedColumn(), console=err_console, transient=False)
-
-    def start(self, phase: str, total: int) -> None:
-        self.bar = self._new()  # one bar per phase (a reused Progress redraws the finished ones)
-        self.bar.start()
-        self.task = self.bar.add_task(phase, total=total, info="")
-
-    def advance(self, n: int, info: str = "") -> None:
-        self.bar.update(self.task, advance=n, info=info)
-
-    def end(self) -> None:
-        self.bar.stop()
+app = new_app("Plan a deployment (Cornfigurator); `plan show PLAN` draws a plan file.",
+              invoke_without_command=True, no_args_is_help=False)
 
 
 def _workload(model_name: str, ref: str | None) -> Path:
     if ref:
-        found = find_catalog_workload(ref)
-        path = found if found is not None else Path(ref)
-        if not path.is_file():
-            fail(f"--workload: no catalog workload or file named {ref!r}")
-        return path
+        return find_catalog_workload(ref) or Path(ref)  # checked by opt.workload_ref
     # the model's base workload first: variants extend its name (qwen3-omni-servegen-2of3audio)
     for p in sorted(catalog_workload_paths(), key=lambda p: (len(p.stem), p.stem)):
         try:
@@ -68,81 +47,137 @@ def _workload(model_name: str, ref: str | None) -> Path:
             continue
         if wl.model.name == model_name and wl.spec.mix is not None:
             return p
-    fail(f"no catalog workload for model {model_name!r} has a type mix; give --workload FILE")
+    fail(f"--workload: no catalog workload for model {model_name!r} has a type mix; give --workload FILE")
 
 
-def _mix(text: str, types: list[str]) -> dict[str, float]:
+def parse_mix(text: str, types: list[str], normalize: bool = False) -> dict[str, float]:
+    """``--mix t2t=0.5,ti2t=0.5``: the same rule as a spec file's ``mix`` (fractions >= 0 that
+    sum to 1; types not named get 0), or, with ``normalize``, any non-negative weights scaled to
+    sum to 1 (said on stderr)."""
     out: dict[str, float] = {}
     for item in filter(None, (x.strip() for x in text.split(","))):
-        name, sep, value = item.partition("=")
-        if not sep or name not in types:
-            fail(f"--mix item {item!r} must be TYPE=FRACTION with TYPE one of: {', '.join(types)}")
+        name, sep, value = (p.strip() for p in item.partition("="))
+        if not sep:
+            fail(f"--mix: item {item!r} must be TYPE=FRACTION (types: {', '.join(types)})")
+        if name not in types:
+            fail(f"--mix: {unknown_name('request type', name, types)}")
+        if name in out:
+            fail(f"--mix: type {name!r} given twice")
         try:
-            out[name] = float(value)
-        except ValueError:
-            fail(f"--mix item {item!r}: {value!r} is not a number")
+            out[name] = opt.Number(0, opt.MAX_MIX_WEIGHT)(value)
+        except typer.BadParameter as exc:
+            fail(f"--mix: {name}: {exc.message}")
     total = sum(out.values())
-    if total <= 0:
-        fail("--mix fractions must sum to a positive number")
-    return {t: v / total for t, v in out.items()}
+    if not out or total <= 0:
+        fail("--mix: give at least one type with a positive fraction, e.g. "
+             f"{types[0]}=1")
+    if normalize:
+        scaled = {t: v / total for t, v in out.items()}
+        if abs(total - 1.0) > MIX_TOLERANCE:
+            notice(f"--mix normalised (the fractions summed to {total:g}): "
+                   + ", ".join(f"{t}={v:.4g}" for t, v in scaled.items()))
+        out = scaled
+    elif abs(total - 1.0) > MIX_TOLERANCE:
+        fail(f"--mix: the fractions sum to {total:g}, not 1 (as a workload's mix must); fix them or "
+             "add --normalize to scale them to 1")
+    missing = [t for t in types if t not in out]
+    if missing:
+        notice(f"--mix: no traffic of type(s) {', '.join(missing)} (not in --mix)")
+    return {t: out.get(t, 0.0) for t in types}
+
+
+def _routing_step(value: object) -> float:
+    x = opt.Number(0, 1, lo_open=True)(value)
+    if abs(1 / x - round(1 / x)) > 1e-9:
+        raise typer.BadParameter(f"expected a step that divides 1 (0.1, 0.2, 0.25, 0.5, 1), got {value!r}")
+    return x
+
+
+ModelOpt = Annotated[str | None, opt.option(
+    "--model", help="Catalog model name or model file. [required]", parser=opt.model_ref(), metavar="MODEL")]
+GpusOpt = Annotated[int | None, opt.int_opt(
+    "--gpus", help="GPU budget N (the planner's limit). [required]", lo=1, hi=opt.MAX_GPUS,
+    why=opt.GPUS_WHY)]
 
 
 @app.callback()
 def plan(
     ctx: typer.Context,
-    model: Annotated[str | None, typer.Option(help="Catalog model name or model file.")] = None,
-    gpus: Annotated[int | None, typer.Option(help="GPU budget N.")] = None,
-    gpu: Annotated[str, typer.Option(help="GPU kind (catalog name or alias).")] = "A100-80GB",
-    workload: Annotated[str | None, typer.Option(help="Catalog workload or file (default: the model's "
-                                                      "base catalog workload with a mix).")] = None,
+    model: ModelOpt = None,
+    gpus: GpusOpt = None,
+    gpu: Annotated[str, opt.gpu_opt("--gpu", help="GPU kind.")] = "A100-80GB",
+    workload: Annotated[str | None, opt.option(
+        "--workload", help="Catalog workload or file (default: the model's base catalog workload "
+                           "with a mix).", parser=opt.workload_ref(), metavar="WORKLOAD")] = None,
     slo: SloOpt = None,
-    slo_policy: Annotated[str | None, typer.Option(hidden=True)] = None,  # deprecated: --slo POLICY
-    slo_percentile: Annotated[float | None, typer.Option(hidden=True)] = None,
-    slo_multiplier: Annotated[float | None, typer.Option(hidden=True)] = None,
-    mix: Annotated[str | None, typer.Option(help="Replace the type mix, e.g. ti2t=0.5,ti2a=0.5.")] = None,
-    out: Annotated[Path | None, typer.Option(help="Write the selected plan here (YAML).")] = None,
-    figures: Annotated[Path | None, typer.Option(help="Write Figures 7, 8, 9 (PNG) here.")] = None,
+    slo_policy: Annotated[str | None, opt.choice_opt(  # deprecated: --slo POLICY
+        "--slo-policy", help="Deprecated: --slo POLICY.", choices=("isolated_percentile", "solo_multiplier",
+                                                                   "explicit"), what="SLO policy",
+        hidden=True)] = None,
+    slo_percentile: Annotated[float | None, opt.percentile_opt(
+        "--slo-percentile", help="Deprecated: --slo.", hidden=True)] = None,
+    slo_multiplier: Annotated[float | None, opt.multiplier_opt(
+        "--slo-multiplier", help="Deprecated: --slo.", hidden=True)] = None,
+    mix: Annotated[str | None, typer.Option(
+        metavar="TYPE=FRACTION,...", help="Replace the type mix, e.g. ti2t=0.5,ti2a=0.5; the fractions "
+                                          "must sum to 1 (types not named get 0).")] = None,
+    normalize: Annotated[bool, typer.Option(
+        "--normalize", help="Scale the --mix fractions to sum to 1 (and say so).")] = False,
+    out: Annotated[Path | None, opt.out_opt("--out", help="Write the selected plan here (YAML).")] = None,
+    figures: Annotated[Path | None, opt.out_dir_opt(
+        "--figures", help="Write Figures 7, 8, 9 (PNG) into this folder.")] = None,
     baselines: Annotated[bool, typer.Option(help="Also plan every baseline space.")] = True,
     sweep: Annotated[bool, typer.Option(help="Report each plan's best goodput over offered rates.")] = False,
-    policy: Annotated[str, typer.Option(help="Selection policy: total | balanced.")] = "total",
-    k_c: Annotated[int, typer.Option(help="Simple subplans per compound subplan.")] = 2,
-    k_s: Annotated[int, typer.Option(help="Subplans per logical plan.")] = 2,
-    alpha: Annotated[float, typer.Option(help="Headroom: evaluate at alpha x R_d.")] = 0.8,
-    routing_step: Annotated[float, typer.Option(help="Routing probability step.")] = 0.1,
-    routing: Annotated[str, typer.Option(help="grid (lp: not implemented; docs/plan.md).")] = "grid",
-    max_logical: Annotated[int, typer.Option(help="Logical plans expanded at most.")] = 150,
-    max_simulated: Annotated[int, typer.Option(help="Plans simulated at most.")] = 12,
-    sim_requests: Annotated[int, typer.Option(help="Requests per simulation.")] = 1200,
-    mc_samples: Annotated[int, typer.Option(help="Requests sampled per type for Monte Carlo.")] = 128,
-    seed: Annotated[int, typer.Option(help="Seed of samples and simulations.")] = 0,
-    replan_gpus: Annotated[int | None, typer.Option(help="Then re-plan for this budget from the same "
-                                                         "profile and report the time.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    policy: Annotated[str, opt.choice_opt("--policy", help="Selection policy.", choices=tuple(POLICIES),
+                                          what="selection policy")] = "total",
+    k_c: Annotated[int, opt.int_opt("--k-c", help="Simple subplans per compound subplan.", lo=1, hi=4)] = 2,
+    k_s: Annotated[int, opt.int_opt("--k-s", help="Subplans per logical plan.", lo=1, hi=4)] = 2,
+    alpha: Annotated[float, opt.float_opt("--alpha", help="Headroom: evaluate at alpha x R_d.",
+                                          lo=0, hi=1, lo_open=True)] = 0.8,
+    routing_step: Annotated[float, opt.option(
+        "--routing-step", help="Routing probability step (divides 1).", parser=_routing_step,
+        metavar="X")] = 0.1,
+    routing: Annotated[str, opt.choice_opt(
+        "--routing", help="Routing search (lp: not implemented; docs/plan.md).", choices=("grid", "lp"),
+        what="routing mode")] = "grid",
+    max_logical: Annotated[int, opt.int_opt("--max-logical", help="Logical plans expanded at most.",
+                                            lo=1, hi=100_000)] = 150,
+    max_simulated: Annotated[int, opt.int_opt("--max-simulated", help="Plans simulated at most.",
+                                              lo=1, hi=1000)] = 12,
+    sim_requests: Annotated[int, opt.int_opt("--sim-requests", help="Requests per simulation.",
+                                             lo=10, hi=opt.MAX_REQUESTS)] = 1200,
+    mc_samples: Annotated[int, opt.int_opt("--mc-samples", help="Requests sampled per type for Monte "
+                                                                "Carlo.", lo=1, hi=100_000)] = 128,
+    seed: Annotated[int, opt.seed_opt("Seed of samples and simulations.")] = 0,
+    replan_gpus: Annotated[int | None, opt.int_opt(
+        "--replan-gpus", help="Then re-plan for this budget from the same profile and report the time.",
+        lo=1, hi=opt.MAX_GPUS, why=opt.GPUS_WHY)] = None,
+    json_out: Annotated[bool, opt.json_opt()] = False,
 ) -> None:
     """Plan a deployment: enumerate, flow bound, Monte Carlo, simulate, select."""
     if ctx.invoked_subcommand is not None:
         return
     if model is None or gpus is None:
-        fail("give --model and --gpus (or use `omniplane plan show PLAN`)")
+        fail("give --model and --gpus (or use `omniplane plan show PLAN`); see omniplane plan --help")
+    if normalize and mix is None:
+        fail("--normalize scales --mix; give --mix too")
     from omniplane.plan.compare import compare, to_json
     from omniplane.plan.options import PlannerOptions
     from omniplane.plan.pipeline import Planner
     from omniplane.plan.problem import make_problem
 
-    try:
-        m = load_model(model)
-        wl = load_workload(_workload(m.name, workload))
-        kind = load_gpus().get(gpu)
-    except (SpecError, KeyError) as exc:
-        fail(str(exc.args[0]) if isinstance(exc, KeyError) else str(exc))
+    m = load_model(find_catalog_model(model) or Path(model))
+    wl = load_workload(_workload(m.name, workload))
+    kind = load_gpus().get(gpu)
     if wl.model.name != m.name:
         fail(f"--workload {workload!r} is for model {wl.model.name!r}, not {m.name!r}")
+    mix_given = parse_mix(mix, m.type_names, normalize) if mix else None
     try:
         options = PlannerOptions(k_c=k_c, k_s=k_s, routing_step=routing_step, routing=routing,  # type: ignore[arg-type]
                                  alpha=alpha, mc_samples=mc_samples, sim_requests=sim_requests,
                                  max_simulated=max_simulated, max_logical=max_logical, seed=seed)
     except ValueError as exc:
-        fail(str(exc))
+        fail(f"--routing: {exc}" if routing == "lp" else str(exc))
     legacy = legacy_plan_policy(wl.spec.slo, slo_policy, slo_percentile, slo_multiplier)
     choice = slo_choice(slo, m.type_names, legacy, "--slo-policy/--slo-percentile/--slo-multiplier")
     if choice is not None and choice.base == "plan":
@@ -150,46 +185,42 @@ def plan(
     if choice is not None and choice.base not in (None, "workload"):
         wl = type(wl)(wl.spec.model_copy(update={"slo": choice.base}), wl.model, wl.path)
     overrides = dict(choice.targets_ms) if choice is not None else None
-    t0 = time.perf_counter()
-    problem = make_problem(wl, kind, gpus, samples=options.mc_samples, seed=seed,
-                           mix=_mix(mix, m.type_names) if mix else None)
-    planner = Planner(problem, options=options, slo_overrides_ms=overrides, policy=policy,
-                      progress=RichProgress() if not json_out else _silent())
-    profile_s = time.perf_counter() - t0
-    cmp = compare(planner, baselines=None if baselines else [], sweep=sweep, cloud=figures is not None)
-    if cmp.planner.spec is None:
-        fail("no plan fits the budget (every executor config is infeasible or over budget)")
-    doc = to_json(cmp)
-    meta = doc["plan"]["meta"]
-    meta["profile_seconds"] = profile_s
-    if replan_gpus is not None:
-        t1 = time.perf_counter()
-        again = planner.replan(gpus=replan_gpus)
-        meta["replan"] = {"gpus": replan_gpus, "seconds": time.perf_counter() - t1,
-                          "goodput_total": again.total, "profile_reused": True}
-    plan_spec = cmp.planner.spec.model_copy(update={"meta": meta})
-    if out is not None and plan_spec.prediction is not None:  # the workload, relative to the plan file
-        ref = workload_ref(wl, out.parent)
-        plan_spec = plan_spec.model_copy(update={"prediction": plan_spec.prediction.model_copy(
-            update={"workload": ref})})
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(dump(plan_spec), encoding="utf-8")
-    written = []
-    if figures is not None:
-        from omniplane.plan.figures import write_all
+    with Outputs() as files:
+        t0 = time.perf_counter()
+        problem = make_problem(wl, kind, gpus, samples=options.mc_samples, seed=seed, mix=mix_given)
+        planner = Planner(problem, options=options, slo_overrides_ms=overrides, policy=policy,
+                          progress=StderrProgress("plan"))
+        profile_s = time.perf_counter() - t0
+        cmp = compare(planner, baselines=None if baselines else [], sweep=sweep, cloud=figures is not None)
+        if cmp.planner.spec is None:
+            fail(f"no plan fits the budget of {gpus} x {kind.name} (every executor config is infeasible "
+                 "or over budget); try a larger --gpus or another --gpu")
+        doc = to_json(cmp)
+        meta = doc["plan"]["meta"]
+        meta["profile_seconds"] = profile_s
+        if replan_gpus is not None:
+            t1 = time.perf_counter()
+            again = planner.replan(gpus=replan_gpus)
+            meta["replan"] = {"gpus": replan_gpus, "seconds": time.perf_counter() - t1,
+                              "goodput_total": again.total, "profile_reused": True}
+        plan_spec = cmp.planner.spec.model_copy(update={"meta": meta})
+        if out is not None and plan_spec.prediction is not None:  # the workload, relative to the plan file
+            ref = workload_ref(wl, out.parent.absolute())
+            plan_spec = plan_spec.model_copy(update={"prediction": plan_spec.prediction.model_copy(
+                update={"workload": ref})})
+        if out is not None:
+            files.text(out, dump(plan_spec))
+        staged: list[Path] = []
+        if figures is not None:
+            from omniplane.plan.figures import write_all
 
-        written = write_all(cmp, figures, f"{m.name}-{gpus}x{kind.name}")
+            staged = write_all(cmp, files.folder(figures), f"{m.name}-{gpus}x{kind.name}")
+        files.commit()
+    written = [figures / p.name for p in staged] if figures is not None else []
     if json_out:
         print_json(doc)
         return
     _print(cmp, plan_spec, meta, out, written)
-
-
-def _silent() -> Any:
-    from omniplane.plan.progress import NO_PROGRESS
-
-    return NO_PROGRESS
 
 
 def _print(cmp: Any, plan_spec: Any, meta: dict[str, Any], out: Path | None, written: list[Path]) -> None:
@@ -209,14 +240,14 @@ def _print(cmp: Any, plan_spec: Any, meta: dict[str, Any], out: Path | None, wri
     table.add_row("planner / this", *["" if e is cmp.planner else
                                       (f"{cmp.planner.total / e.total:.2f}x" if e.total > 0 else "no plan")
                                       for e in cmp.entries])
-    console.print(table)
+    print_table(table)
     phases = Table(title="phases")
     phases.add_column("phase")
     phases.add_column("candidates", justify="right")
     phases.add_column("seconds", justify="right")
     for k, v in res.phases.items():
         phases.add_row(k, f"{v.count:.3g}" if v.count > 1e6 else f"{int(v.count):,}", f"{v.seconds:.2f}")
-    console.print(phases)
+    print_table(phases)
     acc = res.accuracy()
     console.print(f"planning {res.seconds:.1f} s (profile and targets {meta['profile_seconds']:.1f} s); "
                   f"flow + Monte Carlo vs simulator, total goodput: mean abs. error "
@@ -233,15 +264,12 @@ def _print(cmp: Any, plan_spec: Any, meta: dict[str, Any], out: Path | None, wri
 
 
 @app.command("show")
-def show(path: Annotated[Path, typer.Argument(help="A plan file.")],
-         json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False) -> None:
+def show(path: Annotated[Path, opt.argument("A plan file (kind: plan).", opt.InputPath(), "PLAN")],
+         json_out: Annotated[bool, opt.json_opt("Print the plan as JSON.")] = False) -> None:
     """Draw a plan file as text: nodes, executors, GPUs, routes."""
     from omniplane.plan.show import render
 
-    try:
-        plan = load_plan(path)
-    except (SpecError, OSError) as exc:
-        fail(str(exc))
+    plan = load_plan(path)
     if json_out:
         print_json(plan.spec.model_dump(mode="json", exclude_none=True))
         return

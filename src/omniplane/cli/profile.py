@@ -2,71 +2,94 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from omniplane.cli.output import console, err_console, fail, print_json
+from omniplane.cli import options as opt
+from omniplane.cli.errors import fail
+from omniplane.cli.files import Outputs
+from omniplane.cli.output import console, err_console, print_json
+from omniplane.cli.progress import StderrProgress
 from omniplane.perf import ProfileSet
 from omniplane.perf.profiler import ProfilerError, ProfileRun, RequestSpec, run_profile
 
 
-def _request(text: str) -> RequestSpec:
+def _request(text: Any) -> RequestSpec:
     """``NAME:PROMPT_TOKENS:MAX_TOKENS[:MODALITY+MODALITY]``, e.g. ``short:128:64`` or
     ``speech:128:64:text+audio``."""
-    parts = text.split(":")
+    if isinstance(text, RequestSpec):
+        return text
+    parts = str(text).split(":")
     if len(parts) not in (3, 4):
         raise typer.BadParameter(f"expected NAME:PROMPT_TOKENS:MAX_TOKENS[:MODALITIES], got {text!r}")
     try:
         prompt, out = int(parts[1]), int(parts[2])
     except ValueError:
         raise typer.BadParameter(f"prompt and max tokens must be whole numbers in {text!r}") from None
+    if not (1 <= prompt <= 10_000_000 and 1 <= out <= 10_000_000):
+        raise typer.BadParameter(f"prompt and max tokens must be from 1 to 10,000,000 in {text!r}")
     mods = tuple(parts[3].split("+")) if len(parts) == 4 else ("text",)
     return RequestSpec(parts[0], prompt, out, mods)
 
 
 def profile(
-    url: Annotated[str, typer.Option(help="Base URL of the OpenAI-compatible server.")],
-    model: Annotated[str, typer.Option(help="Served model name (the request's 'model').")],
-    component: Annotated[str, typer.Option(help="Component the table describes, e.g. thinker.")],
-    gpu: Annotated[str, typer.Option(help="GPU kind the executor runs on.")],
-    tp: Annotated[int, typer.Option(help="GPUs of the executor.")] = 1,
-    request: Annotated[list[str] | None, typer.Option(
-        "--request", help="NAME:PROMPT_TOKENS:MAX_TOKENS[:MODALITIES]; repeatable.")] = None,
-    concurrency: Annotated[str, typer.Option(help="Comma-separated concurrency sweep.")] = "1,2,4,8",
-    requests_per_worker: Annotated[int, typer.Option(help="Requests each worker sends per point.")] = 4,
-    timeout: Annotated[float, typer.Option(help="Per-request timeout, seconds.")] = 600.0,
-    sample_rate: Annotated[int, typer.Option(help="Sample rate of raw 16-bit PCM audio chunks.")] = 24000,
-    out: Annotated[Path, typer.Option(help="Profile table (CSV) to write.")] = Path("profile.csv"),
-    summary: Annotated[Path | None, typer.Option(help="Also write all metrics as JSON here.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
+    url: Annotated[str, opt.url_opt("--url", help="Base URL of the OpenAI-compatible server.")],
+    model: Annotated[str, typer.Option(metavar="NAME", help="Served model name (the request's 'model').")],
+    component: Annotated[str, typer.Option(metavar="NAME", help="Component the table describes, e.g. "
+                                                                "thinker.")],
+    gpu: Annotated[str, opt.gpu_opt("--gpu", help="GPU kind the executor runs on.")],
+    tp: Annotated[int, opt.tp_opt("GPUs of the executor")] = 1,
+    request: Annotated[list[RequestSpec] | None, typer.Option(
+        "--request", metavar="SPEC", parser=_request,
+        help="NAME:PROMPT_TOKENS:MAX_TOKENS[:MODALITIES]; repeatable (default: default:256:128).")] = None,
+    concurrency: Annotated[str, typer.Option(metavar="N,N,...", help="Comma-separated concurrency sweep.")
+                           ] = "1,2,4,8",
+    requests_per_worker: Annotated[int, opt.int_opt("--requests-per-worker", help="Requests each worker "
+                                                    "sends per point.", lo=1, hi=100_000)] = 4,
+    timeout: Annotated[float, opt.float_opt("--timeout", help="Per-request timeout, seconds.", lo=0,
+                                            hi=86_400, lo_open=True, metavar="SECONDS")] = 600.0,
+    sample_rate: Annotated[int, opt.int_opt("--sample-rate", help="Sample rate of raw 16-bit PCM audio "
+                                            "chunks.", lo=1000, hi=384_000)] = 24000,
+    out: Annotated[Path, opt.out_opt("--out", help="Profile table (CSV) to write.")] = Path("profile.csv"),
+    summary: Annotated[Path | None, opt.out_opt("--summary", help="Also write all metrics as JSON here.")
+                       ] = None,
+    json_out: Annotated[bool, opt.json_opt("Print the metrics as JSON.")] = False,
 ) -> None:
     """Sweep request types x concurrency against a live endpoint (steady-state window only) and
     write a profile table the cost model loads in place of the roofline."""
     try:
-        levels = tuple(int(c) for c in concurrency.split(","))
-    except ValueError:
-        fail(f"--concurrency must be comma-separated whole numbers, got {concurrency!r}")
-    specs = tuple(_request(r) for r in (request or ["default:256:128"]))
+        levels = tuple(opt.Integer(1, 4096)(c) for c in concurrency.split(","))
+    except typer.BadParameter as exc:
+        fail(f"--concurrency: {exc.message}")
+    specs = tuple(request or [_request("default:256:128")])
     run = ProfileRun(url.rstrip("/"), model, component, gpu, tp, specs, levels, requests_per_worker, timeout,
                      sample_rate)
-    cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*cols, console=err_console, transient=json_out) as bar:
-        task = bar.add_task("profiling", total=None)
+    bar = StderrProgress("profile")
+    seen = [0, -1]  # requests done, total (the profiler says the total with its first tick)
 
-        def tick(done: int, total: int, label: str) -> None:
-            bar.update(task, completed=done, total=total, description=label)
+    def tick(done: int, total: int, label: str) -> None:
+        if seen[1] != total:
+            if seen[1] >= 0:
+                bar.end()
+            bar.start("requests", total)
+            seen[:] = [0, total]
+        bar.advance(done - seen[0], label)
+        seen[0] = done
 
-        try:
-            result = run_profile(run, tick)
-        except ProfilerError as exc:
-            fail(str(exc))
-    ProfileSet(result.rows).save(out)
-    if summary is not None:
-        summary.write_text(json.dumps(result.to_json(), indent=2) + "\n")
+    try:
+        result = run_profile(run, tick)
+    except ProfilerError as exc:
+        fail(f"--url {exc}")
+    finally:
+        if seen[1] >= 0:
+            bar.end()
+    with Outputs() as files:
+        ProfileSet(result.rows).save(files.path(out))
+        if summary is not None:
+            files.json(summary, result.to_json())
+        files.commit()
     if json_out:
         print_json({**result.to_json(), "table": str(out)})
     else:

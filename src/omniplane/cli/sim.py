@@ -2,34 +2,39 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
-import typer
-
-from omniplane.cli.output import console, fail, print_json
+from omniplane.cli import options as opt
+from omniplane.cli.errors import fail, new_app
+from omniplane.cli.files import Outputs
+from omniplane.cli.output import console, notice, print_json, print_table
 from omniplane.cli.slo import SloOpt, slo_choice
-from omniplane.sim.queueing import check_queue
 
-app = typer.Typer(help="Request-level simulator.", no_args_is_help=True)
+app = new_app("Request-level simulator.")
+LONG_RUN = 20_000  # requests: a simulation this long says on stderr that it started
 
 
 @app.command("queue")
 def queue(
-    kind: Annotated[str, typer.Option(help="mm1, md1 or mmc.")] = "mm1",
-    rho: Annotated[float, typer.Option(help="Utilisation in (0, 1).")] = 0.8,
-    servers: Annotated[int, typer.Option(help="Servers for mmc.")] = 4,
-    customers: Annotated[int, typer.Option(help="Customers per replication.")] = 200_000,
-    replications: Annotated[int, typer.Option(help="Independent replications (>= 2).")] = 10,
-    seed: Annotated[int, typer.Option(help="Seed of the first replication.")] = 0,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    kind: Annotated[str, opt.choice_opt("--kind", help="Queue.", choices=("mm1", "md1", "mmc"),
+                                        what="queue kind")] = "mm1",
+    rho: Annotated[float, opt.float_opt("--rho", help="Utilisation.", lo=0, hi=1, lo_open=True,
+                                        hi_open=True)] = 0.8,
+    servers: Annotated[int, opt.int_opt("--servers", help="Servers for mmc.", lo=1, hi=1024)] = 4,
+    customers: Annotated[int, opt.int_opt("--customers", help="Customers per replication.", lo=100,
+                                          hi=10_000_000)] = 200_000,
+    replications: Annotated[int, opt.int_opt("--replications", help="Independent replications.", lo=2,
+                                             hi=1000)] = 10,
+    seed: Annotated[int, opt.seed_opt("Seed of the first replication.")] = 0,
+    json_out: Annotated[bool, opt.json_opt()] = False,
 ) -> None:
     """Simulated vs closed-form mean waiting time for M/M/1, M/D/1 or M/M/c."""
-    if kind not in ("mm1", "md1", "mmc"):
-        fail(f"--kind must be mm1, md1 or mmc (got {kind!r})")
-    if not 0 < rho < 1:
-        fail(f"--rho must be in (0, 1) (got {rho})")
-    if customers < 100 or replications < 2 or servers < 1:
-        fail("need --customers >= 100, --replications >= 2 and --servers >= 1")
+    from omniplane.sim.queueing import check_queue
+
+    if customers * replications > 20_000_000:
+        fail("--customers x --replications must be at most 20,000,000 "
+             f"(got {customers:,} x {replications:,})")
     res = check_queue(kind, rho, servers=servers, customers=customers,  # type: ignore[arg-type]
                       replications=replications, seed=seed)
     if json_out:
@@ -47,42 +52,38 @@ def queue(
 
 @app.command("run")
 def run(
-    plan: Annotated[str, typer.Argument(help="Plan file (kind: plan).")],
-    workload: Annotated[str | None, typer.Option(
+    plan: Annotated[Path, opt.argument("Plan file (kind: plan).", opt.InputPath(), "PLAN")],
+    workload: Annotated[str | None, opt.workload_opt(
         help="Workload file or catalog name (default: the plan file's prediction.workload).")] = None,
-    n: Annotated[int | None, typer.Option(help="Number of requests.")] = None,
-    duration: Annotated[float | None, typer.Option(
-        help="Seconds of arrivals (default: the workload's).")] = None,
-    rate: Annotated[float | None, typer.Option(
-        help="Arrival rate, req/s (default: the plan's offered rate on its workload, "
-             "else the workload's).")] = None,
-    seed: Annotated[int, typer.Option(help="Seed for arrivals, sizes and routing.")] = 0,
+    n: Annotated[int | None, opt.n_opt()] = None,
+    duration: Annotated[float | None, opt.duration_opt(help="Seconds of arrivals (default: the workload's).")
+                        ] = None,
+    rate: Annotated[float | None, opt.rate_opt(
+        help="Arrival rate, req/s (default: the plan's offered rate on its workload, else the "
+             "workload's).")] = None,
+    seed: Annotated[int, opt.seed_opt("Seed for arrivals, sizes and routing.")] = 0,
     slo: SloOpt = None,
-    trace: Annotated[str | None, typer.Option(help="Write a Chrome trace (JSON) here.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    trace: Annotated[Path | None, opt.out_opt("--trace", help="Write a Chrome trace (JSON) here.")] = None,
+    json_out: Annotated[bool, opt.json_opt()] = False,
 ) -> None:
     """Simulate a workload on a plan: per-type latency, TPOT, SLO attainment, goodput.
 
     With no options the plan file says everything: its workload and type mix, the offered rate
     and the latency targets it was planned for (``prediction`` and ``slo``); the output compares
     the simulated goodput with the plan's own prediction."""
-    from pathlib import Path
-
     from omniplane.perf import CostModel
     from omniplane.plan.slo import command_targets, plan_budget
     from omniplane.sim import RunSetup, simulate
     from omniplane.sim.trace import write_chrome_trace
-    from omniplane.spec import SpecError, load_plan, plan_load
+    from omniplane.spec import load_plan, plan_load
     from omniplane.workload import generate
 
-    try:
-        rplan = load_plan(plan)
-        load = plan_load(rplan, workload)
-    except (SpecError, OSError) as exc:
-        fail(str(exc))
+    rplan = load_plan(plan)
+    load = plan_load(rplan, workload)
     wl, mix, pred = load.workload, load.mix, rplan.spec.prediction
     if wl.model.name != rplan.model.name:
-        fail(f"the workload is for model {wl.model.name!r} but the plan is for {rplan.model.name!r}")
+        fail(f"--workload: the workload is for model {wl.model.name!r} but the plan is for "
+             f"{rplan.model.name!r}")
     rate = rate if rate is not None else load.rate
     if n is None and duration is None:
         duration = wl.spec.duration_s or 600.0
@@ -91,12 +92,16 @@ def run(
         targets, source = command_targets(slo_choice(slo, rplan.model.type_names), wl, stored=rplan.spec.slo,
                                           gpu=rplan.gpu, gpus=plan_budget(rplan), cost=cost)
     except ValueError as exc:
-        fail(str(exc))
+        fail(str(exc) if str(exc).startswith("--") else f"--slo: {exc}")
     requests = generate(wl, n=n, duration_s=duration, rate=rate, seed=seed, mix=mix)
+    if len(requests) >= LONG_RUN:
+        notice(f"simulating {len(requests):,} requests on {rplan.spec.name or plan} ...")
     setup = RunSetup(trace=trace is not None)
     result = simulate(rplan, requests, cost, slo_s=targets.seconds, seed=seed, setup=setup)
-    if trace:
-        write_chrome_trace(result, Path(trace))
+    if trace is not None:
+        with Outputs() as files:
+            write_chrome_trace(result, files.path(trace))
+            files.commit()
     data = result.to_json()
     per_type = {t: m.goodput for t, m in result.per_type.items()}
     data["goodput"] = {"total": result.goodput, "per_type": per_type}
@@ -122,7 +127,7 @@ def run(
         table.add_row(t, str(m.arrived), str(m.completed), f(data["slo_ms"].get(t)),
                       f(m.latency_ms["p50"]), f(m.latency_ms["p95"]), f(m.tpot_ms["p50"]),
                       "-" if m.attainment is None else f"{m.attainment:.2f}", f"{m.goodput:.3f}")
-    console.print(table)
+    print_table(table)
     console.print(f"targets: {source}", highlight=False)
     if "prediction" in data and data["prediction"]["difference"] is not None:
         p = data["prediction"]

@@ -17,7 +17,7 @@ from omniplane.spec.slo import describe
 SLO_HELP = ("Latency targets: a policy ('isolated p25': Cornfigurator's isolated-best p25; "
             "'5x solo p95': HorizonServe's), 'plan' (the plan file's targets), 'workload' (the "
             "workload's policy) and/or TYPE=DURATION items (ti2t=800ms,ti2a=3s); repeatable.")
-SloOpt = Annotated[list[str] | None, typer.Option("--slo", help=SLO_HELP)]
+SloOpt = Annotated[list[str] | None, typer.Option("--slo", metavar="SLO", help=SLO_HELP)]
 
 
 def slo_choice(values: list[str] | None, types: list[str], legacy: SLOPolicy | None = None,

@@ -8,49 +8,73 @@ from typing import Annotated
 
 import typer
 
-from omniplane.cli.output import console, fail, print_json
-from omniplane.spec import SpecError, catalog_gpus_path, find_catalog_model, load_gpus
+from omniplane.cli import options as opt
+from omniplane.cli.errors import fail, new_app
+from omniplane.cli.files import Outputs
+from omniplane.cli.output import console, print_json
+from omniplane.spec import find_catalog_model, load_gpus
 
-app = typer.Typer(
-    help="vLLM-Omni integration: stage configs with omniplane's scheduler.", no_args_is_help=True
-)
+app = new_app("vLLM-Omni integration: stage configs with omniplane's scheduler.")
+
+
+def _policy(value: object) -> str:
+    """A policy name the vLLM scheduler class can build (omniplane.vllm.policies)."""
+    import importlib.util
+
+    from omniplane.vllm.policies import NAMES
+
+    text = str(value).strip()
+    if text in NAMES:
+        return text
+    if not text.startswith("import:"):
+        raise typer.BadParameter(f"unknown policy {text!r}; expected one of {', '.join(NAMES)} or "
+                                 "import:MODULE:NAME")
+    module, sep, name = text.removeprefix("import:").rpartition(":")
+    if not sep or not module or not name.isidentifier():
+        raise typer.BadParameter(f"expected import:MODULE:NAME, got {text!r}")
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        raise typer.BadParameter(f"{text}: no module {module!r} can be imported here")
+    return text
 
 
 @app.command("config")
 def config(
-    model: Annotated[
-        str, typer.Option(help="Catalog model (its stock vLLM-Omni layout is the start).")
-    ],
-    slo_table: Annotated[Path, typer.Option("--slo-table", help="SLO table (YAML/JSON, docs/vllm.md).")],
-    gpu: Annotated[
-        str | None,
-        typer.Option(help="GPU kind (catalog name/alias): SM ladder and omniplane's worker classes."),
-    ] = None,
-    policy: Annotated[
-        str, typer.Option(help="Shared-stage policy: fcfs, horizon, import:MODULE:NAME.")
-    ] = "fcfs",
-    stock: Annotated[
-        Path | None, typer.Option(help="Start from this vLLM-Omni deploy YAML instead of the catalog's.")
-    ] = None,
-    control: Annotated[str, typer.Option(help="Name of the shared-memory control record.")] = "omniplane",
+    model: Annotated[str, opt.option(
+        "--model", help="Catalog model (its stock vLLM-Omni layout is the start).",
+        parser=opt.model_ref(), metavar="MODEL")],
+    slo_table: Annotated[Path, opt.file_opt("--slo-table", help="SLO table (YAML/JSON, docs/vllm.md).")],
+    gpu: Annotated[str | None, opt.gpu_opt(
+        "--gpu", help="GPU kind: SM ladder and omniplane's worker classes.")] = None,
+    policy: Annotated[str, opt.option(
+        "--policy", help="Shared-stage policy: a policy of omniplane.sched.factory (fcfs, horizon, ...) or "
+                    "import:MODULE:NAME.", parser=_policy,
+        metavar="POLICY")] = "fcfs",
+    stock: Annotated[Path | None, opt.file_opt(
+        "--stock", help="Start from this vLLM-Omni deploy YAML instead of the catalog's.")] = None,
+    control: Annotated[str, typer.Option(metavar="NAME", help="Name of the shared-memory control record.")
+                       ] = "omniplane",
     single_gpu: Annotated[
         bool, typer.Option(help="All stages on device 0, memory fractions scaled to fit.")
     ] = True,
-    memory_budget: Annotated[
-        float, typer.Option(help="Sum of gpu_memory_utilization with --single-gpu.")
-    ] = 0.9,
-    out: Annotated[Path | None, typer.Option(help="Write the YAML here (default: stdout).")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the config as one JSON document.")] = False,
+    memory_budget: Annotated[float, opt.float_opt(
+        "--memory-budget", help="Sum of gpu_memory_utilization with --single-gpu.", lo=0, hi=1,
+        lo_open=True)] = 0.9,
+    out: Annotated[Path | None, opt.out_opt("--out", help="Write the YAML here (default: stdout).")] = None,
+    json_out: Annotated[bool, opt.json_opt("Print the config as one JSON document.")] = False,
 ) -> None:
     """Write a vLLM-Omni deploy YAML (--deploy-config) running omniplane's scheduler."""
     from omniplane.vllm.settings import load_slo_table
     from omniplane.vllm.stage_config import dump_config, omniplane_config, stock_deploy
 
     if find_catalog_model(model) is None:
-        fail(f"--model: unknown catalog model {model!r}")
+        fail(f"--model: {model!r} is not a catalog model (the stock layout comes from the catalog)")
+    table = load_slo_table(slo_table)
+    kind = load_gpus().get(gpu) if gpu else None
     try:
-        table = load_slo_table(slo_table)
-        kind = load_gpus(catalog_gpus_path()).get(gpu) if gpu else None
         layout, base, source = stock_deploy(model, stock)
         cfg = omniplane_config(
             layout,
@@ -62,9 +86,7 @@ def config(
             single_gpu=single_gpu,
             memory_budget=memory_budget,
         )
-    except KeyError as exc:
-        fail(f"--gpu: {exc.args[0]}")
-    except (SpecError, ValueError, OSError) as exc:
+    except ValueError as exc:
         fail(str(exc))
     if json_out:
         print_json(cfg)
@@ -79,5 +101,7 @@ def config(
     if out is None:
         sys.stdout.write(text)
     else:
-        out.write_text(text)
+        with Outputs() as files:
+            files.text(out, text)
+            files.commit()
         console.print(f"wrote {out}")

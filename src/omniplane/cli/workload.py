@@ -6,36 +6,51 @@ import math
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 from rich.table import Table
 
-from omniplane.cli.output import console, fail, print_json
-from omniplane.spec import ResolvedWorkload, SpecError, find_catalog_workload, load_workload
-from omniplane.spec.yamlio import read_yaml
-from omniplane.workload import (
-    FORMATS,
-    Summary,
-    Trace,
-    TraceError,
-    generate,
-    load_servegen,
-    load_trace,
-    resolve_trace,
-    save_requests,
-    summarize_requests,
-    summarize_trace,
-)
+from omniplane.cli import options as opt
+from omniplane.cli.errors import fail
+from omniplane.cli.files import Outputs
+from omniplane.cli.output import console, print_json, print_table
+from omniplane.errors import unknown_name
+from omniplane.spec import ResolvedWorkload, catalog_workload_paths, find_catalog_workload, load_workload
+from omniplane.spec.catalog import SHIPPED_TRACES
+from omniplane.spec.yamlio import load_yaml
 
-Target = Annotated[str, typer.Argument(
-    help="Workload spec (catalog name or YAML file) or trace (shipped name, file or ServeGen folder).")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
-FormatOpt = Annotated[str | None, typer.Option(
-    "--format", help=f"Trace format ({', '.join(FORMATS)}); inferred when omitted.")]
-NOpt = Annotated[int | None, typer.Option("--n", min=1, help="Number of requests.")]
-DurationOpt = Annotated[float | None, typer.Option("--duration", min=0.0, help="Seconds of traffic.")]
-SeedOpt = Annotated[int | None, typer.Option("--seed", help="Random seed (default: the spec's).")]
-RateOpt = Annotated[float | None, typer.Option("--rate", min=0.0, help="Mean arrival rate, req/s.")]
+FORMATS = ("azure", "mooncake", "servegen", "csv", "jsonl")  # omniplane.workload.FORMATS (tested)
+DEFAULT_N = 10_000  # requests of a generated workload that gives no duration_s
+
+
+def _target(value: Any) -> str:
+    """A catalog workload, a workload file, a shipped trace name, a trace file or a folder."""
+    text = str(value).strip()
+    if find_catalog_workload(text) is not None or text in SHIPPED_TRACES or Path(text).exists():
+        return text
+    known = [p.stem for p in catalog_workload_paths()] + list(SHIPPED_TRACES)
+    raise typer.BadParameter(f"{unknown_name('workload or trace', text, known)}; or give a workload "
+                             "spec, a trace file or a ServeGen folder")
+
+
+def _spec_target(value: Any) -> str:
+    text = _target(value)
+    if find_catalog_workload(text) is None and Path(text).suffix not in (".yaml", ".yml"):
+        raise typer.BadParameter(f"{text}: not a workload spec (a catalog name or YAML file); "
+                                 "`sample` needs one to give requests their types")
+    return text
+
+
+Target = Annotated[str, opt.argument(
+    "Workload spec (catalog name or YAML file) or trace (shipped name, file or ServeGen folder).",
+    _target, "TARGET")]
+JsonOpt = Annotated[bool, opt.json_opt()]
+FormatOpt = Annotated[str | None, opt.choice_opt("--format", help="Trace format; inferred when omitted.",
+                                                 choices=FORMATS, what="trace format")]
+NOpt = Annotated[int | None, opt.n_opt(f"Number of requests (a generated workload without duration_s: "
+                                       f"{DEFAULT_N:,}; a trace: to its end).")]
+DurationOpt = Annotated[float | None, opt.duration_opt(help="Seconds of traffic.")]
+SeedOpt = Annotated[int | None, opt.seed_opt("Random seed (default: the spec's).")]
+RateOpt = Annotated[float | None, opt.rate_opt()]
 
 
 def _as_workload(target: str) -> ResolvedWorkload | None:
@@ -45,29 +60,28 @@ def _as_workload(target: str) -> ResolvedWorkload | None:
         candidate = Path(target)
         if candidate.suffix not in (".yaml", ".yml") or not candidate.is_file():
             return None
-        data, _ = read_yaml(candidate)
+        data = load_yaml(candidate, "workload spec")
         kind = data.get("kind") if isinstance(data, dict) else None
         if kind != "workload":
-            fail(f"{target}: not a workload spec (kind is {kind!r})")
+            fail(f"{target}: kind: not a workload spec (kind is {kind!r}; expected kind: workload)")
         path = candidate
-    try:
-        return load_workload(path)
-    except SpecError as exc:
-        fail(str(exc))
+    return load_workload(path)
 
 
 def _requests(wl: ResolvedWorkload, n: int | None, duration: float | None, seed: int | None,
               rate: float | None) -> list[Any]:
-    if n is None and duration is None and wl.spec.duration_s is None:
-        n = 10_000
-    try:
-        return generate(wl, n=n, duration_s=duration, seed=seed, rate=rate)
-    except (TraceError, ValueError) as exc:
-        fail(str(exc))
+    traced = wl.spec.arrival.process == "trace"
+    if n is None and duration is None and wl.spec.duration_s is None and not traced:
+        n = DEFAULT_N
+    from omniplane.workload import generate
+
+    return generate(wl, n=n, duration_s=duration, seed=seed, rate=rate)
 
 
 def _summary(target: str, fmt: str | None, n: int | None, duration: float | None, seed: int | None,
-             rate: float | None) -> tuple[Summary, list[Any] | None]:
+             rate: float | None) -> tuple[Any, list[Any] | None]:
+    from omniplane.workload import summarize_requests, summarize_trace
+
     wl = _as_workload(target)
     if wl is not None:
         reqs = _requests(wl, n, duration, seed, rate)
@@ -81,17 +95,20 @@ def _summary(target: str, fmt: str | None, n: int | None, duration: float | None
 
 def _trace(
     target: str, fmt: str | None, n: int | None, seed: int | None
-) -> tuple[Trace, str, dict[str, Any]]:
+) -> tuple[Any, str, dict[str, Any]]:
     """The trace ``target`` names (its first ``n`` rows); ServeGen: a seeded realisation."""
-    try:
-        path, kind = resolve_trace(target, fmt)
-        if kind != "servegen":
-            trace = load_trace(path, kind)
-            return (trace if n is None else trace.take(slice(0, n))), kind, {}
-        data = load_servegen(path)
-        trace = data.sample(np.random.default_rng(seed or 0), n=n)
-    except (FileNotFoundError, TraceError, ValueError) as exc:
-        fail(str(exc))
+    import numpy as np
+
+    from omniplane.workload import load_servegen, load_trace, resolve_trace
+
+    path, kind = resolve_trace(target, fmt)
+    if kind != "servegen":
+        trace = load_trace(path, kind)
+        return (trace if n is None else trace.take(slice(0, n))), kind, {}
+    if not path.is_dir():
+        fail(f"{path}: a ServeGen trace is a folder of client files (docs/workloads.md)")
+    data = load_servegen(path)
+    trace = data.sample(np.random.default_rng(seed or 0), n=n)
     _, total = data.total_rate()
     return trace, kind, {
         "clients": len(data.clients), "published_rate_mean": float(total.mean()),
@@ -113,18 +130,18 @@ def show(target: Target, json_out: JsonOpt = False, fmt: FormatOpt = None, n: NO
                   f"   CV of gaps: {_fmt(s.cv)}", highlight=False)
     if s.types:
         table = Table(title="request types")
-        table.add_column("type")
+        table.add_column("type", no_wrap=True)
         table.add_column("fraction", justify="right")
         for t, f in s.types.items():
             table.add_row(t, f"{f:.3f}")
-        console.print(table)
+        print_table(table)
     sizes = Table(title="sizes")
     for col in ("quantity", "mean", "p50", "p90", "p99"):
         sizes.add_column(col, justify="left" if col == "quantity" else "right")
     for k, d in s.sizes.items():
         if d:
             sizes.add_row(k, *(_fmt(d[c]) for c in ("mean", "p50", "p90", "p99")))
-    console.print(sizes)
+    print_table(sizes)
 
 
 def _fmt(v: Any) -> str:
@@ -133,12 +150,14 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def plot(target: Target, out: Annotated[Path, typer.Option("--out", help="PNG file to write.")],
+def plot(target: Target, out: Annotated[Path, opt.out_opt("--out", help="PNG file to write.")],
          fmt: FormatOpt = None, n: NOpt = None, duration: DurationOpt = None, seed: SeedOpt = None,
          rate: RateOpt = None,
-         bins: Annotated[int, typer.Option("--bins", min=2, help="Time bins for the rate.")] = 60) -> None:
+         bins: Annotated[int, opt.int_opt("--bins", help="Time bins for the rate.", lo=2, hi=10_000)] = 60
+         ) -> None:
     """Write a PNG: arrival rate over time and size histograms."""
     import matplotlib
+    import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -175,13 +194,16 @@ def plot(target: Target, out: Annotated[Path, typer.Option("--out", help="PNG fi
         h.hist(v, bins=50)
         h.set_title(k, fontsize=9)
     fig.tight_layout()
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
+    with Outputs() as files:
+        fig.savefig(files.path(out), dpi=100, format="png")
+        plt.close(fig)
+        files.commit()
     console.print(f"wrote {out}", highlight=False)
 
 
-def sample(target: Annotated[str, typer.Argument(help="Workload spec (catalog name or YAML file).")],
-           out: Annotated[Path, typer.Option("--out", help="JSONL file to write.")],
+def sample(target: Annotated[str, opt.argument("Workload spec (catalog name or YAML file).", _spec_target,
+                                               "WORKLOAD")],
+           out: Annotated[Path, opt.out_opt("--out", help="JSONL file to write.")],
            n: NOpt = None, duration: DurationOpt = None, seed: SeedOpt = None,
            rate: RateOpt = None, json_out: JsonOpt = False) -> None:
     """Materialise a workload's requests (id, arrival, type, work, meta) as JSONL for replay."""
@@ -189,7 +211,11 @@ def sample(target: Annotated[str, typer.Argument(help="Workload spec (catalog na
     if wl is None:
         fail(f"{target}: not a workload spec; `sample` needs one to give requests their types")
     reqs = _requests(wl, n, duration, seed, rate)
-    count = save_requests(out, reqs)
+    with Outputs() as files:
+        from omniplane.workload import save_requests
+
+        count = save_requests(files.path(out), reqs)
+        files.commit()
     if json_out:
         print_json({"file": str(out), "requests": count, "workload": wl.spec.name})
     else:

@@ -47,11 +47,13 @@ def ray_cluster(
     host: str = LOOPBACK,
     num_cpus: int | None = None,
     quiet: bool = True,
+    dashboard_host: str | None = None,
 ) -> Iterator[None]:
     """A Ray runtime with Serve's HTTP proxy on ``host:port``: a fresh local cluster on the
     loopback address (``address=None``), an existing one (``address``), or the one this process
-    is already connected to. On exit it shuts down what it started, and otherwise only deletes
-    the omniplane application."""
+    is already connected to. A local cluster runs Ray's dashboard only when ``dashboard_host``
+    is given (Ray's dashboard has no authentication). On exit it shuts down what it started,
+    and otherwise only deletes the omniplane application."""
     import ray
     from ray import serve
 
@@ -66,12 +68,14 @@ def ray_cluster(
     if started:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         kwargs: dict[str, Any] = {
-            "include_dashboard": False,
+            "include_dashboard": dashboard_host is not None and address is None,
             "log_to_driver": not quiet,
             "logging_level": logging.WARNING if quiet else logging.INFO,
         }
         if address is None:
             kwargs.update(_node_ip_address=LOOPBACK, num_cpus=num_cpus or os.cpu_count() or 2)
+            if dashboard_host is not None:
+                kwargs["dashboard_host"] = dashboard_host
         else:
             kwargs["address"] = address
         ray.init(**kwargs)

@@ -83,7 +83,8 @@ class IngressCore:
         self.max_in_flight = max_in_flight
         self.name = name or model.name
         self.in_flight = 0
-        self.counts = {"accepted": 0, "shed": 0, "bad_request": 0, "finished": 0, "errors": 0, "replayed": 0}
+        self.counts = {"accepted": 0, "shed": 0, "bad_request": 0, "finished": 0, "errors": 0, "replayed": 0,
+                       "unauthorized": 0, "too_large": 0}
         self._by_id: OrderedDict[str, _Running] = OrderedDict()
         self._done_wall: deque[float] = deque(maxlen=64)
         self._tasks: set[asyncio.Task[None]] = set()

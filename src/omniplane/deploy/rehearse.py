@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,8 +78,11 @@ def rehearsal_targets(plan: ResolvedPlan, workload: ResolvedWorkload, cfg: Rehea
                            cost=cost)
 
 
-def rehearse(plan: ResolvedPlan, workload: ResolvedWorkload, cfg: RehearsalConfig) -> dict[str, Any]:
-    """Run the rehearsal; the JSON document ``omniplane rehearse --json`` prints."""
+def rehearse(plan: ResolvedPlan, workload: ResolvedWorkload, cfg: RehearsalConfig,
+             say: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run the rehearsal; the JSON document ``omniplane rehearse --json`` prints. ``say`` is told
+    what the rehearsal is doing as each long step starts (the CLI prints it on stderr)."""
+    tell = say or (lambda _: None)
     if workload.model.name != plan.model.name:
         raise ValueError(
             f"workload {workload.spec.name!r} is for model {workload.model.name!r} "
@@ -94,9 +98,13 @@ def rehearse(plan: ResolvedPlan, workload: ResolvedWorkload, cfg: RehearsalConfi
     sim_latency = sim.requests.latency_by_rid()
     url = f"http://{LOOPBACK}:{cfg.port}"
     t_start = time.monotonic()
+    count = sum(g.count for n in plan.spec.nodes for g in n.executors)
+    tell(f"starting a local Ray cluster and deploying {count} replicas (a minute or two) ...")
     with ray_cluster(cfg.address, port=cfg.port):
         opts = deploy(plan, DeployOptions(time_scale=cfg.time_scale, max_in_flight=cfg.max_in_flight))
         deploy_s = time.monotonic() - t_start
+        wall = (max(r.arrival for r in requests) + cfg.drain_s) * cfg.time_scale
+        tell(f"deployed in {deploy_s:.0f} s; replaying {len(requests)} requests (at most {wall:.0f} s) ...")
         warm = _warmup(plan, url, cfg.time_scale)
         killed: dict[str, Any] = {}
         timer = _schedule_kill(plan, cfg, requests, killed, url)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ray import serve
@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from omniplane.deploy import api
+from omniplane.deploy.auth import Guard, Refused
 from omniplane.deploy.clock import VirtualClock
 from omniplane.deploy.engines import make_stage_engine
 from omniplane.deploy.ingress import IngressCore, Overloaded
@@ -43,6 +44,7 @@ class DeployOptions:
     ingress_replicas: int = 1
     seed: int = 0
     config_dir: str = ""  # vllm-omni: where the replicas read/write their stage configs
+    guard: Guard = field(default_factory=Guard)  # API-key digests and request limits (deploy/auth.py)
 
     @property
     def clock(self) -> VirtualClock:
@@ -107,14 +109,34 @@ class RayTransport:
         return ok
 
 
+def _refused(exc: Refused) -> Response:
+    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+
+
+async def read_body(request: Request, guard: Guard) -> bytes:
+    """The request body, refused (413) once it passes the guard's limit: by its declared length
+    before anything is read, else while it streams in."""
+    guard.check_length(request.headers.get("content-length"))
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        guard.check_body(size)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 class Ingress:
     """HTTP: ``POST /v1/chat/completions``, ``POST /v1/omniplane/requests``, ``GET
-    /v1/omniplane/info``, ``GET /v1/omniplane/stats``, ``GET /health``."""
+    /v1/omniplane/info``, ``GET /v1/omniplane/stats``, ``GET /health``. With API keys, every
+    route but ``GET /health`` needs ``Authorization: Bearer <key>`` (401); bodies and prompts
+    over the limits get 413 (``deploy/auth.py``)."""
 
     def __init__(
         self, plan: ResolvedPlan, options: DeployOptions, handles: dict[str, DeploymentHandle[Any]]
     ) -> None:
         self.model = plan.model
+        self.guard = options.guard
         self.transport = RayTransport(handles)
         orch = Orchestrator(
             plan.model, plan.spec, self.transport, seed=options.seed, max_attempts=options.max_attempts
@@ -125,6 +147,11 @@ class Ingress:
 
     async def __call__(self, request: Request) -> Response:
         path, method = request.url.path.rstrip("/"), request.method
+        try:
+            self.guard.authorize(method, path, request.headers.get("authorization"))
+        except Refused as exc:
+            self.core.counts["unauthorized"] += 1
+            return _refused(exc)
         if method == "GET":
             if path == "/health":
                 return JSONResponse({"status": "ok"})
@@ -148,13 +175,23 @@ class Ingress:
 
     async def _generate(self, request: Request, chat: bool) -> Response:
         try:
-            body = json.loads(await request.body())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raw = await read_body(request, self.guard)
+        except Refused as exc:
+            self.core.counts["too_large"] += 1
+            return _refused(exc)
+        try:
+            body = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
             self.core.counts["bad_request"] += 1
-            return JSONResponse(api.BadRequest("body", f"not valid JSON ({exc})").body(), status_code=400)
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            return JSONResponse(api.BadRequest("body", f"not valid JSON ({reason})").body(), status_code=400)
         try:
             parsed = api.parse_chat(self.model, body) if chat else api.parse_typed(self.model, body)
+            self.guard.check_prompt(api.usage_of(self.model, parsed.type, parsed.work)["prompt_tokens"])
             run = self.core.admit(parsed)
+        except Refused as exc:
+            self.core.counts["too_large"] += 1
+            return _refused(exc)
         except api.BadRequest as exc:
             self.core.counts["bad_request"] += 1
             return JSONResponse(exc.body(), status_code=400)

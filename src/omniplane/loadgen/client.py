@@ -11,11 +11,12 @@ import asyncio
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
+from omniplane.errors import InputError
 from omniplane.loadgen.metrics import COMPLETED, FAILED, LOST, SHED, Record
 from omniplane.workload import Request
 
@@ -38,14 +39,30 @@ class LoadOptions:
     model: str = ""
     inputs: dict[str, list[str]] | None = None  # chat API: type -> input modalities
     outputs: dict[str, str] | None = None  # chat API: type -> output modality
+    api_key: str | None = field(default=None, repr=False)  # sent as Authorization: Bearer
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return auth_headers(self.api_key)
 
 
-def fetch_info(url: str, timeout_s: float = 10.0) -> dict[str, Any]:
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def fetch_info(url: str, timeout_s: float = 10.0, api_key: str | None = None) -> dict[str, Any]:
     """The ingress's ``/v1/omniplane/info`` (model, plan, gpu, time_scale); {} if it has none."""
     try:
-        resp = httpx.get(f"{url.rstrip('/')}/v1/omniplane/info", timeout=timeout_s)
+        resp = httpx.get(f"{url.rstrip('/')}/v1/omniplane/info", timeout=timeout_s,
+                         headers=auth_headers(api_key))
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        raise InputError(f"{url}: nothing answers there ({exc}); is the server running?") from None
     except httpx.HTTPError:
         return {}
+    if resp.status_code == 401:
+        given = " (the one given was refused)" if api_key else ""
+        raise InputError(f"{url}: the server answered 401 Unauthorized: give its API key "
+                         f"(--api-key or OMNIPLANE_API_KEY){given}")
     if resp.status_code != 200:
         return {}
     data = resp.json()
@@ -141,7 +158,8 @@ async def replay(
     if not requests:
         return []
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(None), limits=limits, transport=transport) as client:
+    async with httpx.AsyncClient(timeout=httpx.Timeout(None), limits=limits, transport=transport,
+                                 headers=opts.headers) as client:
         t0 = time.monotonic() + LEAD_S
         tasks = [asyncio.create_task(_one(client, r, opts, t0)) for r in requests]
         horizon = t0 + (max(r.arrival for r in requests) + opts.drain_s) * opts.time_scale

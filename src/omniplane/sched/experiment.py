@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -203,25 +203,35 @@ def _run_point(args: tuple[SweepSpec, str, float]) -> RunResult:
     return testbed.run(policy, rate, frac, spec.n_requests(rate), spec.seed)
 
 
-def run_sweep(spec: SweepSpec, *, jobs: int = 1, progress: Any = None) -> list[RunResult]:
-    """Every policy at every x; ``jobs`` worker processes (results in policy, x order)."""
-    tasks = [(spec, p, x) for p in spec.policies for x in spec.xs]
-    if jobs <= 1:
-        out = []
-        for t in tasks:
-            out.append(_run_point(t))
-            if progress is not None:
-                progress()
-        return out
-    from concurrent.futures import ProcessPoolExecutor
+def run_sweep(spec: SweepSpec, *, jobs: int = 1, progress: Any = None,
+              done: Mapping[tuple[str, float], RunResult] | None = None,
+              on_result: Callable[[RunResult], None] | None = None) -> list[RunResult]:
+    """Every policy at every x; ``jobs`` worker processes (results in policy, x order).
 
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        out = []
-        for r in pool.map(_run_point, tasks):
-            out.append(r)
-            if progress is not None:
-                progress()
-        return out
+    ``done`` holds results already computed (a resumed sweep), keyed by (policy, x): those points
+    are not run again. ``on_result`` is called with each newly finished result as it finishes,
+    ``progress`` (no arguments) after it."""
+    done = done or {}
+    tasks = [(spec, p, x) for p in spec.policies for x in spec.xs if (p, x) not in done]
+    fresh: dict[tuple[str, float], RunResult] = {}
+
+    def finished(task: tuple[SweepSpec, str, float], r: RunResult) -> None:
+        fresh[(task[1], task[2])] = r
+        if on_result is not None:
+            on_result(r)
+        if progress is not None:
+            progress()
+
+    if jobs <= 1 or len(tasks) <= 1:
+        for t in tasks:
+            finished(t, _run_point(t))
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            for t, r in zip(tasks, pool.map(_run_point, tasks), strict=True):
+                finished(t, r)
+    return [done[(p, x)] if (p, x) in done else fresh[(p, x)] for p in spec.policies for x in spec.xs]
 
 
 def sweep_json(spec: SweepSpec, results: Sequence[RunResult]) -> dict[str, Any]:

@@ -1,0 +1,119 @@
+"""Who may send work to a deployment, and how much: API keys and request limits.
+
+No Ray, no web framework. The ingress (``serve_app.Ingress``) asks :class:`Guard` about every
+request before it reads the body:
+
+* **API keys** (as vLLM's ``--api-key``): when keys are set, every request except
+  ``GET /health`` must carry ``Authorization: Bearer <key>``; otherwise HTTP 401. Keys are kept
+  as SHA-256 digests (the deployment's arguments never hold a key in clear) and compared with
+  :func:`hmac.compare_digest` against every key, so the time taken does not depend on how much
+  of a key matched or on which key it was.
+* **Limits**: a body larger than ``max_body_bytes`` is refused with HTTP 413 before it is read
+  (by its ``Content-Length``, or as soon as a streamed body passes the limit), and so is a
+  request whose prompt is longer than ``max_prompt_tokens`` (counted as the ingress counts it:
+  the typed API's ``prompt_tokens``, the chat API's text at 4 characters per token).
+
+``omniplane deploy`` refuses to bind beyond loopback without a key (:func:`is_loopback`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+API_KEY_ENV = "OMNIPLANE_API_KEY"
+PUBLIC = (("GET", "/health"),)  # reachable without a key: liveness only, says nothing else
+MAX_BODY_BYTES = 8 * 2**20  # assumption: a chat request with a few inline images; vLLM sets none
+MAX_PROMPT_TOKENS = 65_536  # assumption: Qwen3-Omni's 64k context (max_position_embeddings 65536)
+
+
+def digest(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1); False for anything a
+    client on another machine could reach (0.0.0.0, ::, a routable address, a host name)."""
+    text = host.strip().strip("[]")
+    if text.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(text).is_loopback
+    except ValueError:
+        return False
+
+
+class Refused(Exception):
+    """An HTTP error answer: status, OpenAI-style body, headers."""
+
+    def __init__(self, status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.kind, self.headers = status, kind, headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": str(self), "type": self.kind, "param": None, "code": self.status}}
+
+
+def unauthorized() -> Refused:
+    return Refused(401, "authentication_error",
+                   "missing or wrong API key: send 'Authorization: Bearer <key>'",
+                   {"WWW-Authenticate": "Bearer"})
+
+
+def too_large(what: str, size: int, limit: int, unit: str) -> Refused:
+    return Refused(413, "request_too_large", f"{what} of {size:,} {unit} is over the limit of {limit:,}")
+
+
+@dataclass(frozen=True)
+class Guard:
+    """API-key digests (none: open, for loopback) and the request limits."""
+
+    key_digests: tuple[str, ...] = ()
+    max_body_bytes: int = MAX_BODY_BYTES
+    max_prompt_tokens: int = MAX_PROMPT_TOKENS
+    _raw: tuple[bytes, ...] = field(default=(), init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.max_body_bytes < 1 or self.max_prompt_tokens < 1:
+            raise ValueError("request limits must be >= 1")
+        object.__setattr__(self, "_raw", tuple(bytes.fromhex(d) for d in self.key_digests))
+
+    @classmethod
+    def with_keys(cls, keys: Iterable[str], **limits: int) -> Guard:
+        return cls(tuple(digest(k) for k in keys if k), **limits)
+
+    @property
+    def keyed(self) -> bool:
+        return bool(self.key_digests)
+
+    def authorize(self, method: str, path: str, authorization: str | None) -> None:
+        """Raise 401 unless the request may pass: no keys set, a public path, or a right key."""
+        if not self.keyed or (method.upper(), path.rstrip("/") or "/") in PUBLIC:
+            return
+        scheme, _, token = (authorization or "").partition(" ")
+        given = hashlib.sha256(token.strip().encode("utf-8")).digest()
+        ok = False
+        for known in self._raw:  # every key, whatever matched
+            ok |= hmac.compare_digest(given, known)
+        if scheme.lower() != "bearer" or not ok:
+            raise unauthorized()
+
+    def check_length(self, content_length: str | None) -> None:
+        """413 when the declared body is over the limit (before reading it)."""
+        if content_length is not None and content_length.strip().isdigit():
+            size = int(content_length)
+            if size > self.max_body_bytes:
+                raise too_large("a body", size, self.max_body_bytes, "bytes")
+
+    def check_body(self, received: int) -> None:
+        """413 once a (streamed) body passes the limit."""
+        if received > self.max_body_bytes:
+            raise too_large("a body", received, self.max_body_bytes, "bytes (or more)")
+
+    def check_prompt(self, tokens: float) -> None:
+        if tokens > self.max_prompt_tokens:
+            raise too_large("a prompt", int(tokens), self.max_prompt_tokens, "tokens")
