@@ -43,7 +43,7 @@ def test_validate_json_reports_issues(tmp_path) -> None:  # type: ignore[no-unty
     bad = tmp_path / "bad.yaml"
     bad.write_text("kind: workload\nname: w\n")
     result = runner.invoke(app, ["validate", "--json", str(bad)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # the status of every user error
     data = json.loads(result.output)
     assert data[0]["valid"] is False
     assert {i["field"] for i in data[0]["issues"]} >= {"model", "arrival"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from omniplane.cli.app import app
@@ -52,30 +53,39 @@ def test_unknown_engine_and_node_are_refused() -> None:
     assert res.exit_code == 2 and "aud, front, back" in res.output
 
 
-def test_loadgen_against_nothing_counts_every_request_lost() -> None:
+def test_loadgen_against_nothing_is_refused_up_front() -> None:
+    """Nothing answers at the URL when the run starts: a clear error naming --url, not a run of
+    lost requests (requests still count as lost when the server stops answering mid-run:
+    tests/loadgen/test_client.py)."""
     res = runner.invoke(
         app,
-        [
-            "loadgen",
-            "--url",
-            "http://127.0.0.1:9",
-            "--workload",
-            "qwen3-omni-servegen",
-            "--duration",
-            "2",
-            "--rate",
-            "3",
-            "--gpu",
-            "A100-80GB",
-            "--json",
-        ],
+        ["loadgen", "--url", "http://127.0.0.1:9", "--workload", "qwen3-omni-servegen", "--duration", "2",
+         "--rate", "3", "--gpu", "A100-80GB", "--json"],
     )
-    assert res.exit_code == 0, res.output
-    out = json.loads(res.output)
-    assert out["sent"] > 0 and out["lost"] == out["sent"] and out["completed"] == 0
+    assert res.exit_code == 2
+    assert res.stderr.startswith("error: --url http://127.0.0.1:9: nothing answers there")
+    assert res.stdout == ""
 
 
-def test_loadgen_needs_a_gpu_for_solo_slos() -> None:
+def test_replay_against_nothing_counts_every_request_lost() -> None:
+    import asyncio
+
+    from omniplane.loadgen.client import LoadOptions, replay
+    from omniplane.loadgen.metrics import LOST
+    from omniplane.spec import find_catalog_workload, load_workload
+    from omniplane.workload import generate
+
+    path = find_catalog_workload("qwen3-omni-servegen")
+    assert path is not None
+    reqs = generate(load_workload(path), duration_s=2, rate=3, seed=0)
+    records = asyncio.run(replay(reqs, LoadOptions("http://127.0.0.1:9", drain_s=1.0)))
+    assert records and all(r.status == LOST for r in records)
+
+
+def test_loadgen_needs_a_gpu_for_solo_slos(monkeypatch: pytest.MonkeyPatch) -> None:
+    import omniplane.loadgen.client as client
+
+    monkeypatch.setattr(client, "fetch_info", lambda *a, **k: {})  # a server that does not say its GPU
     res = runner.invoke(
         app,
         ["loadgen", "--url", "http://127.0.0.1:9", "--workload", "qwen3-omni-servegen", "--duration", "1"],

@@ -47,7 +47,7 @@ def test_show_malformed_trace_names_line(tmp_path: Path) -> None:
     bad.write_text("arrival_s,prompt_tokens\n0,1\n1,-5\n")
     result = runner.invoke(app, ["workload", "show", str(bad)])
     assert result.exit_code == 2
-    assert "bad.csv:3" in result.output and "negative length" in result.output
+    assert "bad.csv:3" in result.output and "negative value" in result.output
 
 
 def test_plot_writes_a_png(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from omniplane.cli.app import app as cli
+from omniplane.deploy.auth import Guard
 from omniplane.deploy.cluster import LOOPBACK, deploy, kill_replica, ray_cluster, replica_actors
 from omniplane.deploy.rehearse import RehearsalConfig, rehearse
 from omniplane.deploy.serve_app import DeployOptions
@@ -192,12 +193,40 @@ def test_loadgen_cli_against_the_ingress(url: str) -> None:
         ],
     )
     assert res.exit_code == 0, res.output
-    out = json.loads(res.output)
+    out = json.loads(res.stdout)
     assert out["sent"] >= 4 and out["lost"] == 0 and out["failed"] == 0
     assert out["completed"] + out["shed"] == out["sent"]
     assert out["time_scale"] == SCALE and out["request_goodput"] is not None
     for m in out["per_type"].values():
         assert m["slo_ms"] > 0 and "p99_ttft_ms" in m
+
+
+def test_a_keyed_deployment_serves_only_keyed_clients(port: int, small_plan: ResolvedPlan) -> None:
+    """Redeployed with an API key and small limits: 401 without the key, 413 over the limits, a
+    keyed request completes, and the load generator needs the key (runs after the unkeyed tests)."""
+    key = "serve-test-key"
+    guard = Guard.with_keys([key], max_body_bytes=8192, max_prompt_tokens=1000)
+    deploy(small_plan, DeployOptions(time_scale=SCALE, max_in_flight=LIMIT, guard=guard))
+    url = f"http://{LOOPBACK}:{port}"
+    auth = {"Authorization": f"Bearer {key}"}
+    body = {"type": "ti2a", "work": {**TI2A, "thinker": {"prompt_tokens": 600, "output_tokens": 5}}}
+    assert httpx.post(f"{url}/v1/omniplane/requests", json=body, timeout=30).status_code == 401
+    assert httpx.get(f"{url}/v1/omniplane/info", timeout=30).status_code == 401
+    assert httpx.get(f"{url}/health", timeout=30).status_code == 200
+    big = {**body, "pad": "x" * 10_000}
+    assert httpx.post(f"{url}/v1/omniplane/requests", json=big, headers=auth, timeout=30).status_code == 413
+    long = {**body, "work": {**body["work"], "thinker": {"prompt_tokens": 1001, "output_tokens": 5}}}
+    assert httpx.post(f"{url}/v1/omniplane/requests", json=long, headers=auth, timeout=30).status_code == 413
+    ok = httpx.post(f"{url}/v1/omniplane/requests", json=body, headers=auth, timeout=120)
+    assert ok.status_code == 200 and ok.json()["object"] == "chat.completion"
+    args = ["loadgen", "--url", url, "--workload", "qwen3-omni-servegen", "--duration", "2", "--rate", "1",
+            "--slo-multiplier", "5", "--json"]
+    refused = CliRunner().invoke(cli, args, env={"OMNIPLANE_API_KEY": None})
+    assert refused.exit_code == 2 and "401" in refused.stderr and "--api-key" in refused.stderr
+    keyed = CliRunner().invoke(cli, args, env={"OMNIPLANE_API_KEY": key})
+    assert keyed.exit_code == 0, keyed.output
+    out = json.loads(keyed.stdout)
+    assert out["failed"] == 0 and out["lost"] == 0 and out["completed"] + out["shed"] == out["sent"]
 
 
 def test_short_rehearsal_with_a_replica_killed(

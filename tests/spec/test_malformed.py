@@ -1,4 +1,4 @@
-"""Malformed specs: each gives an error naming the file and the field, and `validate` exits 1."""
+"""Malformed specs: each gives an error naming the file and the field, and `validate` exits 2."""
 
 from __future__ import annotations
 
@@ -218,7 +218,7 @@ def test_error_names_file_and_field(
 def test_validate_exits_nonzero(tmp_path: Path, case_id: str, factory: Callable[[], str]) -> None:
     path = _write(tmp_path, case_id, factory)
     result = CliRunner().invoke(app, ["validate", str(path)])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
 
 
 def test_valid_base_documents_load(tmp_path: Path) -> None:

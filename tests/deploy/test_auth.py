@@ -1,0 +1,187 @@
+"""Who may send work: API keys (401 without, constant-time comparison against every key), body and
+prompt limits (413), and `deploy` refusing to bind beyond loopback without a key. The HTTP tests
+run the real ingress class over HTTP on 127.0.0.1 (uvicorn, no Ray cluster); test_serve.py
+repeats them on a real Ray Serve deployment."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from omniplane.cli.app import app as cli
+from omniplane.deploy import auth
+from omniplane.deploy.auth import Guard, Refused, is_loopback
+from omniplane.spec import ResolvedPlan
+from tests.deploy.conftest import CATALOG_PLAN
+from tests.deploy.test_api import TI2A
+
+KEY = "test-key-0123456789"
+
+
+def test_loopback_addresses() -> None:
+    for host in ("127.0.0.1", "127.8.9.10", "localhost", "LOCALHOST", "::1", "[::1]"):
+        assert is_loopback(host), host
+    for host in ("0.0.0.0", "::", "10.0.0.1", "192.168.1.5", "example.com", "128.0.0.1"):
+        assert not is_loopback(host), host
+
+
+def test_no_keys_lets_everything_through() -> None:
+    Guard().authorize("POST", "/v1/chat/completions", None)
+
+
+@pytest.mark.parametrize("header", [None, "", "Bearer", "Bearer wrong", f"Basic {KEY}", f"bearer{KEY}",
+                                    f"Bearer {KEY}x", f"Bearer {KEY[:-1]}"])
+def test_wrong_or_missing_key_is_401(header: str | None) -> None:
+    guard = Guard.with_keys([KEY, "another-key"])
+    with pytest.raises(Refused) as info:
+        guard.authorize("POST", "/v1/omniplane/requests", header)
+    assert info.value.status == 401 and info.value.headers["WWW-Authenticate"] == "Bearer"
+
+
+def test_right_key_any_of_several_and_health_open() -> None:
+    guard = Guard.with_keys(["first-key", KEY])
+    guard.authorize("POST", "/v1/omniplane/requests", f"Bearer {KEY}")
+    guard.authorize("GET", "/v1/omniplane/info", f"bearer {KEY}")  # the scheme in any case
+    guard.authorize("GET", "/health", None)
+    with pytest.raises(Refused):
+        guard.authorize("GET", "/v1/omniplane/stats", None)  # stats say too much to be public
+
+
+def test_keys_are_kept_as_digests_and_all_compared(monkeypatch: pytest.MonkeyPatch) -> None:
+    guard = Guard.with_keys([KEY, "k2", "k3"])
+    assert KEY not in repr(guard) and all(len(d) == 64 for d in guard.key_digests)
+    calls: list[int] = []
+    real = auth.hmac.compare_digest
+
+    def counting(a: bytes, b: bytes) -> bool:
+        calls.append(1)
+        return real(a, b)
+
+    monkeypatch.setattr(auth.hmac, "compare_digest", counting)
+    guard.authorize("GET", "/v1/omniplane/info", f"Bearer {KEY}")  # matches the first key
+    assert len(calls) == 3  # still compared against every key: no early exit on a match
+
+
+def test_limits() -> None:
+    guard = Guard(max_body_bytes=100, max_prompt_tokens=10)
+    guard.check_length("100")
+    guard.check_length(None)
+    with pytest.raises(Refused) as info:
+        guard.check_length("101")
+    assert info.value.status == 413
+    with pytest.raises(Refused):
+        guard.check_body(101)
+    guard.check_prompt(10)
+    with pytest.raises(Refused, match="prompt of 11 tokens"):
+        guard.check_prompt(11)
+
+
+# ---- over HTTP on loopback: the ingress class itself, served by uvicorn -------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def keyed_url(catalog_plan: ResolvedPlan) -> Iterator[str]:
+    pytest.importorskip("ray")
+    uvicorn = pytest.importorskip("uvicorn")
+    from starlette.requests import Request
+
+    from omniplane.deploy.serve_app import DeployOptions, Ingress
+
+    guard = Guard.with_keys([KEY], max_body_bytes=4096, max_prompt_tokens=2000)
+    ingress = Ingress(catalog_plan, DeployOptions(guard=guard, epoch=time.time()), {})
+
+    async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        response = await ingress(Request(scope, receive))
+        await response(scope, receive, send)
+
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(asgi, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.05)
+    yield url
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def _post(url: str, body: bytes, key: str | None = KEY) -> httpx.Response:
+    headers = {"Content-Type": "application/json"}
+    if key is not None:
+        headers["Authorization"] = f"Bearer {key}"
+    return httpx.post(f"{url}/v1/omniplane/requests", content=body, headers=headers, timeout=30)
+
+
+def test_http_401_without_or_with_a_wrong_key(keyed_url: str) -> None:
+    for key in (None, "wrong"):
+        res = _post(keyed_url, json.dumps({"type": "ti2a", "work": TI2A}).encode(), key)
+        assert res.status_code == 401
+        assert res.json()["error"]["type"] == "authentication_error"
+        assert res.headers["www-authenticate"] == "Bearer"
+    assert httpx.get(f"{keyed_url}/v1/omniplane/info").status_code == 401
+    assert httpx.get(f"{keyed_url}/v1/omniplane/stats").status_code == 401
+    assert httpx.get(f"{keyed_url}/health").json() == {"status": "ok"}
+
+
+def test_http_with_the_key_reaches_the_ingress(keyed_url: str) -> None:
+    info = httpx.get(f"{keyed_url}/v1/omniplane/info", headers={"Authorization": f"Bearer {KEY}"})
+    assert info.status_code == 200 and info.json()["model"] == "qwen3-omni"
+    bad = _post(keyed_url, b'{"type": "t2x"}')  # through the guard, refused by the API: 400
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "type"
+
+
+def test_http_413_oversize_body_declared_or_streamed(keyed_url: str) -> None:
+    big = json.dumps({"type": "ti2a", "work": TI2A, "pad": "x" * 5000}).encode()
+    res = _post(keyed_url, big)
+    assert res.status_code == 413 and res.json()["error"]["type"] == "request_too_large"
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the limit applies while it streams
+        for _ in range(10):
+            yield b" " * 1000
+
+    res = httpx.post(f"{keyed_url}/v1/omniplane/requests", content=chunks(),
+                     headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
+    assert res.status_code == 413
+    unauth = _post(keyed_url, big, key=None)
+    assert unauth.status_code == 401  # the key is checked before the body is read
+
+
+def test_http_413_long_prompt(keyed_url: str) -> None:
+    work = {**TI2A, "thinker": {**TI2A["thinker"], "prompt_tokens": 2001}}
+    res = _post(keyed_url, json.dumps({"type": "ti2a", "work": work}).encode())
+    assert res.status_code == 413 and "prompt of 2,001 tokens" in res.json()["error"]["message"]
+    chat = {"messages": [{"role": "user", "content": "word " * 1700}]}  # 8,500 chars ~ 2,125 tokens
+    res = httpx.post(f"{keyed_url}/v1/chat/completions", json=chat,
+                     headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
+    assert res.status_code == 413
+
+
+# ---- deploy's own refusal ------------------------------------------------------------------------
+def test_deploy_beyond_loopback_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(auth.API_KEY_ENV, raising=False)
+    res = CliRunner().invoke(cli, ["deploy", str(CATALOG_PLAN), "--host", "0.0.0.0"])
+    assert res.exit_code == 2
+    assert res.stderr.startswith("error: --host 0.0.0.0: binding beyond loopback")
+    assert "--api-key" in res.stderr and auth.API_KEY_ENV in res.stderr
+    ok = CliRunner().invoke(cli, ["deploy", str(CATALOG_PLAN), "--host", "0.0.0.0", "--dry-run", "--json"],
+                            env={auth.API_KEY_ENV: KEY})
+    assert ok.exit_code == 0, ok.output
+    summary = json.loads(ok.stdout)
+    assert summary["api_key"] == "required" and KEY not in ok.stdout
