@@ -1,6 +1,8 @@
 """Every number a spec takes is a finite real number in range: each numeric value of valid specs
 (a model, a workload, a plan, the GPU catalog) replaced by .inf, .nan, a boolean, 1e300 or a
-string is refused at load time, naming the file, the field's line and the field."""
+word is refused at load time, naming the file, the field's line and the field. A numeric string
+is read as the number it says: PyYAML follows YAML 1.1, where ``1.0e9`` and ``1e9`` (no sign in
+the exponent) are strings, and a user who writes them means a number."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from omniplane.spec.yamlio import read_yaml
 from tests.spec.builders import tiny_model, tiny_plan, tiny_workload
 
 Loc = tuple[str | int, ...]
-BAD: list[Any] = [float("inf"), float("-inf"), float("nan"), True, False, 1e300, -1e300, "12"]
+BAD: list[Any] = [float("inf"), float("-inf"), float("nan"), True, False, 1e300, -1e300, "twelve"]
 
 
 def numbers(doc: Any, loc: Loc = ()) -> Iterator[Loc]:
@@ -75,3 +77,59 @@ def test_every_number_refuses_non_numbers_and_out_of_range(tmp_path: Path, kind:
         assert any(issue.line is not None for issue in info.value.issues), text
         name = str(loc[-1]) if not isinstance(loc[-1], int) else str(loc[-2])
         assert name in text or field(loc[:-1]) in text, f"{value!r} at {field(loc)}:\n{text}"
+
+
+@pytest.mark.parametrize(("kind", "loc"), CASES, ids=[f"{k}:{field(loc)}" for k, loc in CASES])
+def test_every_number_written_as_a_string_reads_as_that_number(tmp_path: Path, kind: str, loc: Loc) -> None:
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(tiny_model()))
+    doc = DOCS[kind]()
+    cur: Any = doc
+    for part in loc:
+        cur = cur[part]
+    path = tmp_path / f"{kind}.yaml"
+    path.write_text(yaml.safe_dump(replaced(doc, loc, str(cur)), sort_keys=False))
+    reference = tmp_path / f"{kind}-reference.yaml"
+    reference.write_text(yaml.safe_dump(doc, sort_keys=False))
+    assert load_document(path) == load_document(reference)
+
+
+def _params(tmp_path: Path, text: str) -> Path:
+    doc = yaml.safe_dump(tiny_model(), sort_keys=False)
+    assert "params: 1000000000.0" in doc
+    path = tmp_path / "model.yaml"
+    path.write_text(doc.replace("params: 1000000000.0", f"params: {text}", 1))
+    return path
+
+
+@pytest.mark.parametrize("text", ["1.0e9", "1e9", "1E9", "1000000000", "1.0e+9", "'1e9'"])
+def test_yaml_1_1_exponents_read_as_numbers(tmp_path: Path, text: str) -> None:
+    path = _params(tmp_path, text)
+    assert not isinstance(yaml.safe_load(path.read_text())["components"][1]["size"]["params"], bool)
+    model = load_document(path)
+    assert model.components[1].size.params == 1e9  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("text", ["true", "false", "yes", "no", "on", "off", "True"])
+def test_booleans_are_refused_by_name(tmp_path: Path, text: str) -> None:
+    path = _params(tmp_path, text)
+    with pytest.raises(SpecError) as info:
+        load_document(path)
+    message = str(info.value)
+    assert str(path) in message and "params" in message, message
+    assert "not a boolean" in message, message
+    assert [issue.line for issue in info.value.issues] == [_line_of(path, "params: " + text)]
+
+
+@pytest.mark.parametrize("text", [".inf", "-.inf", ".nan", "inf", "'inf'", "nan", "'NaN'", "Infinity", "1e300", "'1e300'"])
+def test_non_finite_and_huge_are_refused(tmp_path: Path, text: str) -> None:
+    path = _params(tmp_path, text)
+    with pytest.raises(SpecError) as info:
+        load_document(path)
+    message = str(info.value)
+    assert str(path) in message and "params" in message, message
+    assert [issue.line for issue in info.value.issues] == [_line_of(path, "params: " + text)]
+
+
+def _line_of(path: Path, needle: str) -> int:
+    lines = path.read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if line.strip() == needle)

@@ -8,9 +8,9 @@ from typing import Annotated, Any, ClassVar
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
-    Strict,
     StringConstraints,
     model_validator,
 )
@@ -21,25 +21,35 @@ Name = Annotated[
 ]
 """Identifiers: components, request types, GPUs, executor types, plan nodes."""
 
-# Numbers. Every number in a spec is a real number (never a boolean or a string: ``Strict``),
-# finite (``allow_inf_nan=False`` on :class:`SpecModel`) and at most MAX_MAGNITUDE in size, so
+# Numbers. Every number in a spec is a real number, never a boolean (``NotBool``; a numeric
+# string, which PyYAML's YAML 1.1 makes of 1.0e9, is read as the number it says), finite
+# (``allow_inf_nan=False`` on :class:`SpecModel`) and at most MAX_MAGNITUDE in size, so
 # sums and products of spec numbers stay finite; quantities with a physical scale have tighter
 # ranges below. Each range is an assumption far outside anything real, stated in the error.
 MAX_MAGNITUDE = 1e15
-Number = Annotated[float, Strict(), Field(ge=-MAX_MAGNITUDE, le=MAX_MAGNITUDE)]
-PositiveFloat = Annotated[float, Strict(), Field(gt=0, le=MAX_MAGNITUDE)]
-NonNegativeFloat = Annotated[float, Strict(), Field(ge=0, le=MAX_MAGNITUDE)]
-PositiveInt = Annotated[int, Strict(), Field(gt=0, le=MAX_MAGNITUDE)]
-NonNegativeInt = Annotated[int, Strict(), Field(ge=0, le=MAX_MAGNITUDE)]
-Fraction = Annotated[float, Strict(), Field(ge=0, le=1)]
-Seed = Annotated[int, Strict(), Field(ge=0, le=2**63 - 1)]  # numpy's SeedSequence takes >= 0
-Priority = Annotated[int, Strict(), Field(ge=-(2**31), le=2**31 - 1)]  # vLLM's int priority
+
+
+def _not_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("expected a number, not a boolean")
+    return value
+
+
+NotBool = BeforeValidator(_not_bool)
+Number = Annotated[float, NotBool, Field(ge=-MAX_MAGNITUDE, le=MAX_MAGNITUDE)]
+PositiveFloat = Annotated[float, NotBool, Field(gt=0, le=MAX_MAGNITUDE)]
+NonNegativeFloat = Annotated[float, NotBool, Field(ge=0, le=MAX_MAGNITUDE)]
+PositiveInt = Annotated[int, NotBool, Field(gt=0, le=MAX_MAGNITUDE)]
+NonNegativeInt = Annotated[int, NotBool, Field(ge=0, le=MAX_MAGNITUDE)]
+Fraction = Annotated[float, NotBool, Field(ge=0, le=1)]
+Seed = Annotated[int, NotBool, Field(ge=0, le=2**63 - 1)]  # numpy's SeedSequence takes >= 0
+Priority = Annotated[int, NotBool, Field(ge=-(2**31), le=2**31 - 1)]  # vLLM's int priority
 MAX_REQUESTS = 1_000_000  # per run: assumption (10^6 requests simulate in minutes, 10^7 in an hour)
 MAX_RATE = 1e6  # requests per second: assumption, far above any one deployment
 MAX_SECONDS = 1e8  # about three years: durations, trace offsets, window starts
-Rate = Annotated[float, Strict(), Field(gt=0, le=MAX_RATE)]
-Seconds = Annotated[float, Strict(), Field(ge=0, le=MAX_SECONDS)]
-PositiveSeconds = Annotated[float, Strict(), Field(gt=0, le=MAX_SECONDS)]
+Rate = Annotated[float, NotBool, Field(gt=0, le=MAX_RATE)]
+Seconds = Annotated[float, NotBool, Field(ge=0, le=MAX_SECONDS)]
+PositiveSeconds = Annotated[float, NotBool, Field(gt=0, le=MAX_SECONDS)]
 
 _SOURCE_RE = re.compile(r"^(https?://\S+|arXiv:\S+|doi:\S+|[A-Za-z0-9_./\-]+\.(md|csv|json|jsonl|txt)(#.*)?|measured:.+|derived:.+|assumption:.+)")
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, ClassVar
 
-from pydantic import Field, Strict, model_validator
+from pydantic import Field, model_validator
 
-from omniplane.spec.base import Name, Sourced, SpecModel
+from omniplane.spec.base import Name, NotBool, Sourced, SpecModel
 
 # Ranges of size facts: assumptions, each far beyond any published model (100T parameters,
 # 10k layers, a million-wide hidden state), so that a slip such as 1e300 is refused at load time.
-Params = Annotated[float, Strict(), Field(gt=0, le=1e14)]
-Count = Annotated[int, Strict(), Field(gt=0, le=1_000_000)]
-Width = Annotated[int, Strict(), Field(gt=0, le=100_000_000)]
-Ratio = Annotated[float, Strict(), Field(gt=0, le=1e8)]
+Params = Annotated[float, NotBool, Field(gt=0, le=1e14)]
+Count = Annotated[int, NotBool, Field(gt=0, le=1_000_000)]
+Width = Annotated[int, NotBool, Field(gt=0, le=100_000_000)]
+Ratio = Annotated[float, NotBool, Field(gt=0, le=1e8)]
 
 
 class ComponentKind(StrEnum):
@@ -54,7 +54,7 @@ class Size(Sourced):
     experts: Count | None = None
     active_experts: Count | None = None
     vocab: Width | None = None
-    bytes_per_param: Annotated[float, Strict(), Field(gt=0, le=16)] = 2.0
+    bytes_per_param: Annotated[float, NotBool, Field(gt=0, le=16)] = 2.0
     # encoder: vision patches folded into one LLM token (spatial merge), audio tokens per second
     patches_per_token: Ratio | None = None
     patch_pixels: Width | None = None

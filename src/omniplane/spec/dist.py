@@ -11,14 +11,14 @@ import math
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import Field, Strict, model_validator
+from pydantic import Field, model_validator
 
-from omniplane.spec.base import MAX_MAGNITUDE, SpecModel
+from omniplane.spec.base import MAX_MAGNITUDE, NotBool, SpecModel
 
 MAX_WORK = 1e9  # assumption: no request has 10^9 tokens, items, seconds, steps or pixels per side
-Size = Annotated[float, Strict(), Field(gt=0, le=MAX_WORK)]
-Spread = Annotated[float, Strict(), Field(ge=0, le=MAX_WORK)]
-Sigma = Annotated[float, Strict(), Field(ge=0, le=10)]  # of log(x): exp(10) is a 22,000x spread
+Size = Annotated[float, NotBool, Field(gt=0, le=MAX_WORK)]
+Spread = Annotated[float, NotBool, Field(ge=0, le=MAX_WORK)]
+Sigma = Annotated[float, NotBool, Field(ge=0, le=10)]  # of log(x): exp(10) is a 22,000x spread
 
 
 class _Bounded(SpecModel):
@@ -110,7 +110,7 @@ class Choice(SpecModel):
 
     dist: Literal["choice"]
     values: Annotated[list[Size], Field(min_length=1)]
-    weights: list[Annotated[float, Strict(), Field(gt=0, le=MAX_MAGNITUDE)]] | None = None
+    weights: list[Annotated[float, NotBool, Field(gt=0, le=MAX_MAGNITUDE)]] | None = None
 
     @model_validator(mode="after")
     def _weights(self) -> Choice:
@@ -137,7 +137,18 @@ Distribution = Annotated[
 
 
 def coerce_distribution(value: Any) -> Any:
-    """Accept a bare positive number as a constant distribution."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    """Accept a bare number (or a numeric string, as YAML 1.1 reads ``1e3``) as a constant
+    distribution; refuse a boolean as every spec number does."""
+    if isinstance(value, bool):
+        raise ValueError("expected a number or a distribution, not a boolean")
+    if isinstance(value, int | float) or (isinstance(value, str) and _numeric(value)):
         return {"dist": "constant", "value": value}
     return value
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

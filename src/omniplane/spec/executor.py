@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator, Field, Strict, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
-from omniplane.spec.base import Name, Seconds, SpecModel, check_source
+from omniplane.spec.base import Name, NotBool, Seconds, SpecModel, check_source
 
 MAX_TP = 1024  # assumption: no executor spans more than 1,024 GPUs
 MAX_BATCH = 1_000_000  # assumption: far beyond any engine's max_num_seqs
-TP = Annotated[int, Strict(), Field(gt=0, le=MAX_TP)]
-Batch = Annotated[int, Strict(), Field(gt=0, le=MAX_BATCH)]
+TP = Annotated[int, NotBool, Field(gt=0, le=MAX_TP)]
+Batch = Annotated[int, NotBool, Field(gt=0, le=MAX_BATCH)]
 
 
 class ExecutorType(SpecModel):

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, Strict, StringConstraints, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
-from omniplane.spec.base import Document, Name, Sourced
+from omniplane.spec.base import Document, Name, NotBool, Sourced
 from omniplane.spec.errors import SpecFieldError
 
 # assumptions far beyond any GPU: 100k SMs, 100 TB of memory, an exaFLOP/s, a PB/s
-Hardware = Annotated[float, Strict(), Field(gt=0, le=1e6)]
+Hardware = Annotated[float, NotBool, Field(gt=0, le=1e6)]
 
 
 class GPUKind(Sourced):
@@ -25,13 +25,13 @@ class GPUKind(Sourced):
 
     name: Name
     aliases: list[Name] = Field(default_factory=list)
-    sms: Annotated[int, Strict(), Field(gt=0, le=100_000)]
-    memory_gb: Annotated[float, Strict(), Field(gt=0, le=1e5)]
+    sms: Annotated[int, NotBool, Field(gt=0, le=100_000)]
+    memory_gb: Annotated[float, NotBool, Field(gt=0, le=1e5)]
     bf16_tflops: Hardware
     mem_bw_gbs: Hardware
     interconnect_gbs: Hardware
     interconnect: Literal["nvlink", "pcie"]
-    gpus_per_node: Annotated[int, Strict(), Field(gt=0, le=1024)] = 8
+    gpus_per_node: Annotated[int, NotBool, Field(gt=0, le=1024)] = 8
     # CUDA compute capability "major.minor" (https://developer.nvidia.com/cuda-gpus): the SM
     # partition rule of green contexts (omniplane.sched.ladder) follows from it. None: not
     # stated. Read it through compute_capability() below.

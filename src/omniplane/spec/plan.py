@@ -47,13 +47,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, Strict, model_validator
+from pydantic import Field, model_validator
 
 from omniplane.spec.base import (
     Document,
     Fraction,
     Name,
     NonNegativeFloat,
+    NotBool,
     PositiveFloat,
     PositiveInt,
     SpecModel,
@@ -68,7 +69,7 @@ _TOL = 1e-6
 
 
 class ExecutorGroup(SpecModel):
-    count: Annotated[int, Strict(), Field(gt=0, le=10_000)]  # assumption: beyond any one cluster
+    count: Annotated[int, NotBool, Field(gt=0, le=10_000)]  # assumption: beyond any one cluster
     tp: TP = 1
     max_batch: Batch
 

@@ -10,14 +10,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
-from pydantic import Field, Strict
+from pydantic import Field
 
-from omniplane.spec.base import Name, SpecModel
+from omniplane.spec.base import Name, NotBool, SpecModel
 
-Percentile = Annotated[float, Strict(), Field(gt=0, lt=100)]
+Percentile = Annotated[float, NotBool, Field(gt=0, lt=100)]
 MAX_TARGET_MS = 1e9  # assumption: 11.6 days, far beyond any first-response target
-Milliseconds = Annotated[float, Strict(), Field(gt=0, le=MAX_TARGET_MS)]
-Multiplier = Annotated[float, Strict(), Field(gt=0, le=1000)]  # assumption: 1,000 x solo at most
+Milliseconds = Annotated[float, NotBool, Field(gt=0, le=MAX_TARGET_MS)]
+Multiplier = Annotated[float, NotBool, Field(gt=0, le=1000)]  # assumption: 1,000 x solo at most
 
 # HorizonServe section 6.1: "We set each class SLO target to 5x its isolated p95 first-response
 # latency"; Cornfigurator section 6.1: "take its p25 latency as the target"

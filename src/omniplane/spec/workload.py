@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, Strict, model_validator
+from pydantic import Field, model_validator
 
 from omniplane.spec.base import (
     MAX_RATE,
     Document,
     Fraction,
     Name,
+    NotBool,
     PositiveSeconds,
     Rate,
     Seconds,
@@ -22,11 +23,11 @@ from omniplane.spec.errors import SpecFieldError
 from omniplane.spec.request import Work
 from omniplane.spec.slo import SLOPolicy, SoloMultiplierSLO
 
-CV = Annotated[float, Strict(), Field(gt=0, le=100)]  # assumption: ServeGen fits CVs below 10
+CV = Annotated[float, NotBool, Field(gt=0, le=100)]  # assumption: ServeGen fits CVs below 10
 WEIBULL_CV = (0.003, 100.0)  # CVs whose Weibull shape omniplane.workload.arrivals can solve for
-WeibullCV = Annotated[float, Strict(), Field(ge=WEIBULL_CV[0], le=WEIBULL_CV[1])]
-Scale = Annotated[float, Strict(), Field(gt=0, le=1e6)]
-Client = Annotated[int, Strict(), Field(ge=0, le=1_000_000)]
+WeibullCV = Annotated[float, NotBool, Field(ge=WEIBULL_CV[0], le=WEIBULL_CV[1])]
+Scale = Annotated[float, NotBool, Field(gt=0, le=1e6)]
+Client = Annotated[int, NotBool, Field(ge=0, le=1_000_000)]
 _SUM_TOL = 1e-6
 
 
@@ -59,7 +60,7 @@ class WeibullArrivals(SpecModel):
 
 class Window(SpecModel):
     start: Seconds
-    rate: Annotated[float, Strict(), Field(ge=0, le=MAX_RATE)]
+    rate: Annotated[float, NotBool, Field(ge=0, le=MAX_RATE)]
     cv: CV = 1.0
     pattern: Literal["gamma", "weibull"] = "gamma"
 
