@@ -120,7 +120,8 @@ def test_booleans_are_refused_by_name(tmp_path: Path, text: str) -> None:
     assert [issue.line for issue in info.value.issues] == [_line_of(path, "params: " + text)]
 
 
-@pytest.mark.parametrize("text", [".inf", "-.inf", ".nan", "inf", "'inf'", "nan", "'NaN'", "Infinity", "1e300", "'1e300'"])
+@pytest.mark.parametrize(
+    "text", [".inf", "-.inf", ".nan", "inf", "'inf'", "nan", "'NaN'", "Infinity", "1e300", "'1e300'"])
 def test_non_finite_and_huge_are_refused(tmp_path: Path, text: str) -> None:
     path = _params(tmp_path, text)
     with pytest.raises(SpecError) as info:
