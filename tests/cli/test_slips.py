@@ -12,6 +12,7 @@ from tests.cli.slips import CATALOG_PLAN, invoke, snapshot, write_fixtures
 
 P = str(CATALOG_PLAN)  # a valid plan (Qwen3-Omni, 16 x A100)
 SOLO = ["perf", "solo", "qwen3-omni", "--gpu", "H100"]
+PREDICT = ["perf", "predict", "--model", "qwen3-omni", "--component", "thinker", "--gpu", "H100"]
 SIM = ["sim", "run", P, "--workload", "qwen3-omni-servegen"]
 PLAN = ["plan", "--model", "qwen3-vl", "--gpus", "8"]
 HZ = ["experiment", "horizon"]
@@ -74,6 +75,20 @@ CASES: list[tuple[str, list[str], list[str]]] = [
     ("perf-solo-profile-bad", [*SOLO, "--profiles", "profile-bad.csv"], ["profile-bad.csv"]),
     ("perf-validate-calibration", ["perf", "validate", "--calibration", "bad.json"],
      ["--calibration", "bad.json"]),
+    ("perf-capacity-model", ["perf", "capacity", "--model", "qwen3-omnii"], ["--model", "qwen3-omni"]),
+    ("perf-capacity-gpu", ["perf", "capacity", "--model", "qwen3-omni", "--gpu", "A10"], ["--gpu", "A10"]),
+    ("perf-capacity-workload", ["perf", "capacity", "--model", "qwen3-omni", "--workload", "nope.yaml"],
+     ["--workload", "nope.yaml"]),
+    ("perf-capacity-runtime", ["perf", "capacity", "--model", "qwen3-omni", "--runtime", "sglang"],
+     ["--runtime", "sglang", "cornserve"]),
+    ("perf-predict-batch-0", [*PREDICT, "--batch", "0"], ["--batch", "1 <= N"]),
+    ("perf-predict-batch-huge", [*PREDICT, "--batch", "100000000000"], ["--batch", "1,000,000"]),
+    ("perf-predict-tokens-1e300", [*PREDICT, "--prompt-tokens", "1e300"], ["--prompt-tokens"]),
+    ("perf-predict-context-negative", [*PREDICT, "--context-tokens", "-1"], ["--context-tokens"]),
+    ("perf-predict-op", [*PREDICT, "--op", "generate"], ["--op", "generate", "prefill"]),
+    ("perf-predict-tp-3", [*PREDICT, "--tp", "3"], ["--tp", "power of two"]),
+    ("perf-predict-component", ["perf", "predict", "--model", "qwen3-omni", "--component", "thinkr",
+                                "--gpu", "H100"], ["--component", "thinker"]),
     ("perf-colocation-missing", ["perf", "colocation-fit", "nope.json"], ["nope.json"]),
     ("perf-colocation-bad", ["perf", "colocation-fit", "bad.json"], ["bad.json"]),
     ("perf-fit-out-dir", ["perf", "fit", "--out", "adir"], ["--out", "adir"]),

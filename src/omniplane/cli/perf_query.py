@@ -8,19 +8,27 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from omniplane.cli.output import console, fail, print_json
+from omniplane.cli import options as opt
+from omniplane.cli.errors import fail
+from omniplane.cli.output import console, print_json, print_table
 from omniplane.perf import CostModel, ExecutorConfig, InfeasibleConfig
-from omniplane.spec import SpecError, catalog_gpus_path, find_catalog_model, load_gpus, load_model
+from omniplane.perf.query import OPS
+from omniplane.spec import SpecError, find_catalog_model, load_gpus, load_model
+from omniplane.spec.dist import MAX_WORK
+from omniplane.spec.executor import MAX_BATCH
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document instead of a table.")]
+JsonOpt = Annotated[bool, opt.json_opt()]
 RuntimeOpt = Annotated[str | None, typer.Option(
+    metavar="NAME",
     help="Serving runtime whose host-side costs apply: roofline, vllm or cornserve (docs/perf.md).")]
+ModelOpt = Annotated[str, opt.model_opt("--model")]
+WORK = int(MAX_WORK)  # the spec's bound on one request's tokens, steps or pixels per side
 
 
 def _load(model: str, gpu: str) -> tuple[Any, Any]:
     try:
         spec = load_model(find_catalog_model(model) or Path(model))
-        kind = load_gpus(catalog_gpus_path()).get(gpu)
+        kind = load_gpus().get(gpu)
     except SpecError as exc:
         fail(str(exc))
     except KeyError as exc:
@@ -36,9 +44,9 @@ def _cost(spec: Any, runtime: str | None) -> CostModel:
 
 
 def capacity(
-    model: Annotated[str, typer.Option(help="Catalog model name or model file.")],
-    gpu: Annotated[str, typer.Option(help="GPU kind (catalog name or alias).")] = "A100-80GB",
-    workload: Annotated[str | None, typer.Option(
+    model: ModelOpt,
+    gpu: Annotated[str, opt.gpu_opt("--gpu")] = "A100-80GB",
+    workload: Annotated[str | None, opt.workload_opt(
         help="Catalog workload or file whose request sizes to use (default: Table 2's conditions, "
              "perf/data/table2_conditions.json).")] = None,
     runtime: RuntimeOpt = "cornserve",
@@ -82,28 +90,32 @@ def capacity(
     for k, c in doc["columns"].items():
         t.add_row(k, f"{c['requests_per_s']:.3g}", " + ".join(c["components"]), str(c["tp"]),
                   str(c["max_batch"]))
-    console.print(t)
+    print_table(t)
     for k, c in doc["columns"].items():
         console.print(f"[dim]{k}: {c['source']}[/]", highlight=False)
 
 
 def predict(
-    model: Annotated[str, typer.Option(help="Catalog model name or model file.")],
-    component: Annotated[str, typer.Option(help="Component of the model.")],
-    gpu: Annotated[str, typer.Option(help="GPU kind (catalog name or alias).")],
-    tp: Annotated[int | None, typer.Option(help="GPUs per executor (default: smallest that fits).")] = None,
-    batch: Annotated[int, typer.Option(min=1, help="Sequences, inputs, images or streams in the call.")] = 1,
-    prompt_tokens: Annotated[int | None, typer.Option(
-        min=1, help="prefill: tokens per prompt; encode: LLM tokens per input; vocode: codec "
-                    "frames.")] = None,
-    context_tokens: Annotated[int | None, typer.Option(
-        min=0, help="decode_step: KV tokens per sequence; prefill: cached tokens per prompt.")] = None,
-    op: Annotated[str | None, typer.Option(
-        help="prefill | decode_step | encode | denoise_step | vae_decode | vocode (default: by "
-             "kind).")] = None,
-    width: Annotated[int | None, typer.Option(min=1, help="Image width in pixels.")] = None,
-    height: Annotated[int | None, typer.Option(min=1, help="Image height in pixels.")] = None,
-    steps: Annotated[int, typer.Option(min=1, help="denoise_step: steps in the call.")] = 1,
+    model: ModelOpt,
+    component: Annotated[str, typer.Option(metavar="NAME", help="Component of the model.")],
+    gpu: Annotated[str, opt.gpu_opt("--gpu")],
+    tp: Annotated[int | None, opt.tp_opt("GPUs per executor (default: smallest that fits)")] = None,
+    batch: Annotated[int, opt.int_opt("--batch", help="Sequences, inputs, images or streams in the call.",
+                                      lo=1, hi=MAX_BATCH)] = 1,
+    prompt_tokens: Annotated[int | None, opt.int_opt(
+        "--prompt-tokens", help="prefill: tokens per prompt; encode: LLM tokens per input; vocode: "
+        "codec frames.", lo=1, hi=WORK)] = None,
+    context_tokens: Annotated[int | None, opt.int_opt(
+        "--context-tokens", help="decode_step: KV tokens per sequence; prefill: cached tokens per "
+        "prompt.", lo=0, hi=WORK)] = None,
+    op: Annotated[str | None, opt.choice_opt(
+        "--op", help="The call (default: by the component's kind).", choices=OPS, what="op")] = None,
+    width: Annotated[int | None, opt.int_opt("--width", help="Image width in pixels.", lo=1, hi=WORK)
+                     ] = None,
+    height: Annotated[int | None, opt.int_opt("--height", help="Image height in pixels.", lo=1, hi=WORK)
+                      ] = None,
+    steps: Annotated[int, opt.int_opt("--steps", help="denoise_step: steps in the call.", lo=1, hi=WORK)
+                     ] = 1,
     cfg: Annotated[bool, typer.Option(
         "--cfg", help="denoise_step: classifier-free guidance (2 forwards).")] = False,
     runtime: RuntimeOpt = "vllm",
