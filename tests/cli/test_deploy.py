@@ -34,6 +34,20 @@ def test_dry_run_lists_deployments_and_writes_vllm_omni_configs(tmp_path: Path) 
     assert all(Path(p).is_file() for p in out["stage_configs"])
 
 
+def test_vllm_omni_without_the_package_is_refused_before_ray_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import omniplane.cli.deploy as cli_deploy
+
+    monkeypatch.setattr(cli_deploy, "_installed", lambda module: module != "vllm_omni")
+    started: list[object] = []
+    monkeypatch.setattr(cli_deploy, "_serve_forever", lambda *a: started.append(a))
+    configs = tmp_path / "configs"
+    res = runner.invoke(app, ["deploy", PLAN, "--engine", "vllm-omni", "--config-dir", str(configs)])
+    assert res.exit_code == 2, res.output
+    assert "--engine vllm-omni" in res.output and "not installed" in res.output, res.output
+    assert not started and not configs.exists()
+
+
 def test_unknown_engine_and_node_are_refused() -> None:
     res = runner.invoke(app, ["deploy", PLAN, "--engine", "tensorrt", "--dry-run"])
     assert res.exit_code == 2 and "emulated, vllm-omni" in res.output

@@ -62,8 +62,12 @@ ApiKeyOpt = Annotated[str | None, typer.Option(
     help="API key clients must send as 'Authorization: Bearer KEY'.")]
 
 
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
 def _need_ray() -> None:
-    if importlib.util.find_spec("ray") is None:
+    if not _installed("ray"):
         fail("Ray Serve is not installed: pip install 'omniplane[deploy]' (or make deploy-deps)")
 
 
@@ -129,6 +133,12 @@ def deploy(
     if dashboard_host is not None and not is_loopback(dashboard_host):
         notice(f"warning: Ray's dashboard on {dashboard_host} has no authentication: anyone who reaches "
                "it can run jobs on this cluster")
+    if engine == "vllm-omni" and not dry_run and address is None and not _installed("vllm_omni"):
+        # a local cluster's replicas import vllm_omni from this environment: refuse before Ray
+        # starts (a remote cluster's replicas may have it where this shell does not)
+        fail("--engine vllm-omni: the vllm-omni package is not installed in this environment "
+             "(pip install vllm-omni; make vllm-extra builds .venv-vllm with it); --dry-run writes the "
+             "stage configs without it, --engine emulated rehearses the plan")
     guard = Guard.with_keys([api_key] if api_key else [], max_body_bytes=int(max_body_mb * 2**20),
                             max_prompt_tokens=max_prompt_tokens)
     plan = _plan(plan_file)

@@ -146,7 +146,7 @@ def show(target: Target, json_out: JsonOpt = False, fmt: FormatOpt = None, n: NO
 
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
-        return "nan" if math.isnan(v) else f"{v:.4g}"
+        return "n/a" if math.isnan(v) else f"{v:.4g}"  # rate and CV of fewer than two instants
     return str(v)
 
 
