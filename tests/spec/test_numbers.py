@@ -109,26 +109,29 @@ def test_yaml_1_1_exponents_read_as_numbers(tmp_path: Path, text: str) -> None:
     assert model.components[1].size.params == 1e9  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("text", ["true", "false", "yes", "no", "on", "off", "True"])
-def test_booleans_are_refused_by_name(tmp_path: Path, text: str) -> None:
+def _refused(tmp_path: Path, text: str) -> str:
+    """The message of the one issue ``params: TEXT`` raises: it names the file, the field and its
+    line."""
     path = _params(tmp_path, text)
     with pytest.raises(SpecError) as info:
         load_document(path)
     message = str(info.value)
     assert str(path) in message and "params" in message, message
-    assert "not a boolean" in message, message
     assert [issue.line for issue in info.value.issues] == [_line_of(path, "params: " + text)]
+    return message
+
+
+@pytest.mark.parametrize("text", ["true", "false", "yes", "no", "on", "off", "True"])
+def test_booleans_are_refused_by_name(tmp_path: Path, text: str) -> None:
+    message = _refused(tmp_path, text)
+    assert "not a boolean" in message, message
 
 
 @pytest.mark.parametrize(
     "text", [".inf", "-.inf", ".nan", "inf", "'inf'", "nan", "'NaN'", "Infinity", "1e300", "'1e300'"])
 def test_non_finite_and_huge_are_refused(tmp_path: Path, text: str) -> None:
-    path = _params(tmp_path, text)
-    with pytest.raises(SpecError) as info:
-        load_document(path)
-    message = str(info.value)
-    assert str(path) in message and "params" in message, message
-    assert [issue.line for issue in info.value.issues] == [_line_of(path, "params: " + text)]
+    message = _refused(tmp_path, text)
+    assert "finite" in message or "less than or equal to 1e+14" in message, message
 
 
 def _line_of(path: Path, needle: str) -> int:
