@@ -11,6 +11,7 @@ import os
 import types
 import typing
 from dataclasses import dataclass
+from difflib import get_close_matches
 from pathlib import Path
 from typing import Any, TypeVar, Union
 
@@ -105,7 +106,17 @@ def _issue_from_pydantic(cls: type[BaseModel], data: Any, err: Any) -> SpecIssue
         msg = "required field is missing"
     elif kind == "extra_forbidden":
         allowed = _allowed_fields(cls, loc[:-1], data)
-        msg = f"unknown field {loc[-1]!r}" + (f"; allowed: {', '.join(allowed)}" if allowed else "")
+        close = get_close_matches(str(loc[-1]), allowed or [], n=1, cutoff=0.75)
+        msg = (f"unknown field {loc[-1]!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+               + (f"; allowed: {', '.join(allowed)}" if allowed else ""))
+    elif kind == "too_short" and "min_length" in err.get("ctx", {}):
+        ctx = err["ctx"]
+        msg = f"expected at least {ctx['min_length']} item(s), got {ctx.get('actual_length', 0)}"
+    elif kind == "union_tag_not_found":
+        tag = str(err.get("ctx", {}).get("discriminator", "")).strip("'")
+        tags = _tags(cls, loc, data, tag)
+        msg = f"needs a {tag!r} field saying which kind it is" + (
+            f": one of {', '.join(tags)}" if tags else "")
     else:
         given = err.get("input")
         if isinstance(given, str | int | float | bool) or given is None:
@@ -113,18 +124,19 @@ def _issue_from_pydantic(cls: type[BaseModel], data: Any, err: Any) -> SpecIssue
     return SpecIssue(loc, msg)
 
 
-def _allowed_fields(cls: type[BaseModel], loc: Loc, data: Any) -> list[str] | None:
-    """Best effort: the field names accepted at ``loc`` (None when it cannot be told)."""
+def _annotation_at(cls: type[BaseModel], loc: Loc, data: Any) -> tuple[Any, Any]:
+    """Best effort: (the type annotation, the data) at ``loc``; (None, None) when it cannot be
+    told. Unions are left unresolved at ``loc`` itself."""
     ann: Any = cls
     cur = data
     for part in loc:
         ann = _resolve(ann, cur)
         if ann is None:
-            return None
+            return None, None
         if isinstance(ann, type) and issubclass(ann, BaseModel) and isinstance(part, str):
             field = ann.model_fields.get(part)
             if field is None:
-                return None
+                return None, None
             ann = field.annotation
         else:
             origin, args = typing.get_origin(ann), typing.get_args(ann)
@@ -133,17 +145,37 @@ def _allowed_fields(cls: type[BaseModel], loc: Loc, data: Any) -> list[str] | No
             elif origin is dict and len(args) == 2:
                 ann = args[1]
             else:
-                return None
+                return None, None
         if isinstance(cur, dict):
             cur = cur.get(part)
         elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
             cur = cur[part]
         else:
             cur = None
+    return ann, cur
+
+
+def _allowed_fields(cls: type[BaseModel], loc: Loc, data: Any) -> list[str] | None:
+    """Best effort: the field names accepted at ``loc`` (None when it cannot be told)."""
+    ann, cur = _annotation_at(cls, loc, data)
     ann = _resolve(ann, cur)
     if isinstance(ann, type) and issubclass(ann, BaseModel):
         return [f.alias or name for name, f in ann.model_fields.items()]
     return None
+
+
+def _tags(cls: type[BaseModel], loc: Loc, data: Any, tag: str) -> list[str]:
+    """The values the discriminator field ``tag`` may take at ``loc`` (empty when unknown)."""
+    ann, _ = _annotation_at(cls, loc, data)
+    while typing.get_origin(ann) is typing.Annotated:
+        ann = typing.get_args(ann)[0]
+    out: list[str] = []
+    for member in typing.get_args(ann):
+        field = member.model_fields.get(tag) if isinstance(member, type) and issubclass(member, BaseModel) \
+            else None
+        if field is not None:
+            out += [str(v) for v in typing.get_args(field.annotation)]
+    return out
 
 
 def _resolve(ann: Any, cur: Any) -> Any:
