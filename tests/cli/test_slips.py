@@ -135,6 +135,10 @@ CASES: list[tuple[str, list[str], list[str]]] = [
     ("workload-sample-kept", [*SAMPLE, "--out", "existing.jsonl", "--n", "-1"], ["--n"]),
     ("workload-sample-no-out", SAMPLE, ["--out"]),
     ("workload-sample-rate", [*SAMPLE, "--out", "r.jsonl", "--rate", "1e300"], ["--rate"]),
+    ("workload-plot-jpg", ["workload", "plot", "azure-conv", "--out", "x.jpg"], ["--out", "x.jpg", ".png"]),
+    ("workload-plot-one-request", ["workload", "plot", "w.yaml", "--n", "1", "--out", "x.png"],
+     ["w.yaml", "at least 2"]),
+    ("workload-sample-not-jsonl", [*SAMPLE, "--n", "5", "--out", "r.csv"], ["--out", "r.csv", ".jsonl"]),
     ("workload-plot-bins", ["workload", "plot", "azure-conv", "--out", "x.png", "--bins", "1"], ["--bins"]),
     ("workload-plot-under-file", ["workload", "plot", "azure-conv", "--out", "afile/x.png"], ["--out"]),
     # ---- catalog commands

@@ -201,14 +201,21 @@ def _writable_ancestor(path: Path) -> None:
 
 
 class OutputFile:
-    """A file the command will write: not a folder, in a folder it can create or write."""
+    """A file the command will write: not a folder, in a folder it can create or write; with
+    ``suffixes``, named for what the command writes (``.png``: a PNG is not written as x.jpg)."""
 
-    text = "a file to write (missing folders are created; an existing file is replaced)"
+    def __init__(self, suffixes: Iterable[str] = ()) -> None:
+        self.suffixes = tuple(suffixes)
+        named = f" named {' or '.join(self.suffixes)}" if self.suffixes else ""
+        self.text = f"a file to write{named} (missing folders are created; an existing file is replaced)"
 
     def __call__(self, value: Any) -> Path:
         path = Path(str(value))
         if str(value).strip() in ("", "."):
             raise _bad("expected a file name")
+        if self.suffixes and path.suffix.lower() not in self.suffixes:
+            raise _bad(f"{path}: expected a file name ending in {' or '.join(self.suffixes)} (what this "
+                       "command writes)")
         if path.is_dir():
             raise _bad(f"{path} is a folder; expected a file name")
         if path.exists() and not os.access(path, os.W_OK):
@@ -309,8 +316,8 @@ def file_opt(*names: str, help: str, kind: str = "file", **kw: Any) -> Any:
     return option(*names, help=help, parser=InputPath(kind), metavar="PATH", **kw)
 
 
-def out_opt(*names: str, help: str, **kw: Any) -> Any:
-    return option(*names, help=help, parser=OutputFile(), metavar="FILE", **kw)
+def out_opt(*names: str, help: str, suffixes: Iterable[str] = (), **kw: Any) -> Any:
+    return option(*names, help=help, parser=OutputFile(suffixes), metavar="FILE", **kw)
 
 
 def out_dir_opt(*names: str, help: str, **kw: Any) -> Any:

@@ -19,6 +19,7 @@ from omniplane.spec.catalog import SHIPPED_TRACES
 from omniplane.spec.yamlio import load_yaml
 
 FORMATS = ("azure", "mooncake", "servegen", "csv", "jsonl")  # omniplane.workload.FORMATS (tested)
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf")  # what matplotlib's Agg backend writes without extras
 DEFAULT_N = 10_000  # requests of a generated workload that gives no duration_s
 
 
@@ -150,17 +151,14 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def plot(target: Target, out: Annotated[Path, opt.out_opt("--out", help="PNG file to write.")],
+def plot(target: Target, out: Annotated[Path, opt.out_opt("--out", help="Figure to write (PNG, SVG or PDF).",
+                                                          suffixes=FIGURE_SUFFIXES)],
          fmt: FormatOpt = None, n: NOpt = None, duration: DurationOpt = None, seed: SeedOpt = None,
          rate: RateOpt = None,
          bins: Annotated[int, opt.int_opt("--bins", help="Time bins for the rate.", lo=2, hi=10_000)] = 60
          ) -> None:
-    """Write a PNG: arrival rate over time and size histograms."""
-    import matplotlib
+    """Write a figure: arrival rate over time and size histograms."""
     import numpy as np
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     wl = _as_workload(target)
     if wl is not None:
@@ -177,7 +175,12 @@ def plot(target: Target, out: Annotated[Path, opt.out_opt("--out", help="PNG fil
         trace, _, _ = _trace(target, fmt, n, seed)
         times, series, title = trace.arrival, dict(trace.fields), target
     if len(times) < 2:
-        fail("too few requests to plot")
+        fail(f"{target}: {len(times)} request(s); a plot of the arrival rate needs at least 2")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     shown = [k for k, v in series.items() if np.nanmax(v, initial=0) > 0 and len(np.unique(v)) > 1][:6]
     cols = 3
     rows = 1 + math.ceil(len(shown) / cols)
@@ -195,7 +198,7 @@ def plot(target: Target, out: Annotated[Path, opt.out_opt("--out", help="PNG fil
         h.set_title(k, fontsize=9)
     fig.tight_layout()
     with Outputs() as files:
-        fig.savefig(files.path(out), dpi=100, format="png")
+        fig.savefig(files.path(out), dpi=100, format=out.suffix.lower().removeprefix("."))
         plt.close(fig)
         files.commit()
     console.print(f"wrote {out}", highlight=False)
@@ -203,7 +206,7 @@ def plot(target: Target, out: Annotated[Path, opt.out_opt("--out", help="PNG fil
 
 def sample(target: Annotated[str, opt.argument("Workload spec (catalog name or YAML file).", _spec_target,
                                                "WORKLOAD")],
-           out: Annotated[Path, opt.out_opt("--out", help="JSONL file to write.")],
+           out: Annotated[Path, opt.out_opt("--out", help="JSONL file to write.", suffixes=(".jsonl",))],
            n: NOpt = None, duration: DurationOpt = None, seed: SeedOpt = None,
            rate: RateOpt = None, json_out: JsonOpt = False) -> None:
     """Materialise a workload's requests (id, arrival, type, work, meta) as JSONL for replay."""
