@@ -57,6 +57,14 @@ class Size(Sourced):
     frames_per_patch: PositiveInt | None = None
     tile_pixels: PositiveInt | None = None
     max_tiles: PositiveInt | None = None
+    # video frames as the serving stack's processor resizes them (Qwen's smart_resize: sides
+    # rounded to patch x merge, area kept within these bounds): per frame, and over all frames
+    frame_min_pixels: PositiveInt | None = None
+    frame_max_pixels: PositiveInt | None = None
+    video_max_pixels: PositiveInt | None = None
+    # encoder: embedding streams handed to the LLM per token, each of the LLM's hidden width
+    # (1, plus one per DeepStack tap of Qwen3 ViTs)
+    output_streams: PositiveInt | None = None
     # generator: codec frame rate, codebooks; DiT/VAE: pixels per latent token, latent channels
     frame_rate_hz: PositiveFloat | None = None
     codebooks: PositiveInt | None = None
