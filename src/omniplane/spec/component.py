@@ -93,6 +93,10 @@ class Size(Sourced):
             raise ValueError("active_experts must be <= experts")
         if self.heads is not None and self.kv_heads is not None and self.kv_heads > self.heads:
             raise ValueError(f"kv_heads ({self.kv_heads}) must be <= heads ({self.heads})")
+        if (self.frame_min_pixels is not None and self.frame_max_pixels is not None
+                and self.frame_min_pixels > self.frame_max_pixels):
+            raise ValueError(f"frame_min_pixels ({self.frame_min_pixels}) must be <= frame_max_pixels "
+                             f"({self.frame_max_pixels})")
         mtp = (self.mtp_params, self.mtp_layers, self.mtp_hidden)
         if (any(v is not None for v in mtp) or self.mtp_steps is not None) and (
                 None in mtp or self.codebooks is None):
