@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from omniplane.policy import FCFS, PathClass, StepContext
-from omniplane.sched.baselines import EDF
+from omniplane.sched.baselines import EDF, FixedSplit
 from omniplane.sched.factory import POLICIES
 from omniplane.sched.horizon import HorizonServe
 from omniplane.sched.ladder import LadderSpec, build_ladder, partition_rule
@@ -45,8 +45,12 @@ def test_every_factory_name_is_available_to_serving(name: str) -> None:
     lad = build_ladder(132, H200, LadderSpec(levels=(40, 56, 64)))
     policy, mode = policy_for_serving(name, CLASSES, 132, lad, {})
     assert mode in ("split", "timeslice", "mps")
-    kind = {"vanilla": FCFS, "fcfs": FCFS, "mps": FCFS, "edf": EDF, "edf-mps": EDF}.get(name, HorizonServe)
+    kind = {"vanilla": FCFS, "fcfs": FCFS, "mps": FCFS, "edf": EDF, "edf-mps": EDF,
+            "static-split": FixedSplit, "edf-split": FixedSplit}.get(name, HorizonServe)
     assert isinstance(policy, kind)
+    if isinstance(policy, FixedSplit):  # the split is held at S_cap on every step
+        assert mode == "split" and policy.sm_cap == lad.s_cap
+        assert isinstance(policy.inner, EDF if name == "edf-split" else FCFS)
     if isinstance(policy, EDF):  # a class without an SLO has no deadline: it goes last
         assert policy.slo_s["batch"] == math.inf
 
