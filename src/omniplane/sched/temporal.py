@@ -155,6 +155,28 @@ class TemporalScheduler:
             self._running_long.discard(rid)
             self._version += 1
 
+    def sync(self, running: set[int], waiting: Iterable[int]) -> None:
+        """Reconcile with the engine's live requests (every step, before :meth:`view`).
+
+        * A request the engine runs that is still tracked as waiting was admitted in a step
+          whose outcome has not been reported yet (vLLM's async scheduling reports a step late):
+          it is counted now, so the long-path cap cannot be exceeded.
+        * An ordinary long-path request counted against the cap that the engine holds neither
+          running nor waiting (preempted requests return to waiting) is gone: its finish was
+          missed, and it is forgotten so the cap's room is not lost for good.
+
+        ``waiting`` is read only when a counted request is not running (rare)."""
+        sig_of = self._sig
+        for rid in running:
+            sig = sig_of.get(rid)
+            if sig is not None and rid not in self._running_long and (
+                    rid in self._ordinary[sig.path] or _contains(self._protected, (sig.deadline, rid))):
+                self.admitted((rid,))
+        if len(self._running_long) and not self._running_long <= running:
+            live = running | set(waiting)
+            for rid in [r for r in self._running_long if r not in live]:
+                self.finished(rid)
+
     def refresh(self, now: float) -> None:
         """Step 1 of Algorithm 1 for waiting requests: those whose slack ratio fell below
         ``u_guard`` since the last step become protected."""
