@@ -35,8 +35,8 @@ def horizon(
                      ] = "rate",
     xs: Annotated[str | None, typer.Option("--xs", help="Comma-separated x values (default: Figure 8's).")
                   ] = None,
-    policies: Annotated[str | None, typer.Option(help="Comma-separated policy names (default: all 7).")
-                        ] = None,
+    policies: Annotated[str | None, typer.Option(
+        help="Comma-separated policy names (default: every factory name).")] = None,
     duration: Annotated[float, typer.Option(help="Seconds of Poisson arrivals per point.")] = 900.0,
     requests: Annotated[int | None, typer.Option(help="Fixed requests per point (overrides --duration).")
                         ] = None,
