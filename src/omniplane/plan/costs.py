@@ -182,12 +182,15 @@ class PartArrays:
     step: np.ndarray  # [P]
     residence: np.ndarray  # [P]
     cost: np.ndarray  # [P]
+    steps_first: np.ndarray  # [P, K]
+    steps_done: np.ndarray  # [P, K]
+    steps_mean: np.ndarray  # [P] mean of steps_done
 
     @staticmethod
     def stack(parts: list[Part]) -> PartArrays:
         if not parts:
             z = np.zeros((0, 1))
-            return PartArrays(z, z, z, np.zeros(0), np.zeros(0), np.zeros(0))
+            return PartArrays(z, z, z, np.zeros(0), np.zeros(0), np.zeros(0), z, z, np.zeros(0))
         k = max(len(p.first) for p in parts)
 
         def pad(x: np.ndarray) -> np.ndarray:
@@ -200,4 +203,7 @@ class PartArrays:
             np.array([p.step for p in parts]),
             np.array([p.residence for p in parts]),
             np.array([p.cost for p in parts]),
+            np.stack([pad(p.steps_first) for p in parts]),
+            np.stack([pad(p.steps_done) for p in parts]),
+            np.array([float(p.steps_done.mean()) for p in parts]),
         )
