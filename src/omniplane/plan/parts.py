@@ -247,8 +247,8 @@ def _encoder(model: ModelSpec, cost: CostModel, comp: str, cfg: ExecutorConfig, 
         gpu[sel] = _interpolated(tokens[sel], one, grid=6)[0]
     whole = cost.encoder_time(comp, cfg, max(1, round(batch * mi)), int(batch * mt))
     cpu = items * model.cpu_seconds_per_item(comp)
-    one = np.ones(w.k)
-    return Part(gpu, gpu, cpu, whole, float(gpu.mean()), whole / batch, one, one)
+    single = np.ones(w.k)
+    return Part(gpu, gpu, cpu, whole, float(gpu.mean()), whole / batch, single, single)
 
 
 def _vocoder(model: ModelSpec, cost: CostModel, comp: str, cfg: ExecutorConfig, w: WorkArrays,
