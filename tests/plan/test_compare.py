@@ -10,7 +10,7 @@ from omniplane.plan.options import PlannerOptions
 from omniplane.plan.pipeline import Planner
 from tests.plan.conftest import problem
 
-SMALL = PlannerOptions(mc_samples=32, sim_requests=150, max_simulated=4, max_logical=30)
+SMALL = PlannerOptions(mc_samples=32, sim_requests=150, max_simulated=4)
 
 
 # Known defect (issue 18 report, for the planner issue): since issue 18's simulator fixes (a

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from omniplane.perf import CostModel, ExecutorConfig, InfeasibleConfig
+from omniplane.plan.enumerate import compound_subplans, simple_subplans
+from omniplane.plan.logical import Subplan
 from omniplane.plan.parts import Part, WorkArrays, compute_part, llm_peak
 from omniplane.plan.problem import Problem
 from omniplane.spec import GeneratorKind
@@ -85,8 +87,18 @@ class CostTable:
         self._frozen_n = -1
         self.calls = 0
         self.pad = pad  # False: batch-mates are of the request's own type (a type served alone)
+        self._subplans: dict[int, list[Subplan]] = {}
 
     # ---- building ---------------------------------------------------------------------------
+    def subplans(self, k_c: int) -> list[Subplan]:
+        """Algorithm 1's simple and compound subplans of the model (cached: they depend on the
+        model only, so re-planning reuses them)."""
+        hit = self._subplans.get(k_c)
+        if hit is None:
+            simple = simple_subplans(self.model)
+            hit = self._subplans[k_c] = simple + compound_subplans(self.model, simple, k_c)
+        return hit
+
     def node(self, comps: Iterable[str]) -> NodeCosts:
         key = frozenset(comps)
         hit = self.nodes.get(key)

@@ -51,6 +51,19 @@ class SampleRunner:
         self.runs = 0
         self.requests = 0
 
+    def arrival_factor(self) -> dict[str, float]:
+        """Per type: requests of the sample per unit of offered rate over its arrival window
+        (``arrived_t / window`` at rate 1): a plan's simulated goodput of type ``t`` at rate
+        ``R`` is at most ``R`` times this (metrics count requests arrived in the window)."""
+        if len(self.base) < 2:
+            return dict.fromkeys(self.types, 1.0)
+        arrivals = [r.arrival for r in self.base]
+        span = max(arrivals) - min(arrivals)
+        out = dict.fromkeys(self.types, 0.0)
+        for r in self.base:
+            out[r.type] += 1.0 / span
+        return out
+
     def at_rate(self, rate: float) -> list[Request]:
         return [Request(r.id, r.arrival / rate, r.type, r.work, r.meta) for r in self.base]
 

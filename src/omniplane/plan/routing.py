@@ -84,21 +84,28 @@ def routing_vectors(lp: LogicalPlan, steps: int, limit: int) -> np.ndarray:
 
 
 def _lane_tied(lp: LogicalPlan, fixed: np.ndarray, steps: int) -> np.ndarray:
-    vecs = []
-    for w in compositions(steps, lp.n_lanes) / steps:
-        p = fixed.copy()
-        ok = True
-        for cls in lp.classes:
-            share = np.array([w[ln] for ln in cls.lanes])
-            if share.sum() <= 0:
-                ok = False
-                break
-            split = round_to_grid(share / share.sum(), steps)
-            for t in cls.types:
-                p[t, : len(split)] = split
-        if ok:
-            vecs.append(p)
-    return np.stack(vecs) if vecs else fixed[None][:0]
+    """One split over the plan's lanes shared by every class (renormalised over the lanes a
+    class can use, rounded to the grid); splits that give some class no lane are dropped."""
+    w = compositions(steps, lp.n_lanes) / steps  # [L, lanes]
+    out = np.repeat(fixed[None], len(w), axis=0)
+    ok = np.ones(len(w), dtype=bool)
+    for cls in lp.classes:
+        share = w[:, list(cls.lanes)]
+        total = share.sum(axis=1)
+        ok &= total > 0
+        split = round_to_grid(share / np.where(total > 0, total, 1.0)[:, None], steps)
+        for t in cls.types:
+            out[:, t, : split.shape[1]] = split
+    return np.asarray(out[ok])
+
+
+def type_grid_size(lp: LogicalPlan, steps: int) -> int:
+    """Routing vectors with every type split on its own (the paper's grid, before tying)."""
+    out = 1
+    for rs in lp.routes:
+        if len(rs) > 1:
+            out *= math.comb(steps + len(rs) - 1, len(rs) - 1)
+    return out
 
 
 def node_share(lp: LogicalPlan, p: np.ndarray) -> np.ndarray:
