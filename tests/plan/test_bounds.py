@@ -41,7 +41,8 @@ def _instance(nodes: list[list[tuple[float, int]]]) -> tuple[FakeTable, object]:
 
 @settings(max_examples=50, deadline=None)
 @given(st.lists(node_spec, min_size=1, max_size=3), st.integers(1, 9), st.floats(0.0, 1.0))
-def test_rows_are_exactly_the_config_vectors_that_reach_the_threshold(nodes, budget, frac) -> None:  # type: ignore[no-untyped-def]
+def test_rows_are_exactly_the_config_vectors_that_reach_the_threshold(  # type: ignore[no-untyped-def]
+        nodes, budget, frac) -> None:
     table, lp = _instance(nodes)
     allowed = [np.arange(len(o)) for o in nodes]
     exp = Expansion(lp, table, np.ones((1, 1, 1)), np.ones(1), budget, allowed)  # type: ignore[arg-type]
@@ -68,8 +69,9 @@ def test_rows_are_exactly_the_config_vectors_that_reach_the_threshold(nodes, bud
 @pytest.mark.parametrize("gpus", [2, 3, 5])
 def test_no_plan_beats_the_bound_of_its_logical_plan(gpus: int) -> None:
     """Every physical plan of every logical plan of a small model (redundant ones included):
-    R_d <= the queue's bound (the smaller of the loose and the tightened one), the estimate <= the goodput bound, and for a sample
-    of plans the simulated goodput <= the goodput bound."""
+    R_d <= the queue's bound (the smaller of the loose and the tightened one), the estimate
+    <= the goodput bound, and for a sample of plans the simulated goodput <= the goodput
+    bound."""
     pb = problem("tiny", gpus)
     opts = PlannerOptions(mc_samples=32, sim_requests=200)
     planner = Planner(pb, options=opts)

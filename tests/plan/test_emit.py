@@ -31,8 +31,8 @@ def test_emitted_plans_are_valid(workload, gpus, k_c, k_s, weights, step) -> Non
     w = np.array(weights[: len(types)]) + 1e-3
     pb = base.with_budget(gpus).with_mix({t: float(x) for t, x in zip(types, w / w.sum(), strict=True)})
     tab = table(workload)
-    opts = PlannerOptions(k_c=k_c, k_s=k_s, routing_step=step, mc_samples=32, sim_requests=40, max_simulated=1,
-                          mc_tolerance=0.0)
+    opts = PlannerOptions(k_c=k_c, k_s=k_s, routing_step=step, mc_samples=32, sim_requests=40,
+                          max_simulated=1, mc_tolerance=0.0)
     targets = conftest_targets(workload)
     planner = Planner(pb, options=opts, table=tab, targets=targets)
     found = Search(pb, tab, FULL, opts, target_array(targets, types), 0.010, selection_policy("total"),
