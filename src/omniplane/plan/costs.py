@@ -197,25 +197,25 @@ class PartArrays:
     steps_first: np.ndarray  # [P, K]
     steps_done: np.ndarray  # [P, K]
     steps_mean: np.ndarray  # [P] mean of steps_done
+    packed: np.ndarray  # [P, 5, K] float32: cpu, first, done, steps_first - 1, steps_done - 1
 
     @staticmethod
     def stack(parts: list[Part]) -> PartArrays:
         if not parts:
             z = np.zeros((0, 1))
-            return PartArrays(z, z, z, np.zeros(0), np.zeros(0), np.zeros(0), z, z, np.zeros(0))
+            return PartArrays(z, z, z, np.zeros(0), np.zeros(0), np.zeros(0), z, z, np.zeros(0),
+                              np.zeros((0, 5, 1), dtype=np.float32))
         k = max(len(p.first) for p in parts)
 
         def pad(x: np.ndarray) -> np.ndarray:
             return x if len(x) == k else np.resize(x, k)
 
-        return PartArrays(
-            np.stack([pad(p.first) for p in parts]),
-            np.stack([pad(p.done) for p in parts]),
-            np.stack([pad(p.cpu) for p in parts]),
-            np.array([p.step for p in parts]),
-            np.array([p.residence for p in parts]),
-            np.array([p.cost for p in parts]),
-            np.stack([pad(p.steps_first) for p in parts]),
-            np.stack([pad(p.steps_done) for p in parts]),
-            np.array([float(p.steps_done.mean()) for p in parts]),
-        )
+        first = np.stack([pad(p.first) for p in parts])
+        done = np.stack([pad(p.done) for p in parts])
+        cpu = np.stack([pad(p.cpu) for p in parts])
+        sf = np.stack([pad(p.steps_first) for p in parts])
+        sd = np.stack([pad(p.steps_done) for p in parts])
+        packed = np.stack([cpu, first, done, sf - 1, sd - 1], axis=1).astype(np.float32)
+        return PartArrays(first, done, cpu, np.array([p.step for p in parts]),
+                          np.array([p.residence for p in parts]), np.array([p.cost for p in parts]), sf, sd,
+                          np.array([float(p.steps_done.mean()) for p in parts]), packed)

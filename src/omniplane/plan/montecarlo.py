@@ -51,8 +51,9 @@ def evaluate(cands: Candidates, table: CostTable, pi: np.ndarray, slo_s: np.ndar
         if pi[t] <= 0:
             continue
         probs = cands.p[cands.vec, t, :]  # [C, W]
+        cache: dict[tuple[int, str], Service] = {}
         for r, route in enumerate(routes):
-            lat = route_latency(table, cands, state, t, route, transfer_s)
+            lat = route_latency(table, cands, state, t, route, transfer_s, cache)
             attain[:, t] += probs[:, r] * (lat <= slo_s[t]).mean(axis=1)
         good[:, t] = rate * pi[t] * attain[:, t]
     return good, attain
@@ -129,21 +130,29 @@ def _occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArray
 
 
 def route_latency(table: CostTable, cands: Candidates, state: State, t: int, route: tuple[int, ...],
-                  transfer_s: float) -> np.ndarray:
-    """First-response latency ``[C, K]`` of type ``t``'s samples along one route."""
+                  transfer_s: float, cache: dict[tuple[int, str], Service] | None = None) -> np.ndarray:
+    """First-response latency ``[C, K]`` of type ``t``'s samples along one route (``cache``:
+    the services of this type's components by node, shared by its routes)."""
     arr = table.arrays()
     tname = table.types[t]
     path = table.paths[tname]
     where = {c: n for n in route for c in cands.lp.nodes[n] if c in path}
     rows = np.arange(len(cands))
+    memo = {} if cache is None else cache
 
     def service(c: str) -> Service:
         n = where[c]
+        hit = memo.get((n, c))
+        if hit is not None:
+            return hit
         level, wait, turns = state[(n, c)]
         pid = cands.costs[n].part[c][cands.opt[:, n], t, :][rows, level]  # [C]
-        gap = turns[:, None]
-        return Service(arr.cpu[pid], wait[:, None], arr.first[pid] + (arr.steps_first[pid] - 1) * gap,
-                       arr.done[pid] + (arr.steps_done[pid] - 1) * gap)
+        block = arr.packed[pid]  # [C, 5, K]: cpu, first, done, steps_first - 1, steps_done - 1
+        gap = turns[:, None].astype(np.float32)
+        sv = Service(block[:, 0], wait[:, None].astype(np.float32), block[:, 1] + block[:, 3] * gap,
+                     block[:, 2] + block[:, 4] * gap)
+        memo[(n, c)] = sv
+        return sv
 
     return path_latency(table.model, tname, path, where, service, transfer_s)
 
