@@ -100,6 +100,8 @@ def compute_part(model: ModelSpec, cost: CostModel, comp: str, cfg: ExecutorConf
     largest of its own size and ``batch - 1`` draws from the pool."""
     c = model.component(comp)
     if c.kind is ComponentKind.LLM:
+        if any(e.kv and e.to == comp for x in model.components for e in x.edges):
+            return _decode_phase(cost, comp, cfg, w, batch)
         return _llm(cost, comp, cfg, w, batch)
     if c.kind is ComponentKind.ENCODER:
         return _encoder(model, cost, comp, cfg, w, batch)
@@ -173,6 +175,21 @@ def _llm(cost: CostModel, comp: str, cfg: ExecutorConfig, w: WorkArrays, batch: 
     chunks = np.maximum(1.0, np.ceil(prompts / room))
     return Part(pf, done_t, np.zeros(w.k), t_it, float(done_t.mean()), t_it / admit, chunks,
                 chunks + np.maximum(outs - 1, 0))
+
+
+def _decode_phase(cost: CostModel, comp: str, cfg: ExecutorConfig, w: WorkArrays, batch: int) -> Part:
+    """A decode phase (prefill/decode disaggregation, ``omniplane.plan.disagg``): its prompt
+    arrives as KV cache, so it joins decoding at once (its first token ends the iteration it
+    joins) and every iteration is a decode step of ``batch`` sequences."""
+    outs = w.get(comp, "output_tokens")
+    o_mean = max(float(outs.mean()), 1.0)
+    running = max(1, batch)
+    ctx = llm_ctx(w, comp)
+    t_it = cost.llm_iteration_time(comp, cfg, decode_batch=running, decode_context=int(running * ctx))
+    first = np.full(w.k, t_it)
+    done = first + np.maximum(outs - 1, 0) * t_it
+    return Part(first, done, np.zeros(w.k), t_it, float(done.mean()), t_it * o_mean / running, np.ones(w.k),
+                np.maximum(outs, 1.0))
 
 
 ITERATIONS = 2000  # iterations of the prefill-token process averaged per LLM part (assumption)

@@ -9,14 +9,15 @@ or type mix (section 4.4).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from omniplane import __version__
-from omniplane.perf import CostModel
+from omniplane.perf import GUIDANCE_PASSES, CostModel
 from omniplane.plan.costs import CostTable
+from omniplane.plan.disagg import Split
 from omniplane.plan.emit import to_spec
 from omniplane.plan.explain import Ledger
 from omniplane.plan.flow import Candidates
@@ -154,6 +155,7 @@ class Planner:
                                                   slo_overrides_ms, transfer_s, self.options.seed)
         self.profile_s = time.perf_counter() - t0
         self._sim: SampleRunner | None = None
+        self._derived: dict[str, Planner] = {}
 
     @property
     def simulator(self) -> SampleRunner:
@@ -175,8 +177,28 @@ class Planner:
                         progress=self.progress)
         return other.run(space, cloud=cloud)
 
+    def _for(self, split: Split) -> Planner:
+        """The planner of a space on a derived model (a prefill/decode split): the same
+        request samples and simulated sample with each request's work split, the same
+        latency targets and options; its own profile of the derived model's executors."""
+        hit = self._derived.get(split.model.name)
+        if hit is None:
+            work = split.work()
+            pb = replace(self.problem, model=split.model,
+                         samples={t: tuple(work(w) for w in ws) for t, ws in self.problem.samples.items()})
+            passes = {c: p for (m, c), (p, _) in GUIDANCE_PASSES.items() if m == self.problem.model.name}
+            cost = CostModel(split.model, profiles=self.cost.profiles, calibration=self.cost.calibration,
+                             memory=self.cost.memory, guidance_passes=passes)
+            hit = Planner(pb, options=self.options, cost=cost, targets=self.targets, policy=self.policy_name,
+                          transfer_s=self.transfer_s, gpus=self.gpus, progress=self.progress)
+            hit._sim = self.simulator.derived(split.model, work, cost)
+            self._derived[split.model.name] = hit
+        return hit
+
     # ---- main loop ------------------------------------------------------------------------
     def run(self, space: Space = FULL, *, cloud: bool = False) -> PlanResult:
+        if space.split is not None and space.split.model is not self.problem.model:
+            return self._for(space.split).run(space, cloud=cloud)
         t0 = time.perf_counter()
         slo = target_array(self.targets, self.problem.types)
         oracle = SimOracle(self, space)
