@@ -21,6 +21,7 @@ from omniplane.plan.order import LogicalOrder
 from omniplane.plan.pipeline import Planner
 from omniplane.plan.routing import routing_vectors
 from omniplane.plan.select import bound_factor
+from omniplane.plan.slo import target_array
 from omniplane.plan.space import FULL
 from tests.plan.conftest import problem
 from tests.plan.test_flow import FakeTable
@@ -91,7 +92,8 @@ def test_no_plan_beats_the_bound_of_its_logical_plan(gpus: int) -> None:
         if not len(cands):
             continue
         assert cands.rate.max() <= bound * (1 + 1e-9)
-        good, _ = evaluate(cands, planner.table, pi, planner.targets.array(pb.types), opts.alpha, 0.010)
+        slo = target_array(planner.targets, pb.types)
+        good, _ = evaluate(cands, planner.table, pi, slo, opts.alpha, 0.010)
         assert (good.sum(axis=1) <= factor * cands.rate + 1e-9).all()
         checked += len(cands)
         for k in rng.choice(len(cands), size=min(2, len(cands)), replace=False):

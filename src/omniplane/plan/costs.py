@@ -186,7 +186,7 @@ class CostTable:
         return self._parts[pid]
 
 
-@dataclass(frozen=True)
+@dataclass
 class PartArrays:
     first: np.ndarray  # [P, K]
     done: np.ndarray  # [P, K]
@@ -198,6 +198,14 @@ class PartArrays:
     steps_done: np.ndarray  # [P, K]
     steps_mean: np.ndarray  # [P] mean of steps_done
     packed: np.ndarray  # [P, 5, K] float32: cpu, first, done, steps_first - 1, steps_done - 1
+    _screens: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def screen(self, k: int) -> np.ndarray:
+        """``packed`` over the first ``k`` samples, contiguous (cached)."""
+        hit = self._screens.get(k)
+        if hit is None:
+            hit = self._screens[k] = np.ascontiguousarray(self.packed[:, :, :k])
+        return hit
 
     @staticmethod
     def stack(parts: list[Part]) -> PartArrays:

@@ -190,23 +190,24 @@ class Expansion:
                               (cnt * tp).sum(axis=1))
         load = np.stack([np.einsum("bt,bt->b", self.costs[n].s_full[opt[:, n]], self.demand[vec, n, :])
                          for n in range(m)], axis=1)  # [S, m]
-        x = np.arange(1, self.budget + 1, dtype=float)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            brk = (x[None, None, :] / load[:, :, None]).reshape(len(opt), m * self.budget)
-        brk = np.where(np.isfinite(brk), brk, np.inf)
-        inside = (brk >= thr) & (brk <= top[:, None] * (1 + 1e-12))
-        ri, qi = np.nonzero(inside)
-        r = brk[ri, qi]
-        cnts = np.maximum(1, np.ceil(r[:, None] * load[ri] - 1e-9))
-        cnts = np.where(np.isfinite(cnts), cnts, 1.0).astype(int)
-        gpus = (cnts * tp[ri]).sum(axis=1)
-        ok = gpus <= self.budget
-        ri, r, cnts, gpus = ri[ok], r[ok], cnts[ok], gpus[ok]
-        # one plan per distinct count vector of a row (two nodes may share a breakpoint)
-        key = np.concatenate([ri[:, None], cnts], axis=1)
+        # breakpoints x / l inside [thr, top]: x from ceil(thr l) to floor(top l) per row and node
+        with np.errstate(invalid="ignore"):
+            lo = np.where(load > 0, np.maximum(1.0, np.ceil(thr * load - 1e-9)), 1.0)
+            hi = np.where(load > 0, np.floor(top[:, None] * (1 + 1e-12) * load + 1e-9), 0.0)
+        n_x = np.maximum(0, hi - lo + 1).astype(int)  # [S, m]
+        ri = np.repeat(np.repeat(np.arange(len(opt)), m), n_x.ravel())
+        ni = np.repeat(np.tile(np.arange(m), len(opt)), n_x.ravel())
+        offsets = np.arange(len(ri)) - np.repeat(np.cumsum(n_x.ravel()) - n_x.ravel(), n_x.ravel())
+        x = lo[ri, ni] + offsets
+        r = x / load[ri, ni]
+        # one plan per distinct (row, rate): two nodes may share a breakpoint
+        key = np.stack([ri.astype(float), r], axis=1)
         _, first = np.unique(key, axis=0, return_index=True)
-        first = np.sort(first)
-        ri, r, cnts, gpus = ri[first], r[first], cnts[first], gpus[first]
+        ri, r = ri[first], r[first]
+        cnts = np.maximum(1, np.ceil(r[:, None] * load[ri] - 1e-9)).astype(int)
+        gpus = (cnts * tp[ri]).sum(axis=1)
+        ok = (gpus <= self.budget) & (r >= thr)
+        ri, r, cnts, gpus = ri[ok], r[ok], cnts[ok], gpus[ok]
         return Candidates(self.lp, self.costs, self.p, self.share, opt[ri], cnts, vec[ri], r, gpus)
 
 

@@ -40,8 +40,9 @@ State = dict[tuple[int, str], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
 def evaluate(cands: Candidates, table: CostTable, pi: np.ndarray, slo_s: np.ndarray, alpha: float,
-             transfer_s: float) -> tuple[np.ndarray, np.ndarray]:
-    """``(goodput[C, T], attainment[C, T])`` of every candidate (types with ``pi_t = 0`` get 0)."""
+             transfer_s: float, samples: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(goodput[C, T], attainment[C, T])`` of every candidate (types with ``pi_t = 0`` get 0),
+    over the first ``samples`` sampled requests of each type (None: all of them)."""
     rate = alpha * cands.rate
     lam = rate[:, None, None] * cands.share[cands.vec] * pi[None, None, :] / cands.cnt[:, :, None]
     state = node_states(cands, table, lam)
@@ -53,7 +54,7 @@ def evaluate(cands: Candidates, table: CostTable, pi: np.ndarray, slo_s: np.ndar
         probs = cands.p[cands.vec, t, :]  # [C, W]
         cache: dict[tuple[int, str], Service] = {}
         for r, route in enumerate(routes):
-            lat = route_latency(table, cands, state, t, route, transfer_s, cache)
+            lat = route_latency(table, cands, state, t, route, transfer_s, cache, samples)
             attain[:, t] += probs[:, r] * (lat <= slo_s[t]).mean(axis=1)
         good[:, t] = rate * pi[t] * attain[:, t]
     return good, attain
@@ -130,7 +131,8 @@ def _occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArray
 
 
 def route_latency(table: CostTable, cands: Candidates, state: State, t: int, route: tuple[int, ...],
-                  transfer_s: float, cache: dict[tuple[int, str], Service] | None = None) -> np.ndarray:
+                  transfer_s: float, cache: dict[tuple[int, str], Service] | None = None,
+                  samples: int | None = None) -> np.ndarray:
     """First-response latency ``[C, K]`` of type ``t``'s samples along one route (``cache``:
     the services of this type's components by node, shared by its routes)."""
     arr = table.arrays()
@@ -147,7 +149,8 @@ def route_latency(table: CostTable, cands: Candidates, state: State, t: int, rou
             return hit
         level, wait, turns = state[(n, c)]
         pid = cands.costs[n].part[c][cands.opt[:, n], t, :][rows, level]  # [C]
-        block = arr.packed[pid]  # [C, 5, K]: cpu, first, done, steps_first - 1, steps_done - 1
+        packed = arr.packed if samples is None else arr.screen(samples)
+        block = packed[pid]  # [C, 5, K]: cpu, first, done, steps_first - 1, steps_done - 1
         gap = turns[:, None].astype(np.float32)
         sv = Service(block[:, 0], wait[:, None].astype(np.float32), block[:, 1] + block[:, 3] * gap,
                      block[:, 2] + block[:, 4] * gap)

@@ -46,7 +46,7 @@ MC_CHUNK = 2048  # candidates per vectorised Monte Carlo step
 ROWS = 512  # rows turned into chain elements per step
 CACHE = 64  # expansions kept between tightening a logical plan's bound and expanding it
 CLOUD_SAMPLE = 200  # Monte Carlo-pruned plans per block kept for the pruning figure
-BAND = 0.8  # each band of rows reaches down to this fraction of the previous band's floor
+BAND = 0.01  # the first band of rows reaches 1% below the logical plan's bound, each next one twice as deep
 PARETO_EVERY = 5_000  # pool rows before the exact and Pareto pruning run (the same rules as at the end)
 
 
@@ -114,7 +114,7 @@ class Counts:
     raw_space: float = 0.0  # the paper's raw physical space for this input, counted by formula
     built: int = 0  # physical plans built: rows whose flow bound was computed + further chain elements
     flow: int = 0  # physical plans at or above the threshold after the flow phase (non-redundant)
-    monte_carlo: int = 0  # physical plans evaluated by Monte Carlo
+    monte_carlo: int = 0  # physical plans evaluated by Monte Carlo over every sampled request
     simulated: int = 0  # physical plans run through the simulator
 
     def to_json(self) -> dict[str, float]:
@@ -290,7 +290,8 @@ class Search:
         # bands are even enumerated, which the rising threshold then shortens; every row at
         # or above the final threshold is visited exactly once
         ceiling = np.inf
-        level = ub_rate * BAND if np.isfinite(ub_rate) else 0.0
+        gap = BAND
+        level = ub_rate * (1 - gap) if np.isfinite(ub_rate) else 0.0
         while True:
             t1 = self.clock()
             floor = max(self.threshold(), level)
@@ -302,7 +303,8 @@ class Search:
             self._band(exp, opt[band], vec[band], top[band], cnt[band])
             if floor <= self.threshold():
                 break
-            ceiling, level = floor, level * BAND
+            gap *= 2  # bands twice as deep each time: [1 - 2 gap, 1 - gap] of the bound
+            ceiling, level = floor, ub_rate * max(0.0, 1 - gap)
         raw = float(raw_count(exp.costs, type_grid_size(exp.lp, self.opt.grid_steps), self.budget))
         unbuilt = max(0.0, raw - (self.counts.flow - flow_before))
         self.ledger.drop("flow", "not built: redundant capacity (section 4.3) or flow rate below the "
@@ -346,7 +348,7 @@ class Search:
                 continue
             sub = cands.take(idx)
             good, att = evaluate(sub, self.table, self.pi, self.slo, self.opt.alpha, self.transfer)
-            self.counts.monte_carlo += len(idx)
+            self.counts.monte_carlo += len(sub)
             block = Block(sub, good, att)
             self.pool.append(block)
             st.seconds["monte_carlo"] += self.clock() - t
@@ -369,6 +371,19 @@ class Search:
         score = float(self.score(out.goodput[None, :], self.pi)[0])
         self.stats.incumbent = max(self.stats.incumbent, score)
         return rec
+
+    def _ratio(self, lp: LogicalPlan) -> float | None:
+        """The highest simulated / estimated score among this logical plan's simulated plans
+        (None: none simulated yet): how far its estimates have erred upwards at best."""
+        out = None
+        for s in self.simulated:
+            if s.block.cands.lp is not lp:
+                continue
+            est = float(self.score(s.estimate[None, :], self.pi)[0])
+            sim = float(self.score(s.outcome.goodput[None, :], self.pi)[0])
+            r = sim / est if est > 0 else float("inf")
+            out = r if out is None else max(out, r)
+        return out
 
     @staticmethod
     def _key(c: Candidates, i: int) -> tuple[object, ...]:
@@ -427,6 +442,14 @@ class Search:
             if bound < self.incumbent:
                 self.ledger.drop("simulate", "goodput bound below the best simulated plan", "exact",
                                  "physical plans", 1)
+                continue
+            ratio = self._ratio(b.cands.lp)
+            if ratio is not None and float(est[k]) * ratio * (1 + self.opt.mc_tolerance) < self.incumbent:
+                self.ledger.drop("simulate", "estimate x its logical plan's best simulated / estimated "
+                                 f"ratio x (1 + {self.opt.mc_tolerance:g}) below the best simulated plan",
+                                 "estimate", "physical plans", 1, value=float(est[k]),
+                                 example=f"{b.cands.lp.describe()}: estimate {float(est[k]):.2f} x "
+                                         f"{ratio:.3f}")
                 continue
             if self.out_of_time() or (limit is not None and self.counts.simulated >= limit):
                 rule = "time budget: survivors not simulated" if self.out_of_time() else \
