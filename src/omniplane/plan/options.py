@@ -23,9 +23,11 @@ class PlannerOptions:
                     have. derived: our flow bound overestimates single LLM executors' simulated
                     saturation throughput by 5-20% (docs/plan.md, "Accuracy"), so 0.8 x R_d
                     stays at or below the knee.
-    mc_samples      requests sampled per type for the Monte Carlo phase (assumption: 128, a
-                    +-4.4 point binomial standard error on a 50% attainment, shared by all
-                    candidates as common random numbers)
+    mc_samples      requests sampled per type for the Monte Carlo phase and the latency targets
+                    (assumption: 128, a +-4.4 point binomial standard error on a 50% attainment,
+                    shared by all candidates as common random numbers). The isolated-best
+                    targets move with it (64 samples gave ti2t 716 ms against 178 ms with 128 on
+                    Qwen3-Omni: a near-tie between two isolated deployments flips), so it stays at 128
     mc_tolerance    plans whose estimated score (or its bound) is below (1 - mc_tolerance) x the
                     best estimate are dropped; the rest (each logical plan's Pareto front on the
                     estimate) are simulated. measured (docs/plan.md, "Search"): on Qwen3-Omni at

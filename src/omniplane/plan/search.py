@@ -38,12 +38,14 @@ from omniplane.plan.order import LogicalOrder
 from omniplane.plan.problem import Problem
 from omniplane.plan.progress import NO_PROGRESS, Progress
 from omniplane.plan.refine import SimOutcome
-from omniplane.plan.routing import routing_vectors, type_grid_size
+from omniplane.plan.routing import all_nodes_used, group_vectors, routing_vectors, type_grid_size
 from omniplane.plan.select import Score, pareto_front
 from omniplane.plan.space import Space
+from omniplane.spec import PathClass
 
 MC_CHUNK = 2048  # candidates per vectorised Monte Carlo step
 ROWS = 512  # rows turned into chain elements per step
+GROUP_PLANS = 3  # logical plans whose best plan is tried with two executor groups per node (assumption)
 CACHE = 64  # expansions kept between tightening a logical plan's bound and expanding it
 CLOUD_SAMPLE = 200  # Monte Carlo-pruned plans per block kept for the pruning figure
 BAND = 0.01  # the first band of rows reaches 1% below the logical plan's bound, each next one twice as deep
@@ -130,6 +132,7 @@ class SearchStats:
     logical_bounded: int = 0  # skipped: bound below the incumbent
     logical_infeasible: int = 0  # the minimum GPUs do not fit
     tied_routing: int = 0  # expanded with routing splits tied across types
+    grouped: int = 0  # (plan, node) pairs tried with two executor groups
     threshold: float = 0.0  # final R_d threshold
     incumbent: float = 0.0  # best simulated score
     stopped: str = "exhausted"  # why the expansion ended: bound | exhausted | time budget
@@ -250,6 +253,8 @@ class Search:
             self.ledger.drop("enumerate", "minimum GPUs exceed the budget", "exact", "logical plans",
                              order.infeasible)
         self.progress.end()
+        if self.space.full and not self.out_of_time():
+            self._groups()
         self._finish()
         st.threshold = self.threshold()
         return SearchResult(self.simulated, self.pool, self.counts, st, self.ledger, self.cloud)
@@ -327,6 +332,49 @@ class Search:
             self.counts.flow += len(cands)
             st.seconds["flow"] += self.clock() - t1
             self._monte_carlo(cands)
+
+    def _groups(self) -> None:
+        """Executor-level routing with mixed configs (Cornfigurator 4.2): around the best plan
+        of each of the ``GROUP_PLANS`` best logical plans, every node with two or more
+        executors may split them into two groups of any two configs, each type routed between
+        the groups on the grid (one split per path class) and independently of its route; the
+        counts are re-planned by the flow phase and the plans estimated like any other."""
+        self._prune_pool()
+        best: dict[int, tuple[float, Block, int]] = {}
+        for b in self.pool:
+            if b.cands.lp.group_of:
+                continue
+            score = self.score(b.goodput, self.pi)
+            k = int(np.argmax(score))
+            if id(b.cands.lp) not in best or score[k] > best[id(b.cands.lp)][0]:
+                best[id(b.cands.lp)] = (float(score[k]), b, k)
+        top = sorted(best.values(), key=lambda x: -x[0])[:GROUP_PLANS]
+        model = self.table.model
+        path_class = [0 if model.request_type(t).path_class is PathClass.SHORT else 1
+                      for t in self.table.types]
+        for _, b, k in top:
+            c = b.cands
+            for n in range(len(c.costs)):
+                if c.cnt[k, n] < 2:
+                    continue
+                lp2, origin = c.lp.with_group(n)
+                classes = [path_class[t] if any(n in r for r in c.lp.routes[t]) else -1
+                           for t in range(len(self.pi))]
+                vecs = group_vectors(c.p[c.vec[k]], origin, classes, self.opt.grid_steps)
+                vecs = vecs[all_nodes_used(lp2, vecs)]
+                if not len(vecs):
+                    continue
+                node_opts = self._allowed(c.lp.nodes[n])
+                allowed = [np.array([c.opt[k, x]]) for x in range(len(c.costs))] + [node_opts]
+                allowed[n] = node_opts
+                exp = Expansion(lp2, self.table, vecs, self.pi, self.budget, allowed, self.space.counts)
+                opt, vec, top_r, cnt = exp.rows(self.threshold())
+                self.counts.built += exp.rows_evaluated
+                self._band(exp, opt, vec, top_r, cnt)
+                self.stats.grouped += 1
+        self.ledger.drop("flow", f"two executor groups per node tried only around the best plan of the "
+                         f"{GROUP_PLANS} best logical plans", "heuristic", "logical plans",
+                         max(0, len(best) - GROUP_PLANS))
 
     def _note_routing(self, exp: Expansion) -> None:
         full = type_grid_size(exp.lp, self.opt.grid_steps)
