@@ -139,7 +139,8 @@ def _search(r: PlanResult) -> dict[str, Any]:
     st = r.stats
     return {"logical_plans": st.logical_total, "subplans": st.subplans, "expanded": st.logical_expanded,
             "pruned_by_bound": st.logical_bounded, "infeasible": st.logical_infeasible,
-            "stopped": st.stopped, "tied_routing": st.tied_routing, "incumbent_rps": st.incumbent,
+            "stopped": st.stopped, "tied_routing": st.tied_routing, "grouped": st.grouped,
+            "reserve_simulated": st.reserve_simulated, "incumbent_rps": st.incumbent,
             "flow_threshold_rps": st.threshold, "selected_logical_rank": r.extra.get("selected_logical_rank"),
             "seconds": dict(st.seconds), "explain": r.ledger.to_json()}
 

@@ -38,7 +38,9 @@ class PlannerOptions:
                     Pareto survivor stays within seconds; docs/plan.md, "Simulation budget")
     max_simulated   plans simulated at most (None: every Pareto survivor whose bound beats the
                     best simulated plan, as the paper simulates all its survivors, section
-                    6.8); when it binds, the output lists it as a cut
+                    6.8); when it binds, the output lists it as a cut. When set and not spent
+                    by the survivors, the rest goes to plans the estimate rules dropped (each
+                    logical plan's 8 best by estimate), so a misranked plan can still win
     time_budget_s   wall-clock seconds the search may take (None: no limit). When it binds,
                     logical plans not expanded and survivors not simulated are listed as cuts
     compose_compound  also compose pairs with a compound subplan side by side (the paper's k_s

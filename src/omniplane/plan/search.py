@@ -49,6 +49,7 @@ GROUP_PLANS = 3  # logical plans whose best plan is tried with two executor grou
 CACHE = 64  # expansions kept between tightening a logical plan's bound and expanding it
 CLOUD_SAMPLE = 200  # Monte Carlo-pruned plans per block kept for the pruning figure
 BAND = 0.01  # the first band of rows reaches 1% below the logical plan's bound, each next one twice as deep
+RESERVE = 8  # estimate-dropped plans kept per logical plan for spare simulation budget (assumption)
 PARETO_EVERY = 5_000  # pool rows before the exact and Pareto pruning run (the same rules as at the end)
 
 
@@ -133,6 +134,7 @@ class SearchStats:
     logical_infeasible: int = 0  # the minimum GPUs do not fit
     tied_routing: int = 0  # expanded with routing splits tied across types
     grouped: int = 0  # (plan, node) pairs tried with two executor groups
+    reserve_simulated: int = 0  # estimate-dropped plans simulated with spare --max-simulated budget
     threshold: float = 0.0  # final R_d threshold
     incumbent: float = 0.0  # best simulated score
     stopped: str = "exhausted"  # why the expansion ended: bound | exhausted | time budget
@@ -173,6 +175,7 @@ class Search:
         self._ranks: dict[int, int] = {}  # id(logical plan) -> expansion rank
         self._cache: OrderedDict[tuple[int, int], Expansion] = OrderedDict()
         self._pruned_size = 0  # pool rows after the last pruning
+        self.reserve: dict[int, Block] = {}  # id(logical plan) -> best estimate-dropped rows (RESERVE)
 
     # ---- bounds and thresholds ----------------------------------------------------------------
     @property
@@ -455,6 +458,8 @@ class Search:
             low += int((ok & ~good).sum())
             if good.any():
                 by_lp.setdefault(id(b.cands.lp), []).append(b if good.all() else b.take(np.nonzero(good)[0]))
+            if (ok & ~good).any():
+                self._keep(b.take(np.nonzero(ok & ~good)[0]))
         self.ledger.drop("monte_carlo", rule, kind, "physical plans", bounded)
         self.ledger.drop("monte_carlo", f"estimate below (1 - {self.opt.mc_tolerance:g}) x the best estimate",
                          "estimate", "physical plans", low)
@@ -464,14 +469,27 @@ class Search:
             merged = blocks[0] if len(blocks) == 1 else _concat(blocks)
             front = pareto_front(merged.goodput)
             dominated += len(merged.goodput) - len(front)
+            lost = np.setdiff1d(np.arange(len(merged.goodput)), front)
+            if len(lost):
+                self._keep(merged.take(lost))
             if self.want_cloud:
-                lost = np.setdiff1d(np.arange(len(merged.goodput)), front)[:CLOUD_SAMPLE]
-                self.cloud.add(merged.cands.rate[lost], merged.goodput[lost], "monte_carlo")
+                self.cloud.add(merged.cands.rate[lost[:CLOUD_SAMPLE]], merged.goodput[lost[:CLOUD_SAMPLE]],
+                               "monte_carlo")
             out.append(merged.take(front))
         self.ledger.drop("monte_carlo", "Pareto-dominated on the estimate within its logical plan",
                          "estimate", "physical plans", dominated)
         self.pool = out
         self.stats.seconds["monte_carlo"] += self.clock() - t
+
+    def _keep(self, block: Block) -> None:
+        """Add estimate-dropped rows to their logical plan's reserve: its ``RESERVE`` best by
+        estimate, which spare ``max_simulated`` budget simulates after the survivors."""
+        key = id(block.cands.lp)
+        old = self.reserve.get(key)
+        merged = block if old is None else _concat([old, block])
+        if len(merged.goodput) > RESERVE:
+            merged = merged.take(np.argsort(-self.score(merged.goodput, self.pi), kind="stable")[:RESERVE])
+        self.reserve[key] = merged
 
     def _finish(self) -> None:
         """Simulate every survivor, best estimate first, unless its bound no longer beats the
@@ -506,6 +524,27 @@ class Search:
                                  example=f"{b.cands.lp.describe()}: estimate {float(est[k]):.2f} req/s")
                 continue
             self._simulate(b, i)
+        self._spare()
+
+    def _spare(self) -> None:
+        """With ``max_simulated`` set and not spent, simulate the reserve (plans the estimate
+        rules dropped: Pareto-dominated or below the estimate floor), best estimate first, where
+        their bound still beats the best simulated plan: where the estimate misranks plans of
+        one logical plan (an overloaded LLM it scores too high), the simulator decides."""
+        limit = self.opt.max_simulated
+        if limit is None or not self.reserve:
+            return
+        rows = [(b, i) for b in self.reserve.values() for i in range(len(b.goodput))]
+        est = np.concatenate([self.score(b.goodput, self.pi) for b in self.reserve.values()])
+        for k in np.argsort(-est, kind="stable"):
+            if self.counts.simulated >= limit or self.out_of_time():
+                return
+            b, i = rows[int(k)]
+            seen = self._key(b.cands, i) in self._sim_keys
+            if seen or float(self.goodput_bound(b.cands.rate[i])) < self.incumbent:
+                continue
+            self._simulate(b, i)
+            self.stats.reserve_simulated += 1
 
 
 def _concat(blocks: list[Block]) -> Block:
