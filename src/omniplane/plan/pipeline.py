@@ -22,10 +22,11 @@ from omniplane.plan.emit import to_spec
 from omniplane.plan.explain import Ledger
 from omniplane.plan.flow import Candidates
 from omniplane.plan.options import PlannerOptions
+from omniplane.plan.pool import Cloud, Counts, SearchStats
 from omniplane.plan.problem import Problem
 from omniplane.plan.progress import NO_PROGRESS, Progress
 from omniplane.plan.refine import SampleRunner, SimOutcome
-from omniplane.plan.search import Cloud, Counts, Search, SearchStats
+from omniplane.plan.search import Search
 from omniplane.plan.select import bound_factor, pareto_front, selection_policy
 from omniplane.plan.slo import DEFAULT_TRANSFER_S, resolve_targets, target_array
 from omniplane.plan.space import FULL, Space

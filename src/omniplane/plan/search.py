@@ -23,7 +23,6 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -35,6 +34,7 @@ from omniplane.plan.logical import LogicalPlan
 from omniplane.plan.montecarlo import evaluate
 from omniplane.plan.options import PlannerOptions
 from omniplane.plan.order import LogicalOrder
+from omniplane.plan.pool import Block, Cloud, Counts, SearchResult, SearchStats, Simulated, concat
 from omniplane.plan.problem import Problem
 from omniplane.plan.progress import NO_PROGRESS, Progress
 from omniplane.plan.refine import SimOutcome
@@ -62,94 +62,6 @@ class Oracle(Protocol):
         ...
 
     def simulate(self, cands: Candidates, i: int) -> SimOutcome: ...
-
-
-@dataclass
-class Block:
-    """Monte Carlo-evaluated candidates of one logical plan."""
-
-    cands: Candidates
-    goodput: np.ndarray  # [C, T]
-    attain: np.ndarray  # [C, T]
-
-    def take(self, idx: np.ndarray) -> Block:
-        return Block(self.cands.take(idx), self.goodput[idx], self.attain[idx])
-
-
-@dataclass
-class Simulated:
-    """One candidate run through the simulator."""
-
-    block: Block
-    i: int
-    outcome: SimOutcome
-    logical: str
-    rank: int  # expansion rank of its logical plan (1-based)
-
-    @property
-    def rate(self) -> float:
-        return float(self.block.cands.rate[self.i])
-
-    @property
-    def estimate(self) -> np.ndarray:
-        return np.asarray(self.block.goodput[self.i])
-
-
-@dataclass
-class Cloud:
-    """Goodput vectors of evaluated plans by the phase that pruned them (paper Figure 7)."""
-
-    rate: list[np.ndarray] = field(default_factory=list)
-    goodput: list[np.ndarray] = field(default_factory=list)
-    phase: list[str] = field(default_factory=list)
-
-    def add(self, rate: np.ndarray, goodput: np.ndarray, phase: str) -> None:
-        if len(rate):
-            self.rate.append(rate)
-            self.goodput.append(goodput)
-            self.phase.extend([phase] * len(rate))
-
-
-@dataclass
-class Counts:
-    """How many plans each phase saw (docs/plan.md, "Counts")."""
-
-    raw_space: float = 0.0  # the paper's raw physical space for this input, counted by formula
-    built: int = 0  # physical plans built: rows whose flow bound was computed + further chain elements
-    flow: int = 0  # physical plans at or above the threshold after the flow phase (non-redundant)
-    monte_carlo: int = 0  # physical plans evaluated by Monte Carlo over every sampled request
-    simulated: int = 0  # physical plans run through the simulator
-
-    def to_json(self) -> dict[str, float]:
-        return {"raw_space": self.raw_space, "built": self.built, "flow": self.flow,
-                "monte_carlo": self.monte_carlo, "simulated": self.simulated}
-
-
-@dataclass
-class SearchStats:
-    logical_total: int = 0  # logical plans in the space (counted)
-    subplans: int = 0
-    logical_expanded: int = 0
-    logical_bounded: int = 0  # skipped: bound below the incumbent
-    logical_infeasible: int = 0  # the minimum GPUs do not fit
-    tied_routing: int = 0  # expanded with routing splits tied across types
-    grouped: int = 0  # (plan, node) pairs tried with two executor groups
-    reserve_simulated: int = 0  # estimate-dropped plans simulated with spare --max-simulated budget
-    threshold: float = 0.0  # final R_d threshold
-    incumbent: float = 0.0  # best simulated score
-    stopped: str = "exhausted"  # why the expansion ended: bound | exhausted | time budget
-    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(
-        ("enumerate", "flow", "monte_carlo", "simulate"), 0.0))
-
-
-@dataclass
-class SearchResult:
-    simulated: list[Simulated]
-    pool: list[Block]  # Pareto survivors on the estimate whose bound beats the final incumbent
-    counts: Counts
-    stats: SearchStats
-    ledger: Ledger
-    cloud: Cloud
 
 
 class Search:
@@ -466,7 +378,7 @@ class Search:
         out = []
         dominated = 0
         for blocks in by_lp.values():
-            merged = blocks[0] if len(blocks) == 1 else _concat(blocks)
+            merged = blocks[0] if len(blocks) == 1 else concat(blocks)
             front = pareto_front(merged.goodput)
             dominated += len(merged.goodput) - len(front)
             lost = np.setdiff1d(np.arange(len(merged.goodput)), front)
@@ -486,7 +398,7 @@ class Search:
         estimate, which spare ``max_simulated`` budget simulates after the survivors."""
         key = id(block.cands.lp)
         old = self.reserve.get(key)
-        merged = block if old is None else _concat([old, block])
+        merged = block if old is None else concat([old, block])
         if len(merged.goodput) > RESERVE:
             merged = merged.take(np.argsort(-self.score(merged.goodput, self.pi), kind="stable")[:RESERVE])
         self.reserve[key] = merged
@@ -545,15 +457,3 @@ class Search:
                 continue
             self._simulate(b, i)
             self.stats.reserve_simulated += 1
-
-
-def _concat(blocks: list[Block]) -> Block:
-    c0 = blocks[0].cands
-
-    def cat(name: str) -> np.ndarray:
-        return np.concatenate([getattr(b.cands, name) for b in blocks])
-
-    cands = Candidates(c0.lp, c0.costs, c0.p, c0.share, cat("opt"), cat("cnt"), cat("vec"), cat("rate"),
-                       cat("gpus"))
-    good = np.concatenate([b.goodput for b in blocks])
-    return Block(cands, good, np.concatenate([b.attain for b in blocks]))
