@@ -268,7 +268,8 @@ def _print(cmp: Any, plan_spec: Any, meta: dict[str, Any], out: Path | None, wri
     mean = err["mean_abs_total"]
     console.print(f"planning {res.seconds:.1f} s (profile and targets {meta['profile_seconds']:.1f} s); "
                   f"flow + Monte Carlo vs simulator, total goodput: mean abs. error "
-                  f"{_pct(mean)} over {len(err['plans'])} simulated plans", highlight=False)
+                  f"{'-' if mean is None else f'{mean:.1%}'} over {len(err['plans'])} simulated plans",
+                  highlight=False)
     for r in meta.get("replan", []):
         what = f"{r['gpus']} GPUs" if "gpus" in r else \
             "mix " + ", ".join(f"{t}={f:.2f}" for t, f in r["mix"].items())
