@@ -179,7 +179,7 @@ class LogicalOrder:
         vector x every count vector (at least one executor per node, within the budget) x
         every per-type routing vector on the grid. Counted by formula (float), never built."""
         if self.fixed:
-            return float(sum(self._poly_plan(lp).sum() * _routings(lp.routes, self.steps)
+            return float(sum(self._poly(lp).sum() * _routings(lp.routes, self.steps)
                              for lp in self.fixed))
         polys = np.stack([self._poly(s) for s in self.subs])  # [S, N+1]: plans by GPUs used
         routes = np.array([[len(rs) for rs in s.routes] for s in self.subs])  # [S, T]
@@ -210,17 +210,11 @@ class LogicalOrder:
             total += float((pair * np.exp(logs) * times).sum())
         return total
 
-    def _poly(self, sp: Subplan) -> np.ndarray:
+    def _poly(self, plan: Subplan | LogicalPlan) -> np.ndarray:
+        """Configs x counts of ``plan``'s nodes by GPUs used (a polynomial in GPUs, up to N)."""
         poly = np.zeros(self.budget + 1)
         poly[0] = 1.0
-        for node in sp.nodes:
-            poly = np.convolve(poly, self._node_poly(node))[: self.budget + 1]
-        return poly
-
-    def _poly_plan(self, lp: LogicalPlan) -> np.ndarray:
-        poly = np.zeros(self.budget + 1)
-        poly[0] = 1.0
-        for node in lp.nodes:
+        for node in plan.nodes:
             poly = np.convolve(poly, self._node_poly(node))[: self.budget + 1]
         return poly
 
