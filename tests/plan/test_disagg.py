@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from omniplane.perf import CostModel, ExecutorConfig
 from omniplane.plan.disagg import split_llm, split_work
-from omniplane.sim import simulate
+from omniplane.sim import EventLoop, Simulation
+from omniplane.sim.build import build_topology
 from omniplane.spec import PlanSpec, load_gpus, load_model, parse, resolve_plan
 from omniplane.workload import Request
 
@@ -38,7 +39,10 @@ def test_one_request_prefills_once_answers_at_the_prefill_and_decodes_after_the_
                    "executors": [{"count": 1, "tp": 1, "max_batch": 32}]}],
         "routes": {"t2t": [{"nodes": ["p", "d"], "p": 1.0}], "ti2t": [{"nodes": ["e", "p", "d"], "p": 1.0}]}})
     resolved = resolve_plan(plan, model, gpus)
-    res, sim = simulate(resolved, [Request(0, 0.0, "t2t", work, {})], cost)
+    loop = EventLoop()
+    topo = build_topology(resolved.model, resolved.spec, resolved.gpu, cost, loop)
+    sim = Simulation(resolved.model, topo, [Request(0, 0.0, "t2t", work, {})], loop=loop)
+    res = sim.run()
     req = sim.requests[0]
     cfg = ExecutorConfig(a100, 1, 32)
     prefill = cost.llm_iteration_time("llm", cfg, prefill_tokens=2000, prefill_requests=1)
