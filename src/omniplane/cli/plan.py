@@ -110,13 +110,23 @@ def plan(
     alpha: Annotated[float, typer.Option(help="Headroom: evaluate at alpha x R_d.")] = 0.8,
     routing_step: Annotated[float, typer.Option(help="Routing probability step.")] = 0.1,
     routing: Annotated[str, typer.Option(help="grid (lp: not implemented; docs/plan.md).")] = "grid",
-    max_logical: Annotated[int, typer.Option(help="Logical plans expanded at most.")] = 150,
-    max_simulated: Annotated[int, typer.Option(help="Plans simulated at most.")] = 12,
+    time_budget: Annotated[float | None, typer.Option(help="Seconds the search of each plan space may take "
+                                                           "(default: none); when it binds the output "
+                                                           "lists what it cut.")] = None,
+    max_simulated: Annotated[int | None, typer.Option(help="Plans simulated at most (default: every "
+                                                           "survivor; a cut when it binds).")] = None,
+    mc_tolerance: Annotated[float, typer.Option(help="Keep plans within this fraction of the best "
+                                                     "estimate (docs/plan.md, \"Search\").")] = 0.03,
+    compose_compound: Annotated[bool, typer.Option(help="Also compose compound subplans side by side "
+                                                        "(the paper's full k_s space; slower).")] = False,
+    explain: Annotated[bool, typer.Option(help="Print, per phase, what each rule dropped.")] = False,
     sim_requests: Annotated[int, typer.Option(help="Requests per simulation.")] = 1200,
     mc_samples: Annotated[int, typer.Option(help="Requests sampled per type for Monte Carlo.")] = 128,
     seed: Annotated[int, typer.Option(help="Seed of samples and simulations.")] = 0,
     replan_gpus: Annotated[int | None, typer.Option(help="Then re-plan for this budget from the same "
                                                          "profile and report the time.")] = None,
+    replan_mix: Annotated[str | None, typer.Option(help="Then re-plan for this type mix (e.g. "
+                                                        "ti2t=0.5,ti2a=0.5) from the same profile.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Plan a deployment: enumerate, flow bound, Monte Carlo, simulate, select."""
@@ -139,8 +149,9 @@ def plan(
         fail(f"--workload {workload!r} is for model {wl.model.name!r}, not {m.name!r}")
     try:
         options = PlannerOptions(k_c=k_c, k_s=k_s, routing_step=routing_step, routing=routing,  # type: ignore[arg-type]
-                                 alpha=alpha, mc_samples=mc_samples, sim_requests=sim_requests,
-                                 max_simulated=max_simulated, max_logical=max_logical, seed=seed)
+                                 alpha=alpha, mc_samples=mc_samples, mc_tolerance=mc_tolerance,
+                                 sim_requests=sim_requests, max_simulated=max_simulated,
+                                 time_budget_s=time_budget, compose_compound=compose_compound, seed=seed)
     except ValueError as exc:
         fail(str(exc))
     legacy = legacy_plan_policy(wl.spec.slo, slo_policy, slo_percentile, slo_multiplier)
@@ -162,11 +173,20 @@ def plan(
     doc = to_json(cmp)
     meta = doc["plan"]["meta"]
     meta["profile_seconds"] = profile_s
+    replans: list[dict[str, Any]] = []
     if replan_gpus is not None:
+        replans.append({"gpus": replan_gpus})
+    if replan_mix is not None:
+        replans.append({"mix": _mix(replan_mix, m.type_names)})
+    for change in replans:
         t1 = time.perf_counter()
-        again = planner.replan(gpus=replan_gpus)
-        meta["replan"] = {"gpus": replan_gpus, "seconds": time.perf_counter() - t1,
-                          "goodput_total": again.total, "profile_reused": True}
+        again = planner.replan(**change)
+        meta.setdefault("replan", []).append({
+            **change, "seconds": time.perf_counter() - t1, "goodput_total": again.total,
+            "plan": _one_line(again.best.spec) if again.best else None,
+            "counts": again.counts.to_json(), "cuts": again.cuts, "profile_reused": True})
+    if replans:
+        doc["replan"] = meta["replan"]
     plan_spec = cmp.planner.spec.model_copy(update={"meta": meta})
     if out is not None and plan_spec.prediction is not None:  # the workload, relative to the plan file
         ref = workload_ref(wl, out.parent)
@@ -181,9 +201,11 @@ def plan(
 
         written = write_all(cmp, figures, f"{m.name}-{gpus}x{kind.name}")
     if json_out:
+        if explain:
+            doc["explain"] = cmp.planner.result.ledger.to_json()
         print_json(doc)
         return
-    _print(cmp, plan_spec, meta, out, written)
+    _print(cmp, plan_spec, meta, out, written, doc, explain)
 
 
 def _silent() -> Any:
@@ -192,7 +214,8 @@ def _silent() -> Any:
     return NO_PROGRESS
 
 
-def _print(cmp: Any, plan_spec: Any, meta: dict[str, Any], out: Path | None, written: list[Path]) -> None:
+def _print(cmp: Any, plan_spec: Any, meta: dict[str, Any], out: Path | None, written: list[Path],
+           doc: dict[str, Any], explain: bool) -> None:
     from omniplane.plan.show import render
 
     console.print(render(plan_spec), highlight=False)
@@ -209,27 +232,63 @@ def _print(cmp: Any, plan_spec: Any, meta: dict[str, Any], out: Path | None, wri
     table.add_row("planner / this", *["" if e is cmp.planner else
                                       (f"{cmp.planner.total / e.total:.2f}x" if e.total > 0 else "no plan")
                                       for e in cmp.entries])
+    err = doc["estimate_error"]
+    table.add_row("estimate error", *[_pct(e.result.best.error) if e.result.best else "-"
+                                      for e in cmp.entries])
     console.print(table)
-    phases = Table(title="phases")
+    phases = Table(title="search (counts: docs/plan.md, \"Counts\")")
     phases.add_column("phase")
-    phases.add_column("candidates", justify="right")
+    phases.add_column("plans", justify="right")
+    phases.add_column("what is counted")
     phases.add_column("seconds", justify="right")
-    for k, v in res.phases.items():
-        phases.add_row(k, f"{v.count:.3g}" if v.count > 1e6 else f"{int(v.count):,}", f"{v.seconds:.2f}")
+    counts, sec = res.counts, res.stats.seconds
+    rows = [("raw space", counts.raw_space, "the paper's physical plans for this input, by formula", None),
+            ("built", counts.built, "(config, routing) rows whose flow bound was computed + chain plans",
+             None),
+            ("flow", counts.flow, "non-redundant plans at or above the threshold", sec["flow"]),
+            ("Monte Carlo", counts.monte_carlo, "plans estimated by flow + Monte Carlo", sec["monte_carlo"]),
+            ("simulated", counts.simulated, "plans run through the simulator", sec["simulate"])]
+    for name, n, what, s in rows:
+        phases.add_row(name, f"{n:.3g}" if n >= 1e6 else f"{int(n):,}", what, "" if s is None else f"{s:.2f}")
     console.print(phases)
-    acc = res.accuracy()
+    st = res.stats
+    console.print(f"logical plans: {st.logical_total:,} in the space, {st.logical_expanded:,} expanded, "
+                  f"{st.logical_bounded:,} dropped by bound, {st.logical_infeasible:,} do not fit; search "
+                  f"stopped by {st.stopped}", highlight=False)
+    cuts = res.cuts
+    if cuts:
+        console.print("[bold yellow]cuts that changed what was explored:[/]")
+        for c in cuts:
+            console.print(f"  [{c['kind']}] {c['phase']}: {c['rule']}: {c['count']:.3g} {c['unit']}",
+                          highlight=False)
+    else:
+        console.print("no heuristic or budget cut changed what was explored", highlight=False)
+    if explain:
+        console.print(res.ledger.render(), highlight=False)
+    mean = err["mean_abs_total"]
     console.print(f"planning {res.seconds:.1f} s (profile and targets {meta['profile_seconds']:.1f} s); "
                   f"flow + Monte Carlo vs simulator, total goodput: mean abs. error "
-                  f"{acc.get('mean_abs_error', float('nan')):.1%} over {acc.get('plans', 0)} plans",
+                  f"{'-' if mean is None else f'{mean:.1%}'} over {len(err['plans'])} simulated plans",
                   highlight=False)
-    if "replan" in meta:
-        r = meta["replan"]
-        console.print(f"re-planned for {r['gpus']} GPUs from the same profile in {r['seconds']:.1f} s: "
+    for r in meta.get("replan", []):
+        what = f"{r['gpus']} GPUs" if "gpus" in r else \
+            "mix " + ", ".join(f"{t}={f:.2f}" for t, f in r["mix"].items())
+        console.print(f"re-planned for {what} from the same profile in {r['seconds']:.1f} s: "
                       f"{r['goodput_total']:.2f} req/s", highlight=False)
     if out is not None:
         console.print(f"plan written to {out}", highlight=False)
     for p in written:
         console.print(f"figure {p}", highlight=False)
+
+
+def _one_line(spec: Any) -> str:
+    from omniplane.plan.emit import describe
+
+    return describe(spec)
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.1%}"
 
 
 @app.command("show")

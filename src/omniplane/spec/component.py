@@ -139,11 +139,15 @@ class Size(Sourced):
 class Edge(SpecModel):
     """A directed data edge. ``colocatable``: the runtime can run both ends in one executor.
     ``streaming``: the downstream component starts on the first chunk the upstream one emits
-    (e.g. a talker voicing thinker tokens as they come) instead of waiting for its whole output."""
+    (e.g. a talker voicing thinker tokens as they come) instead of waiting for its whole output.
+    ``kv``: prefill/decode disaggregation: both ends are one LLM's phases, the upstream prefills
+    and emits the first token (a text type's first response), then hands its KV cache over the
+    edge and the downstream decodes the rest without prefilling again."""
 
     to: Name
     colocatable: bool = False
     streaming: bool = False
+    kv: bool = False
 
 
 _REQUIRED_FOR_LLM = ("layers", "hidden", "heads", "kv_heads")
