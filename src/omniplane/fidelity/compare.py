@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from omniplane.loadgen.metrics import COMPLETED, Record
+
 METRICS = ("throughput_rps", "ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms", "tpot_p95_ms", "e2e_p50_ms")
 
 
@@ -25,6 +27,12 @@ class Timing:
     first: float
     end: float
     output_tokens: int
+
+
+def measured_timings(records: Iterable[Record]) -> list[Timing]:
+    """The completed requests of a load generator run (first token: the first text chunk)."""
+    return [Timing(r.start, r.text_first, r.end, r.output_tokens) for r in records
+            if r.status == COMPLETED and r.text_first is not None and r.end is not None]
 
 
 def summarize(timings: Sequence[Timing]) -> dict[str, float | None]:

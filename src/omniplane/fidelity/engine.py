@@ -133,8 +133,8 @@ def _from_metrics(text: str) -> dict[str, Any]:
     return out
 
 
-def read_engine_config(url: str, given: Mapping[str, Any] | None = None, *,
-                       timeout_s: float = 10.0) -> EngineConfig:
+def read_engine_config(url: str, given: Mapping[str, Any] | None = None, *, timeout_s: float = 10.0,
+                       transport: httpx.BaseTransport | None = None) -> EngineConfig:
     """The engine's settings (module docstring); raises :class:`EngineConfigError`."""
     url = url.rstrip("/")
     found: dict[str, Any] = {}
@@ -145,7 +145,7 @@ def read_engine_config(url: str, given: Mapping[str, Any] | None = None, *,
             if k not in found and v is not None:
                 found[k], sources[k] = v, source
 
-    with httpx.Client(timeout=timeout_s) as client:
+    with httpx.Client(timeout=timeout_s, transport=transport) as client:
         models = _get(client, f"{url}/v1/models")
         if models is None:
             raise EngineConfigError(

@@ -30,10 +30,10 @@ from typing import Any, cast
 
 import numpy as np
 
-from omniplane.fidelity.compare import Timing, summarize
+from omniplane.fidelity.compare import Timing, measured_timings, summarize
 from omniplane.fidelity.engine import EngineConfig, read_engine_config
 from omniplane.loadgen.client import LoadOptions, replay
-from omniplane.loadgen.metrics import COMPLETED, Record
+from omniplane.loadgen.metrics import COMPLETED
 from omniplane.perf import ProfileSet
 from omniplane.perf.profiler import ProfileRun, RequestSpec, SweepResult, run_profile
 from omniplane.perf.steptime import StepModel, fit_step_model
@@ -144,11 +144,6 @@ def simulate_engine(model: ModelSpec, engine: EngineConfig, step: StepModel, req
         out.append(Timing(r.arrival, r.first_response + frontend_s, r.finish + frontend_s,
                           int(r.work[comp]["output_tokens"])))
     return out
-
-
-def measured_timings(records: Sequence[Record]) -> list[Timing]:
-    return [Timing(r.start, r.text_first, r.end, r.output_tokens) for r in records
-            if r.status == COMPLETED and r.text_first is not None and r.end is not None]
 
 
 def frontend_latency(result: SweepResult) -> float:
