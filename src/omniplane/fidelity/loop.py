@@ -60,7 +60,7 @@ class ProfilePlan:
 
     @classmethod
     def quick(cls) -> ProfilePlan:
-        return cls((32, 256), (1, 4, 16), 512, (1, 4), 16, 2, 15.0)
+        return cls((32, 256), (1, 4, 16), 512, (1, 4), 16, 2, 6.0)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +56,22 @@ def slo_table(model: ModelSpec, slo_s: Mapping[str, float], long_types: Sequence
     return {"kind": "omniplane-slo-table", "source": source, "classes": classes}
 
 
-def scheduler_args(policy: str, table: Mapping[str, Any],
-                   options: Mapping[str, Any] | None = None) -> tuple[str | None, dict[str, Any] | None]:
-    """``(scheduler_cls, additional_config)`` of one policy (``bare``: vLLM's own scheduler)."""
+def class_table(wl: ResolvedWorkload, long_types: Sequence[str]) -> tuple[dict[str, float], dict[str, Any]]:
+    """The workload's explicit SLOs (seconds) and the scheduler's class table built from them."""
+    slo = getattr(wl.spec.slo, "targets_ms", None)
+    if not slo:
+        raise ValueError(f"workload {wl.spec.name}: the live comparison needs explicit SLO targets "
+                         "(slo: {policy: explicit, targets_ms: ...})")
+    slo_s = {t: ms / 1e3 for t, ms in slo.items()}
+    return slo_s, slo_table(wl.model, slo_s, long_types, f"assumption: the explicit targets of workload "
+                                                          f"{wl.spec.name}")
+
+
+def scheduler_args(policy: str, table: Mapping[str, Any], options: Mapping[str, Any] | None = None,
+                   control_dir: Path | None = None) -> tuple[str | None, dict[str, Any] | None]:
+    """``(scheduler_cls, additional_config)`` of one policy (``bare``: vLLM's own scheduler).
+    With ``control_dir`` the scheduler publishes every step in a control record there
+    (``omniplane-live-<policy>``, slot 0: its pid, step count, requests active)."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r} (expected one of {', '.join(POLICIES)})")
     if policy == "bare":
@@ -73,6 +86,8 @@ def scheduler_args(policy: str, table: Mapping[str, Any],
     }
     if policy == "horizon" and options:
         settings["policy_options"] = dict(options)
+    if control_dir is not None:
+        settings.update(control=f"live-{policy}", control_dir=str(control_dir))
     return SCHEDULER_CLS, {"omniplane": settings}
 
 
@@ -136,48 +151,65 @@ def _per_class(records: Sequence[Record], slo_s: Mapping[str, float]) -> dict[st
     return out
 
 
-def run_one(policy: str, opts: LiveSchedOptions, requests: Sequence[Request], table: Mapping[str, Any],
-            slo_s: Mapping[str, float], say: Callable[[str], None]) -> dict[str, Any]:
-    """Start an engine with ``policy``, warm it up, replay ``requests``, stop it."""
-    model = opts.workload.model
+def server_spec(policy: str, opts: LiveSchedOptions, table: Mapping[str, Any]) -> ServerSpec:
+    """The engine one policy runs on (its settings validated here, not a minute into start-up)."""
+    cls, extra = scheduler_args(policy, table, opts.policy_options, opts.log_dir)
+    if extra is not None:
+        load_settings(extra, {})
+    log = opts.log_dir / f"vllm-{policy}.log" if opts.log_dir else None
+    python = opts.python or sys.executable
+    return ServerSpec(opts.model_dir, served_name=opts.workload.model.name, python=python,
+                      scheduler_cls=cls, additional_config=extra, log=log)
+
+
+def measure_stream(url: str, model: ModelSpec, requests: Sequence[Request], slo_s: Mapping[str, float],
+                   drain_s: float = 120.0) -> dict[str, Any]:
+    """Warm the engine up, replay ``requests`` open loop, and measure them (module docstring)."""
     comp = next(c.name for c in model.components if c.is_llm)
     vocab = int(model.component(comp).size.vocab or 0)
-    cls, extra = scheduler_args(policy, table, opts.policy_options)
-    if extra is not None:
-        load_settings(extra, {})  # a bad setting fails here, not a minute into the engine's start-up
-    log = opts.log_dir / f"vllm-{policy}.log" if opts.log_dir else None
-    spec = ServerSpec(opts.model_dir, served_name=model.name, python=opts.python or sys.executable,
-                      scheduler_cls=cls, additional_config=extra, log=log)
     priorities = {rt.name: rt.priority for rt in model.request_types if rt.priority is not None}
-    say(f"{policy}: starting vLLM" + (f" with {cls}" if cls else ""))
+    load = LoadOptions(url, api="completions", model=model.name, component=comp, vocab=vocab,
+                       priorities=priorities, drain_s=drain_s)
+    warm = [Request(i, 0.05 * i, r.type, r.work) for i, r in enumerate(requests[:WARMUP])]
+    asyncio.run(replay(warm, replace(load, run_id="warmup-")))
+    before = asyncio.run(_success_total(url))
+    records = asyncio.run(replay(requests, replace(load, run_id="stream-")))
+    after = asyncio.run(_success_total(url))
+    delta = after - before if after is not None and before is not None else None
+    return {
+        "exactly_once": exactly_once(requests, records, comp, delta),
+        "per_class": _per_class(records, slo_s),
+        "overall": summarize(measured_timings(records)),
+    }
+
+
+def engine_capacity(url: str, model: ModelSpec, requests: Sequence[Request],
+                    window_s: float) -> dict[str, Any]:
+    """Closed loop of ``max_num_seqs`` workers with the stream's sizes (steady-state window)."""
+    comp = next(c.name for c in model.components if c.is_llm)
+    mix = tuple((int(r.work[comp]["prompt_tokens"]), int(r.work[comp]["output_tokens"])) for r in requests)
+    engine = read_engine_config(url)
+    cap = RequestSpec("capacity", mix[0][0], mix[0][1], concurrency=(engine.max_num_seqs,), sizes=mix,
+                      duration_s=window_s)
+    res = run_profile(ProfileRun(url, model.name, comp, "cpu", 1, (cap,), api="completions",
+                                 vocab=int(model.component(comp).size.vocab or 0), salt=7))
+    return {"capacity_rps": res.points[0].request_throughput if res.points else None,
+            "capacity_error": res.error}
+
+
+def run_one(policy: str, opts: LiveSchedOptions, requests: Sequence[Request], table: Mapping[str, Any],
+            slo_s: Mapping[str, float], say: Callable[[str], None]) -> dict[str, Any]:
+    """Start an engine with ``policy``, measure the stream (and its capacity), stop it."""
+    spec = server_spec(policy, opts, table)
+    say(f"{policy}: starting vLLM" + (f" with {spec.scheduler_cls}" if spec.scheduler_cls else ""))
     with VllmServer(spec) as server:
-        load = LoadOptions(server.url, api="completions", model=model.name, component=comp, vocab=vocab,
-                           priorities=priorities, drain_s=opts.drain_s)
-        warm = [Request(i, 0.05 * i, r.type, r.work) for i, r in enumerate(requests[:WARMUP])]
-        asyncio.run(replay(warm, LoadOptions(**{**load.__dict__, "run_id": "warmup-"})))
-        before = asyncio.run(_success_total(server.url))
         say(f"{policy}: replaying {len(requests)} requests")
-        records = asyncio.run(replay(requests, LoadOptions(**{**load.__dict__, "run_id": "stream-"})))
-        after = asyncio.run(_success_total(server.url))
-        delta = after - before if after is not None and before is not None else None
-        out: dict[str, Any] = {
-            "policy": policy,
-            "scheduler_cls": cls,
-            "startup_s": server.started_s,
-            "exactly_once": exactly_once(requests, records, comp, delta),
-            "per_class": _per_class(records, slo_s),
-            "overall": summarize(measured_timings(records)),
-        }
+        measured = measure_stream(server.url, opts.workload.model, requests, slo_s, opts.drain_s)
+        out: dict[str, Any] = {"policy": policy, "scheduler_cls": spec.scheduler_cls,
+                               "startup_s": server.started_s, **measured}
         if opts.capacity_s > 0:
-            mix = [(int(r.work[comp]["prompt_tokens"]), int(r.work[comp]["output_tokens"])) for r in requests]
-            engine = read_engine_config(server.url)
-            cap = RequestSpec("capacity", mix[0][0], mix[0][1], concurrency=(engine.max_num_seqs,),
-                              sizes=tuple(mix), duration_s=opts.capacity_s)
-            say(f"{policy}: capacity at concurrency {engine.max_num_seqs}")
-            res = run_profile(ProfileRun(server.url, model.name, comp, "cpu", 1, (cap,), api="completions",
-                                         vocab=vocab, salt=7))
-            out["capacity_rps"] = res.points[0].request_throughput if res.points else None
-            out["capacity_error"] = res.error
+            say(f"{policy}: capacity")
+            out.update(engine_capacity(server.url, opts.workload.model, requests, opts.capacity_s))
     return out
 
 
@@ -185,13 +217,8 @@ def run_live_sched(opts: LiveSchedOptions, say: Callable[[str], None] | None = N
     """Replay one seeded stream against every policy (module docstring); the JSON document."""
     tell = say or (lambda _m: None)
     wl = opts.workload
-    slo = getattr(wl.spec.slo, "targets_ms", None)
-    if not slo:
-        raise ValueError(f"workload {wl.spec.name}: the live comparison needs explicit SLO targets "
-                         "(slo: {policy: explicit, targets_ms: ...})")
-    slo_s = {t: ms / 1e3 for t, ms in slo.items()}
-    table = slo_table(wl.model, slo_s, opts.long_types,
-                      f"assumption: the explicit targets of workload {wl.spec.name}")
+    slo_s, table = class_table(wl, opts.long_types)
+    slo = {t: s * 1e3 for t, s in slo_s.items()}
     requests = generate(wl, duration_s=opts.duration_s, rate=opts.rate, seed=opts.seed)
     runs = [run_one(p, opts, requests, table, slo_s, tell) for p in opts.policies]
     doc: dict[str, Any] = {
