@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -88,3 +90,31 @@ def test_more_work_never_takes_less_time(n: int, r: int, b: int, c: int, extra: 
     assert model.time(n + extra, 0, r, b, b * c) >= t
     assert model.time(n, 0, r, b + extra, (b + extra) * c) >= t
     assert features(n, 0, r, b, b * c)[0] == 1.0
+
+
+def test_inside_the_measured_batches_the_decode_table_is_the_model() -> None:
+    # an engine whose per-sequence cost grows with the batch (a CPU host streaming every token)
+    per_seq = {1: 5e-4, 8: 5e-4, 32: 8e-4, 128: 1.6e-3}
+    base = rows()
+    table = [r for r in base if r.op == "prefill"] + [
+        ProfileRow("llm", "cpu", 1, "decode", b, ctx, (TRUE[0] + b * k + TRUE[5] * b * ctx) * 1e3)
+        for b, k in per_seq.items() for ctx in (80, 1056)]
+    model = fit_step_model(table, "llm", LIMITS)
+    assert [b for b, _ in model.decode_curve] == [1, 8, 32, 128]
+    assert model.fit_errors()["max"] < 0.05  # a single linear decode_seq misses these by far more
+    linear = StepModel("llm", model.coef_s, LIMITS)
+    at128 = [r for r in table if r.op == "decode" and r.batch == 128]
+    assert all(abs(linear.time(decode_batch=128, decode_context=round(128 * r.size)) * 1e3 / r.latency_ms - 1)
+               > 0.1 for r in at128)
+    t32, t128 = 32 * model.per_seq(32), 128 * model.per_seq(128)
+    assert 64 * model.per_seq(64) == pytest.approx(t32 + (t128 - t32) * 32 / 96)  # totals interpolate
+    assert model.per_seq(500) == model.per_seq(128) and model.per_seq(0.5) == model.per_seq(1)
+
+
+def test_a_noisy_decode_table_still_gives_times_that_grow_with_the_batch() -> None:
+    noisy = [r for r in rows() if r.op == "prefill"] + [
+        ProfileRow("llm", "cpu", 1, "decode", b, 80, ms) for b, ms in ((1, 14.0), (4, 15.0), (8, 39.0),
+                                                                       (16, 31.0), (32, 38.0), (64, 85.0))]
+    model = fit_step_model(noisy, "llm", LIMITS)
+    times = [model.time(decode_batch=b, decode_context=80 * b) for b in range(1, 129)]
+    assert all(b >= a - 1e-12 for a, b in itertools.pairwise(times))

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
+import httpx
 import numpy as np
 
 from omniplane.fidelity.compare import Timing, measured_timings, summarize
@@ -36,6 +37,7 @@ from omniplane.loadgen.client import LoadOptions, replay
 from omniplane.loadgen.metrics import COMPLETED
 from omniplane.perf import ProfileSet
 from omniplane.perf.profiler import ProfileRun, RequestSpec, SweepResult, run_profile
+from omniplane.perf.profiler.client import server_means, server_totals
 from omniplane.perf.steptime import StepModel, fit_step_model
 from omniplane.sim import EventLoop, Simulation, build_topology
 from omniplane.spec import ExecutorGroup, GPUKind, ModelSpec, PlanNode, PlanSpec, ResolvedWorkload, Route
@@ -162,6 +164,11 @@ def capacity(result: SweepResult) -> float:
     return max(rates)
 
 
+async def _server_totals(url: str) -> dict[str, tuple[float, float]] | None:
+    async with httpx.AsyncClient(timeout=10.0) as client:
+        return await server_totals(client, url)
+
+
 def _machine_load() -> list[float] | None:
     try:
         return [round(x, 2) for x in os.getloadavg()]
@@ -221,7 +228,9 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
         tell(f"load {frac:.0%}: {rate:.2f} req/s, {len(requests)} requests, replaying")
         load = LoadOptions(engine.url, api="completions", model=engine.model, component=comp, vocab=vocab,
                            priorities=priorities, run_id=f"fidelity{seed}-{i}-", drain_s=opts.drain_s)
+        before = asyncio.run(_server_totals(engine.url))
         records = asyncio.run(replay(requests, load))
+        server = server_means(before, asyncio.run(_server_totals(engine.url)))
         measured = summarize(measured_timings(records))
         loads.append({"offered_rps": rate, "measured": measured, "simulated": simulated})
         details.append({
@@ -230,6 +239,8 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
             "lost": sum(r.status == "lost" for r in records),
             "failed": sum(r.status in ("failed", "shed") for r in records),
             "errors": sorted({r.error for r in records if r.error})[:5],
+            # the engine's own means over the load (vLLM's histograms): where the time went
+            "server_ms": {k: v * 1e3 for k, v in server.items()},
         })
     doc_engine = {
         **engine.to_json(),

@@ -18,7 +18,16 @@ One continuous-batching iteration with ``n`` new prompt tokens from ``R`` prompt
 The coefficients are fitted by non-negative least squares on relative error to the table's
 ``prefill`` rows (batch R, size s: ``n = R s``, ``C_p = 0``) and ``decode`` rows (batch b, size c:
 ``C_d = b c``); every row's in-sample error is kept (:attr:`StepModel.fit`). A mixed iteration
-counts ``step`` once. These are environment parameters (per-step and per-sequence overheads of
+counts ``step`` once.
+
+Inside the measured decode batches the table itself is the model, as in
+:class:`~omniplane.perf.costmodel.CostModel`: ``decode_seq`` becomes a per-sequence cost
+``k(b)`` read off each measured batch (what its rows leave after ``step`` and the context term,
+averaged over contexts, the batch's total ``b k(b)`` kept non-decreasing in ``b``); between
+measured batches the total is interpolated linearly, outside them ``k`` is held at the nearest
+measured batch's (:attr:`StepModel.decode_curve`). A serving stack's per-sequence cost is not constant: on a
+small CPU host the API server streaming every token competes with the engine, and the cost
+per sequence grows with the batch. These are environment parameters (per-step and per-sequence overheads of
 the serving stack on its host) fitted to every measured point at once, never to one.
 Identifiability: decode rows at one context size cannot tell ``decode_ctx`` from
 ``decode_seq`` (``decode_ctx`` is then left out of the fit, :attr:`StepModel.notes` says so);
@@ -29,6 +38,8 @@ per prompt (assumption).
 
 from __future__ import annotations
 
+import bisect
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +51,7 @@ from omniplane.perf.profiles import ProfileRow
 from omniplane.perf.span import LinearMaxSpan
 
 FEATURES = ("step", "prefill_token", "prefill_seq", "prefill_attn", "decode_seq", "decode_ctx")
+_DECODE_SEQ, _DECODE_CTX = FEATURES.index("decode_seq"), FEATURES.index("decode_ctx")
 
 
 def features(prefill_tokens: int, prefill_context: int, prefill_requests: int, decode_batch: int,
@@ -94,6 +106,7 @@ class StepModel:
     source: str = ""
     fit: tuple[RowFit, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    decode_curve: tuple[tuple[int, float], ...] = ()  # (batch, s for its b sequences), ascending
 
     def __post_init__(self) -> None:
         if len(self.coef_s) != len(FEATURES) or any(not c >= 0 for c in self.coef_s):
@@ -102,7 +115,24 @@ class StepModel:
     def time(self, prefill_tokens: int = 0, prefill_context: int = 0, prefill_requests: int = 1,
              decode_batch: int = 0, decode_context: int = 0) -> float:
         x = features(prefill_tokens, prefill_context, prefill_requests, decode_batch, decode_context)
-        return float(sum(c * v for c, v in zip(self.coef_s, x, strict=True)))
+        t = float(sum(c * v for c, v in zip(self.coef_s, x, strict=True)))
+        if self.decode_curve and decode_batch > 0:
+            t += decode_batch * (self.per_seq(decode_batch) - self.coef_s[_DECODE_SEQ])
+        return t
+
+    def per_seq(self, batch: float) -> float:
+        """Cost of one decoding sequence in a batch of ``batch`` (the curve, or ``decode_seq``)."""
+        curve = self.decode_curve
+        if not curve:
+            return self.coef_s[_DECODE_SEQ]
+        bs = [b for b, _ in curve]
+        if batch <= bs[0]:
+            return curve[0][1] / bs[0]
+        if batch >= bs[-1]:
+            return curve[-1][1] / bs[-1]
+        j = bisect.bisect_right(bs, batch)
+        (b0, t0), (b1, t1) = curve[j - 1], curve[j]
+        return (t0 + (t1 - t0) * (batch - b0) / (b1 - b0)) / batch
 
     def coefficients(self) -> dict[str, float]:
         return dict(zip(FEATURES, self.coef_s, strict=True))
@@ -118,6 +148,7 @@ class StepModel:
         return {
             "component": self.component,
             "coefficients_s": self.coefficients(),
+            "decode_curve_s": [list(p) for p in self.decode_curve],
             "limits": self.limits.__dict__,
             "source": self.source,
             "fit_errors": self.fit_errors(),
@@ -193,7 +224,35 @@ def fit_step_model(rows: Sequence[ProfileRow], component: str, limits: EngineLim
     sol, _ = nnls(a, np.ones(len(y)))
     coef = np.zeros(len(FEATURES))
     coef[cols] = sol
-    model = StepModel(component, tuple(float(c) for c in coef), limits, source, (), tuple(notes))
-    fit = tuple(RowFit(r.op, r.batch, r.size, r.latency_ms, 1e3 * float(np.dot(coef, row_features(r))))
-                for r in mine)
-    return StepModel(component, model.coef_s, limits, source, fit, tuple(notes))
+    coefs = tuple(float(c) for c in coef)
+    curve = decode_curve([r for r in mine if r.op == "decode"], coefs)
+    model = StepModel(component, coefs, limits, source, (), tuple(notes), curve)
+    fit = tuple(RowFit(r.op, r.batch, r.size, r.latency_ms, 1e3 * model.time(*_row_args(r))) for r in mine)
+    return StepModel(component, coefs, limits, source, fit, tuple(notes), curve)
+
+
+def _row_args(row: ProfileRow) -> tuple[int, int, int, int, int]:
+    if row.op == "prefill":
+        return round(row.batch * row.size), 0, row.batch, 0, 0
+    return 0, 0, 1, row.batch, round(row.batch * row.size)
+
+
+def decode_curve(rows: Sequence[ProfileRow], coef: Sequence[float]) -> tuple[tuple[int, float], ...]:
+    """The decode sequences' cost at each measured batch (module docstring): what each decode
+    row leaves after ``step`` and the context term, averaged per batch, kept non-decreasing in
+    the batch (pool-adjacent-violators)."""
+    by_batch: dict[int, list[float]] = defaultdict(list)
+    for r in rows:
+        rest = r.latency_ms / 1e3 - coef[0] - coef[_DECODE_CTX] * r.batch * r.size
+        by_batch[r.batch].append(max(rest, 0.0))
+    batches = sorted(by_batch)
+    totals = [float(np.mean(by_batch[b])) for b in batches]
+    blocks: list[list[float]] = []  # [sum of totals, count], merged while a later block is lower
+    for t in totals:
+        blocks.append([t, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            s2, n2 = blocks.pop()
+            blocks[-1][0] += s2
+            blocks[-1][1] += n2
+    mono = [s / n for s, n in blocks for _ in range(int(n))]
+    return tuple(zip(batches, mono, strict=True))
