@@ -153,3 +153,17 @@ def test_a_timed_point_lasts_its_window_after_every_worker_finished_one() -> Non
                                          vocab=100)).points
     assert point.window_s >= 0.5 and point.request_throughput > 0
     assert point.n_total >= 2 * 0.6 / 0.08  # each worker kept sending for the whole window
+
+
+def test_request_specs_on_the_command_line() -> None:
+    import typer
+
+    from omniplane.cli.profile import _request
+
+    assert _request("short:128:64") == RequestSpec("short", 128, 64)
+    spec = _request("d:64:32@1,8,32:burst")
+    assert (spec.concurrency, spec.burst, spec.modalities) == ((1, 8, 32), True, ("text",))
+    assert _request("s:16:5:text+audio@2").modalities == ("text", "audio")
+    for bad in ("x:1", "x:a:3", "x:1:2@0", "x:1:2@a,b"):
+        with pytest.raises(typer.BadParameter):
+            _request(bad)
