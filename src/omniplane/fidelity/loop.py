@@ -57,12 +57,13 @@ class ProfilePlan:
     long_context: int = 1024
     long_batches: tuple[int, ...] = (1, 8, 32)
     decode_tokens: int = 64
-    rounds: int = 3  # requests per worker (closed loop) or bursts per point
+    rounds: int = 3  # bursts per decode point
     capacity_s: float = 30.0  # the closed loop at the largest batch runs this long
+    prefill_rounds: int = 6  # requests per prefill point (concurrency 1)
 
     @classmethod
     def quick(cls) -> ProfilePlan:
-        return cls((32, 256), (1, 4, 16), 512, (1, 4), 16, 2, 6.0)
+        return cls((32, 256), (1, 4, 16), 512, (1, 4), 16, 2, 6.0, 3)
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def profile_specs(plan: ProfilePlan, engine: EngineConfig, sizes: Sequence[tuple
     (module docstring)."""
     room = engine.max_model_len - plan.decode_tokens - 1
     batches = tuple(b for b in plan.decode_batches if b <= engine.max_num_seqs)
-    specs = [RequestSpec(f"prefill-{p}", p, 1, concurrency=(1,))
+    specs = [RequestSpec(f"prefill-{p}", p, 1, concurrency=(1,), rounds=plan.prefill_rounds)
              for p in plan.prefill_sizes if p <= min(room, engine.max_num_batched_tokens)]
     specs.append(RequestSpec(f"decode-{typical_prompt}", typical_prompt, plan.decode_tokens,
                              concurrency=batches, burst=True))
@@ -196,7 +197,7 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
     specs, cap_spec = profile_specs(opts.plan, engine, sizes, typical)
     run = ProfileRun(engine.url, engine.model, comp, opts.gpu, 1, specs, requests_per_worker=opts.plan.rounds,
                      api="completions", vocab=vocab, salt=seed)
-    tell(f"profiling ({sum(sum(run.levels(s)) for s in run.requests) * run.requests_per_worker} requests), "
+    tell(f"profiling ({sum(sum(run.levels(s)) * run.rounds(s) for s in run.requests)} requests), "
          f"then the capacity at concurrency {engine.max_num_seqs}")
     result = run_profile(run)
     cap_result = run_profile(replace(run, requests=(cap_spec,)))

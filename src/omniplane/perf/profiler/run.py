@@ -68,6 +68,7 @@ class RequestSpec:
     sizes: tuple[tuple[int, int], ...] = ()
     burst: bool = False
     duration_s: float = 0.0  # closed loop: the steady state lasts this long (0: a request count)
+    rounds: int = 0  # requests per worker (or bursts) for this spec (0: the run's requests_per_worker)
 
     def size(self, index: int) -> tuple[int, int]:
         return self.sizes[index % len(self.sizes)] if self.sizes else (self.prompt_tokens, self.max_tokens)
@@ -123,6 +124,9 @@ class ProfileRun:
     def levels(self, spec: RequestSpec) -> tuple[int, ...]:
         return spec.concurrency or self.concurrency
 
+    def rounds(self, spec: RequestSpec) -> int:
+        return spec.rounds or self.requests_per_worker
+
 
 @dataclass
 class SweepResult:
@@ -164,12 +168,12 @@ async def _point(client: httpx.AsyncClient, run: ProfileRun, spec: RequestSpec, 
                 if len(first_done) == conc and not opened:
                     opened.append(time.monotonic())
             return
-        for k in range(run.requests_per_worker):
+        for k in range(run.rounds(spec)):
             if not (await one(w, k)).ok:
                 return
 
     if spec.burst:
-        for k in range(run.requests_per_worker):
+        for k in range(run.rounds(spec)):
             burst = await asyncio.gather(*(one(w, k) for w in range(conc)))
             if not all(r.ok for r in burst):
                 break
@@ -198,7 +202,7 @@ def _rows(run: ProfileRun, spec: RequestSpec, m: PointMetrics, stamp: str) -> li
 
 
 async def _run(run: ProfileRun, progress: Progress | None) -> SweepResult:
-    total = sum(sum(run.levels(s)) for s in run.requests) * run.requests_per_worker  # timed points: a guess
+    total = sum(sum(run.levels(s)) * run.rounds(s) for s in run.requests)  # timed points: a guess
     done = 0
     label = ""
 
