@@ -51,6 +51,22 @@ def _err(x: float | None, limit: float | None) -> str:
     return f"[green]{text}[/]" if abs(x) <= limit else f"[red]{text}[/]"
 
 
+def _spread(doc: dict[str, Any]) -> list[dict[str, float | None]]:
+    """Per load and metric, (max - min) / median over repeated replays (the noise floor)."""
+    out = []
+    for detail in doc["engine"].get("loads", []):
+        runs = [r["summary"] for r in detail.get("repeats", [])]
+        if len(runs) < 2:
+            return []
+        row: dict[str, float | None] = {}
+        for k in METRICS:
+            vals = sorted(v for r in runs if (v := r.get(k)) is not None)
+            mid = vals[len(vals) // 2] if vals else None
+            row[k] = (vals[-1] - vals[0]) / mid if vals and mid else None
+        out.append(row)
+    return out
+
+
 def show_report(doc: dict[str, Any]) -> None:
     eng = doc["engine"]
     console.print(f"engine {eng.get('url')} ({eng.get('model')}, vLLM {eng.get('vllm_version') or '?'}): "
@@ -61,16 +77,20 @@ def show_report(doc: dict[str, Any]) -> None:
                   f"{_fmt(eng.get('frontend_ms'))} ms")
     for w in eng.get("warnings", []):
         err_console.print(f"[yellow]warning:[/] {w}")
+    spread = _spread(doc)
     table = Table(title="predicted (simulator) vs measured (engine)")
     table.add_column("offered req/s")
     table.add_column("metric")
-    for col in ("measured", "simulated", "error"):
+    for col in ("measured", "simulated", "error") + (("repeats spread",) if spread else ()):
         table.add_column(col, justify="right")
-    for load in doc["loads"]:
+    for j, load in enumerate(doc["loads"]):
         err = errors(load["measured"], load["simulated"])
         for i, k in enumerate(METRICS):
-            table.add_row(_fmt(load["offered_rps"]) if i == 0 else "", LABELS[k], _fmt(load["measured"][k]),
-                          _fmt(load["simulated"][k]), _err(err[k], TARGETS.get(k)))
+            row = [_fmt(load["offered_rps"]) if i == 0 else "", LABELS[k], _fmt(load["measured"][k]),
+                   _fmt(load["simulated"][k]), _err(err[k], TARGETS.get(k))]
+            if spread:
+                row.append(_err(spread[j].get(k), None))
+            table.add_row(*row)
         table.add_section()
     console.print(table)
     ok = within_targets(doc["loads"])
@@ -88,6 +108,8 @@ def fidelity(
         help="Offered loads as fractions of the measured capacity.")] = "0.3,0.6,0.9",
     duration: Annotated[float, typer.Option(min=1.0, help="Seconds of arrivals per load.")] = 60.0,
     seed: Annotated[int | None, typer.Option(help="Random seed (default: the workload's).")] = None,
+    repeats: Annotated[int, typer.Option(
+        min=1, help="Replays of each load (the same requests); measured = each metric's median.")] = 1,
     component: Annotated[str, typer.Option(
         help="The LLM the requests exercise (default: the only one).")] = "",
     quick: Annotated[bool, typer.Option("--quick", help="A short profile (tests, smoke runs).")] = False,
@@ -147,7 +169,7 @@ def fidelity(
             url = server.url
         assert url is not None
         opts = FidelityOptions(url, wl, fractions, duration, seed, component,
-                               ProfilePlan.quick() if quick else ProfilePlan(), given, table)
+                               ProfilePlan.quick() if quick else ProfilePlan(), given, table, repeats=repeats)
         try:
             doc = run_fidelity(opts, say=lambda msg: err_console.print(msg, highlight=False))
         except (EngineConfigError, ValueError, RuntimeError) as exc:

@@ -79,6 +79,7 @@ class FidelityOptions:
     table: Path | None = None  # where to write the profile table (CSV)
     gpu: str = "cpu"  # the table's gpu column: the engine's hardware, as a label
     drain_s: float = 120.0
+    repeats: int = 1  # replays of each load (the same requests); measured = the median of each metric
 
 
 def _component(model: ModelSpec, name: str) -> str:
@@ -165,6 +166,32 @@ def capacity(result: SweepResult) -> float:
     return max(rates)
 
 
+def _replay(requests: Sequence[Request], load: LoadOptions) -> tuple[dict[str, float | None], dict[str, Any]]:
+    """One open-loop replay: its summary and what happened (counts, the engine's own means)."""
+    before = asyncio.run(_server_totals(load.url))
+    records = asyncio.run(replay(requests, load))
+    server = server_means(before, asyncio.run(_server_totals(load.url)))
+    summary = summarize(measured_timings(records))
+    return summary, {
+        "completed": sum(r.status == COMPLETED for r in records),
+        "lost": sum(r.status == "lost" for r in records),
+        "failed": sum(r.status in ("failed", "shed") for r in records),
+        "errors": sorted({r.error for r in records if r.error})[:5],
+        # the engine's own means over the replay (vLLM's histograms): where the time went
+        "server_ms": {k: v * 1e3 for k, v in server.items()},
+        "summary": summary,
+    }
+
+
+def _median_metrics(runs: Sequence[dict[str, float | None]]) -> dict[str, float | None]:
+    """Per metric, the median over repeated replays of one load (the run itself when one)."""
+    out: dict[str, float | None] = {}
+    for k in runs[0]:
+        vals = [v for r in runs if (v := r[k]) is not None]
+        out[k] = float(statistics.median(vals)) if vals else None
+    return out
+
+
 async def _server_totals(url: str) -> dict[str, tuple[float, float]] | None:
     async with httpx.AsyncClient(timeout=10.0) as client:
         return await server_totals(client, url)
@@ -226,23 +253,17 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
             raise ValueError(f"no request arrives in {opts.duration_s} s at {rate:.3g} req/s; "
                              "lengthen --duration")
         simulated = summarize(simulate_engine(model, engine, step, requests, frontend))
-        tell(f"load {frac:.0%}: {rate:.2f} req/s, {len(requests)} requests, replaying")
+        tell(f"load {frac:.0%}: {rate:.2f} req/s, {len(requests)} requests, replaying"
+             + (f" {opts.repeats} times" if opts.repeats > 1 else ""))
         load = LoadOptions(engine.url, api="completions", model=engine.model, component=comp, vocab=vocab,
-                           priorities=priorities, run_id=f"fidelity{seed}-{i}-", drain_s=opts.drain_s)
-        before = asyncio.run(_server_totals(engine.url))
-        records = asyncio.run(replay(requests, load))
-        server = server_means(before, asyncio.run(_server_totals(engine.url)))
-        measured = summarize(measured_timings(records))
+                           priorities=priorities, drain_s=opts.drain_s)
+        runs = [_replay(requests, replace(load, run_id=f"fidelity{seed}-{i}-{k}-"))
+                for k in range(opts.repeats)]
+        measured = _median_metrics([m for m, _ in runs])
         loads.append({"offered_rps": rate, "measured": measured, "simulated": simulated})
-        details.append({
-            "fraction": frac, "requests": len(requests),
-            "completed": sum(r.status == COMPLETED for r in records),
-            "lost": sum(r.status == "lost" for r in records),
-            "failed": sum(r.status in ("failed", "shed") for r in records),
-            "errors": sorted({r.error for r in records if r.error})[:5],
-            # the engine's own means over the load (vLLM's histograms): where the time went
-            "server_ms": {k: v * 1e3 for k, v in server.items()},
-        })
+        details.append({"fraction": frac, "requests": len(requests),
+                        **{k: v for k, v in runs[0][1].items() if k != "summary"},
+                        "repeats": [d for _, d in runs]})
     doc_engine = {
         **engine.to_json(),
         "warnings": engine.check_supported(),
