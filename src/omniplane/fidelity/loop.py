@@ -60,10 +60,12 @@ class ProfilePlan:
     rounds: int = 3  # bursts per decode point
     capacity_s: float = 30.0  # the closed loop at the largest batch runs this long
     prefill_rounds: int = 6  # requests per prefill point (concurrency 1)
+    capacity_concurrency: int = 0  # workers of the capacity point (0: the engine's max_num_seqs)
 
     @classmethod
     def quick(cls) -> ProfilePlan:
-        return cls((32, 256), (1, 4, 16), 512, (1, 4), 16, 2, 6.0, 3)
+        """A short profile for tests: its capacity is at 16 workers, not the largest batch."""
+        return cls((32, 256), (1, 4, 16), 512, (1, 4), 16, 2, 6.0, 3, 16)
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,8 @@ def profile_specs(plan: ProfilePlan, engine: EngineConfig, sizes: Sequence[tuple
         long = tuple(b for b in plan.long_batches if b <= engine.max_num_seqs)
         specs.append(RequestSpec(f"decode-{plan.long_context}", plan.long_context, plan.decode_tokens,
                                  concurrency=long, burst=True))
-    cap = RequestSpec("capacity", sizes[0][0], sizes[0][1], concurrency=(engine.max_num_seqs,),
+    workers = min(plan.capacity_concurrency or engine.max_num_seqs, engine.max_num_seqs)
+    cap = RequestSpec("capacity", sizes[0][0], sizes[0][1], concurrency=(workers,),
                       sizes=tuple(sizes), duration_s=plan.capacity_s)
     return tuple(specs), cap
 
@@ -225,7 +228,7 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
     run = ProfileRun(engine.url, engine.model, comp, opts.gpu, 1, specs, requests_per_worker=opts.plan.rounds,
                      api="completions", vocab=vocab, salt=seed)
     tell(f"profiling ({sum(sum(run.levels(s)) * run.rounds(s) for s in run.requests)} requests), "
-         f"then the capacity at concurrency {engine.max_num_seqs}")
+         f"then the capacity at concurrency {cap_spec.concurrency[0]}")
     result = run_profile(run)
     cap_result = run_profile(replace(run, requests=(cap_spec,)))
     result.points.extend(cap_result.points)
@@ -273,7 +276,7 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
         "duration_s": opts.duration_s,
         "capacity_measured_rps": cap,
         "capacity_simulated_rps": sim_cap,
-        "capacity_source": (f"measured: closed loop of {engine.max_num_seqs} workers with the workload's "
+        "capacity_source": (f"measured: closed loop of {cap_spec.concurrency[0]} workers with the workload's "
                             "sizes, steady-state window; simulated: the simulator fed "
                             f"{OVERLOAD:g}x that rate ({OVERLOAD_REQUESTS} requests)"),
         "frontend_ms": frontend * 1e3,
