@@ -17,6 +17,7 @@ from omniplane.fidelity.compare import METRICS, TARGETS, errors, within_targets
 
 FIXTURE_DATA = Path(__file__).resolve().parents[1] / "fidelity" / "data"
 DEFAULT_WORKLOAD = FIXTURE_DATA / "tiny-qwen2-fidelity.yaml"
+LATE_MS = 50.0  # assumption: sends later than this at p99 mean the machine, not the engine, was measured
 LABELS = {"throughput_rps": "throughput req/s", "ttft_p50_ms": "TTFT p50 ms", "ttft_p95_ms": "TTFT p95 ms",
           "tpot_p50_ms": "TPOT p50 ms", "tpot_p95_ms": "TPOT p95 ms", "e2e_p50_ms": "E2E p50 ms"}
 
@@ -93,6 +94,14 @@ def show_report(doc: dict[str, Any]) -> None:
             table.add_row(*row)
         table.add_section()
     console.print(table)
+    for detail in eng.get("loads", []):
+        for rep in detail.get("repeats", [detail]):
+            late = (rep.get("send_late_ms") or {}).get("p99")
+            if late is not None and late > LATE_MS:
+                frac = detail.get("fraction", 0)
+                err_console.print(f"[yellow]warning:[/] load {frac:.0%}: the load generator sent 1% of "
+                                  f"requests more than {late:.0f} ms late: the machine stalled the client, "
+                                  "not only the engine (measure on a quieter machine)")
     ok = within_targets(doc["loads"])
     console.print("targets (every load): " + ", ".join(
         f"{LABELS[k]} within {TARGETS[k]:.0%}: {'yes' if v else 'NO'}" for k, v in ok.items()))
