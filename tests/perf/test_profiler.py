@@ -127,9 +127,9 @@ def test_token_id_prompts_are_distinct_per_request_and_reproducible() -> None:
 def test_completions_api_with_engine_prefill_times_and_bursts() -> None:
     import httpx
 
-    with serve_in_subprocess(Delays(0.2, 0.05, 6, 0.01, frontend_s=0.03)) as url:
+    with serve_in_subprocess(Delays(0.2, 0.1, 6, 0.01, frontend_s=0.03)) as url:
         specs = (RequestSpec("prefill-40", 40, 1, concurrency=(1,)),
-                 RequestSpec("decode", 16, 6, concurrency=(3,), burst=True))
+                 RequestSpec("decode", 16, 4, concurrency=(3,), burst=True))
         run = ProfileRun(url, "fake", "llm", "cpu", 1, specs, requests_per_worker=2, api="completions",
                          vocab=1000)
         result = run_profile(run)
@@ -137,9 +137,11 @@ def test_completions_api_with_engine_prefill_times_and_bursts() -> None:
     assert result.error is None
     prefill, burst = result.points
     assert prefill.server_s["prefill"] == pytest.approx(0.17)
-    assert prefill.frontend_s == pytest.approx(0.03, abs=0.02)
+    ttft = prefill.median("ttft")
+    assert ttft is not None and prefill.frontend_s == pytest.approx(ttft - 0.01 - 0.17)
+    assert prefill.frontend_s >= 0.03 - 0.005  # what the server spent outside its "engine"
     assert burst.n_window == 6 and burst.concurrency == 3  # every request of every burst counts
-    assert burst.median("tpot") == pytest.approx(0.05, rel=0.1)
+    assert burst.median("tpot") == pytest.approx(0.1, rel=0.25)
     rows = {(r.op, r.batch): r for r in result.rows}
     assert rows[("prefill", 1)].latency_ms == pytest.approx(170.0, rel=1e-6)  # the engine's, not TTFT
     assert ("decode", 3) in rows and ("prefill", 3) not in rows  # a burst writes no prefill row
