@@ -85,12 +85,26 @@ class EngineConfig:
         }
 
 
-def _get(client: httpx.Client, url: str) -> httpx.Response | None:
+# vLLM's /server_info collects its system report (vllm.collect_env: pip, compilers, GPUs, by
+# subprocess) on its first call: 12.5 s measured on this machine at load average ~9 (vLLM 0.30.0),
+# over the 10 s the other endpoints get.
+SERVER_INFO_TIMEOUT_S = 120.0
+
+
+def _get(client: httpx.Client, url: str, why: list[str] | None = None,
+         timeout_s: float | None = None) -> httpx.Response | None:
+    """``url``'s 200 response, else ``None`` with the reason appended to ``why``."""
     try:
-        resp = client.get(url)
-    except httpx.HTTPError:
+        resp = client.get(url, timeout=timeout_s) if timeout_s is not None else client.get(url)
+    except httpx.HTTPError as exc:
+        if why is not None:
+            why.append(f"GET {url}: {type(exc).__name__} {exc}".rstrip())
         return None
-    return resp if resp.status_code == 200 else None
+    if resp.status_code != 200:
+        if why is not None:
+            why.append(f"GET {url}: HTTP {resp.status_code}")
+        return None
+    return resp
 
 
 def _from_server_info(doc: Any) -> dict[str, Any]:
@@ -139,6 +153,7 @@ def read_engine_config(url: str, given: Mapping[str, Any] | None = None, *, time
     url = url.rstrip("/")
     found: dict[str, Any] = {}
     sources: dict[str, str] = {}
+    why: list[str] = []
 
     def take(values: Mapping[str, Any], source: str) -> None:
         for k, v in values.items():
@@ -151,7 +166,8 @@ def read_engine_config(url: str, given: Mapping[str, Any] | None = None, *, time
             raise EngineConfigError(
                 f"cannot read {url}/v1/models: is an OpenAI-compatible server running there?")
         data = (models.json().get("data") or [{}])[0]
-        info = _get(client, f"{url}/server_info?config_format=json")
+        info = _get(client, f"{url}/server_info?config_format=json", why,
+                    max(timeout_s, SERVER_INFO_TIMEOUT_S))
         if info is not None:
             take(_from_server_info(info.json()), SERVER_INFO)
         metrics = _get(client, f"{url}/metrics")
@@ -165,7 +181,8 @@ def read_engine_config(url: str, given: Mapping[str, Any] | None = None, *, time
         raise EngineConfigError(
             f"{url}: the engine does not report {', '.join(missing)} (vLLM serves its whole config at "
             "/server_info when started with VLLM_SERVER_DEV_MODE=1); give them as "
-            + ", ".join(f"--{k.replace('_', '-')}" for k in missing))
+            + ", ".join(f"--{k.replace('_', '-')}" for k in missing)
+            + ("" if not why else f" ({'; '.join(why)})"))
     return EngineConfig(
         url=url,
         model=str(data.get("id", "")),
