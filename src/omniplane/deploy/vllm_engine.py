@@ -10,7 +10,7 @@ last, on the deployment's model clock (time scale 1: real time). Predecessors on
 request from its start there; a cancelled session aborts its vLLM request.
 
 Everything that depends on the vLLM version is in :func:`build_engine` and :func:`sampling`
-(checked against vLLM 0.32; ``make vllm-extra`` pins the version).
+(checked against vLLM 0.30.0, the release ``make vllm-extra`` pins; written first against 0.32.0).
 """
 
 from __future__ import annotations
