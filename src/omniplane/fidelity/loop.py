@@ -39,7 +39,7 @@ from omniplane.perf import ProfileSet
 from omniplane.perf.profiler import ProfileRun, RequestSpec, SweepResult, run_profile
 from omniplane.perf.profiler.client import server_means, server_totals
 from omniplane.perf.steptime import StepModel, fit_step_model
-from omniplane.sim import EventLoop, Simulation, build_topology
+from omniplane.sim import EventLoop, RunSetup, Simulation, build_topology
 from omniplane.spec import ExecutorGroup, GPUKind, ModelSpec, PlanNode, PlanSpec, ResolvedWorkload, Route
 from omniplane.workload import Request, generate
 
@@ -138,18 +138,18 @@ def simulate_engine(model: ModelSpec, engine: EngineConfig, step: StepModel, req
     limits = step.limits
     # a measured engine has no GPU kind: its config is the engine's own limits (make_cfg), and
     # build_topology only hands the GPU kind to make_cfg
-    topo = build_topology(model, engine_plan(model, engine), cast(GPUKind, None), step, loop,
-                          make_cfg=lambda _gpu, _tp, _batch: limits,
-                          token_budget=engine.max_num_batched_tokens)
-    sim = Simulation(model, topo, requests, loop=loop)
-    sim.run()
+    setup = RunSetup(make_cfg=lambda _gpu, _tp, _batch: limits, token_budget=engine.max_num_batched_tokens)
+    topo = build_topology(model, engine_plan(model, engine), cast(GPUKind, None), step, loop, setup)
+    rec = Simulation(model, topo, requests, loop=loop).run().requests
     comp = step.component
+    tokens = {r.id: int(r.work[comp]["output_tokens"]) for r in requests}
     out = []
-    for r in sim.requests:
-        if r.finish is None or r.failed or r.first_response is None:
+    for rid, arrival, first, finish, failed in zip(rec.rid, rec.arrival, rec.first_response, rec.finish,
+                                                    rec.failed, strict=True):
+        if failed or not (math.isfinite(first) and math.isfinite(finish)):
             continue
-        out.append(Timing(r.arrival, r.first_response + frontend_s, r.finish + frontend_s,
-                          int(r.work[comp]["output_tokens"])))
+        out.append(Timing(float(arrival), float(first) + frontend_s, float(finish) + frontend_s,
+                          tokens[int(rid)]))
     return out
 
 
