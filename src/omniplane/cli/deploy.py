@@ -51,6 +51,9 @@ PortOpt = Annotated[int, typer.Option("--port", min=1, max=65535, help="HTTP por
 ScaleOpt = Annotated[
     float, typer.Option("--time-scale", min=0.001, help="Emulated engine: wall seconds per model second.")
 ]
+EngineModelOpt = Annotated[
+    str, typer.Option("--engine-model", help="vllm: the weights to serve (default: the tiny test fixture).")
+]
 
 
 def _need_ray() -> None:
@@ -77,7 +80,8 @@ def _workload(ref: str) -> ResolvedWorkload:
 
 def deploy(
     plan_file: PlanArg,
-    engine: Annotated[str, typer.Option("--engine", help="emulated or vllm-omni.")] = "emulated",
+    engine: Annotated[str, typer.Option("--engine", help="emulated, vllm-omni or vllm.")] = "emulated",
+    engine_model: EngineModelOpt = "",
     address: Annotated[
         str | None,
         typer.Option("--address", help="Existing Ray cluster (default: start a local one on 127.0.0.1)."),
@@ -143,8 +147,11 @@ def deploy(
         from omniplane.deploy.cluster import prefer_loopback
 
         prefer_loopback()  # before Ray is imported
+    if engine == "vllm" and time_scale != 1.0:
+        fail("--engine vllm runs in real time: --time-scale must be 1")
     _serve_forever(
-        plan, engine, address, host, port, time_scale, max_in_flight, str(config_dir), summary, json_out
+        plan, engine, address, host, port, time_scale, max_in_flight, str(config_dir), summary, json_out,
+        engine_model,
     )
 
 
@@ -179,6 +186,7 @@ def _serve_forever(
     config_dir: str,
     summary: dict[str, Any],
     json_out: bool,
+    engine_model: str = "",
 ) -> None:
     from omniplane.deploy.cluster import deploy as do_deploy
     from omniplane.deploy.cluster import ray_cluster
@@ -197,6 +205,7 @@ def _serve_forever(
                 time_scale=time_scale,
                 max_in_flight=max_in_flight,
                 config_dir=str(Path(config_dir).resolve()),
+                engine_model=engine_model,
             ),
         )
         if json_out:
@@ -330,7 +339,12 @@ def rehearse(
         "--workload", help="Workload spec: catalog name or YAML file (default: the plan's).")] = None,
     rate: RateOpt = None,
     seed: SeedOpt = None,
-    time_scale: ScaleOpt = 10.0,
+    time_scale: Annotated[float | None, typer.Option(
+        "--time-scale", min=0.001, help="Emulated engine: wall seconds per model second (default 10).")
+    ] = None,
+    engine: Annotated[str, typer.Option(
+        "--engine", help="emulated or vllm (real vLLM engines).")] = "emulated",
+    engine_model: EngineModelOpt = "",
     kill_replica: Annotated[
         str | None,
         typer.Option("--kill-replica", help="Kill one replica of this plan node (or auto) mid-run."),
@@ -350,12 +364,18 @@ def rehearse(
     out: Annotated[Path | None, typer.Option("--out", help="Also write the JSON document here.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Deploy on a local Ray cluster (emulated engine), replay a workload, compare with the simulator.
+    """Deploy on a local Ray cluster, replay a workload (optionally killing a replica mid-run);
+    with the emulated engine, compare with the simulator.
 
     Defaults come from the plan file: its workload, type mix and offered rate, and its latency
     targets (``slo``), as for ``sim run``."""
     from omniplane.spec import plan_load
 
+    if engine not in ("emulated", "vllm"):
+        fail(f"--engine must be emulated or vllm (got {engine!r})")
+    if engine == "vllm" and time_scale not in (None, 1.0):
+        fail("--engine vllm runs in real time: --time-scale must be 1")
+    scale = time_scale if time_scale is not None else (10.0 if engine == "emulated" else 1.0)
     plan = _plan(plan_file)
     try:
         load = plan_load(plan, workload)
@@ -376,7 +396,7 @@ def rehearse(
 
     cfg = RehearsalConfig(
         duration_s=duration,
-        time_scale=time_scale,
+        time_scale=scale,
         rate=rate if rate is not None else load.rate,
         mix=load.mix,
         seed=seed,
@@ -387,6 +407,8 @@ def rehearse(
         max_in_flight=max_in_flight,
         slo=slo_choice(slo, plan.model.type_names, legacy_solo_policy(slo_multiplier, slo_percentile),
                        LEGACY),
+        engine=engine,
+        engine_model=engine_model,
     )
     try:
         # Ray's driver prints its processes' warnings to sys.stdout; stdout is for our document
@@ -399,8 +421,9 @@ def rehearse(
     if json_out:
         print_json(result)
         return
+    sim = result["goodput_simulated"]
     console.print(
         f"sent {result['sent']}, completed {result['completed']}, failed {result['failed']}, "
         f"lost {result['lost']}; goodput measured {result['goodput_measured']:.3f} req/s, "
-        f"simulated {result['goodput_simulated']:.3f} req/s"
+        + (f"simulated {sim:.3f} req/s" if sim is not None else "not simulated (real engine)")
     )
