@@ -26,7 +26,7 @@ TORCH_VERSION ?= 2.13.0
 VLLM_VERSION      ?= 0.30.0
 VLLM_OMNI_VERSION ?= 0.30.0
 
-.PHONY: run test lint typecheck pytest pytest-vllm pytest-omni vllm-extra deploy-deps sim-compiled bench clean help
+.PHONY: run test lint typecheck pytest pytest-vllm pytest-omni vllm-extra deploy-deps sim-compiled bench fidelity clean help
 
 help:
 	@echo "make run    - set up .venv and plan Qwen3-Omni on 16 A100-80GB against every baseline"
@@ -35,6 +35,7 @@ help:
 	@echo "make deploy-deps - install Ray Serve into .venv (make test does it too)"
 	@echo "make sim-compiled - compile the simulator's hot modules with mypyc (opt-in; same results, faster)"
 	@echo "make vllm-extra - set up $(VVENV) with the CPU builds of vLLM and vLLM-Omni (make test does it)"
+	@echo "make fidelity - simulator vs a real vLLM serving the tiny fixture at 3 loads -> out/fidelity.json"
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -73,8 +74,9 @@ $(VSTAMP): | $(VPY)
 	$(VPY) -m pip uninstall -q -y torchaudio torchcodec
 	@touch $@
 
+# deploy: Ray Serve, for `deploy/rehearse --engine vllm` (replicas hosting real vLLM engines).
 $(VVENV)/.test: pyproject.toml $(VSTAMP)
-	$(VPIP) -e '.[test,vllm-test]'
+	$(VPIP) -e '.[test,vllm-test,deploy]'
 	echo "import omniplane.vllm.cpu_torchvision as m; m.install()" > \
 	  "$$($(VPY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/omniplane-cpu-torchvision.pth"
 	@touch $@
@@ -104,9 +106,18 @@ pytest: $(VENV)/.deploy
 	@$(VENV)/bin/pytest $(PYTEST_ARGS); rc=$$?; echo $$rc > $(VENV)/pytest.rc; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests (exit 5)" >&2; fi; exit $$rc
 
-# The tests that need vLLM itself; the rest of tests/vllm already ran in the core venv.
+# The tests that need vLLM itself (the scheduler class, the tiny fixture served live, Ray Serve
+# replicas hosting vLLM engines); the rest of these folders already ran in the core venv.
+VLLM_TESTS ?= tests/vllm tests/fidelity tests/deploy
 pytest-vllm: $(VVENV)/.test
-	HF_HUB_OFFLINE=1 $(VVENV)/bin/pytest -m vllm tests/vllm -p no:cacheprovider
+	HF_HUB_OFFLINE=1 $(VVENV)/bin/pytest -m vllm $(VLLM_TESTS) -p no:cacheprovider
+
+# The fidelity loop against vLLM serving the tiny fixture (docs/fidelity.md): profile, simulate,
+# replay at 30/60/90% of the measured capacity; prints the table, writes out/fidelity.json.
+FIDELITY_ARGS ?= --duration 60 --repeats 2
+fidelity: $(VVENV)/.test
+	HF_HUB_OFFLINE=1 $(VVENV)/bin/omniplane fidelity --fixture --out out/fidelity.json \
+	  --table out/fidelity-profile.csv --server-log out/fidelity-vllm.log $(FIDELITY_ARGS)
 
 # The tests that need vLLM-Omni (its real scheduler classes, its stage-config loader, its
 # orchestrator's request path), against the installed pair printed first.

@@ -5,7 +5,7 @@ Cornfigurator section 6.1). Used for docs/plan.md (the paper's section 6.2 plans
     .venv/bin/python scripts/score_plans.py --model qwen3-omni --gpus 16 \\
         --workload qwen3-omni-servegen PLAN.yaml [PLAN.yaml ...] [--json]
 
-The grid is ``base x (0.25 .. 1.6)``, ``base`` the first plan's ``meta.evaluated_at_rps`` (pass the
+The grid is ``base x (0.25 .. 1.6)``, ``base`` the first plan's ``prediction.offered_rps`` (pass the
 planner's own plan first so every plan is swept over the same rates).
 """
 
@@ -32,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpus", type=int, required=True)
     ap.add_argument("--gpu", default="A100-80GB")
     ap.add_argument("--workload", required=True)
-    ap.add_argument("--rate", type=float, help="base offered rate (default: the first plan's meta.rate)")
+    ap.add_argument("--rate", type=float,
+                    help="base offered rate (default: the first plan's prediction.offered_rps)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     model = load_model(args.model)
@@ -42,7 +43,13 @@ def main(argv: list[str] | None = None) -> int:
     planner = Planner(problem, options=options)
     sim = planner.simulator
     specs = [load_plan(p).spec for p in args.plans]
-    base = args.rate or float((specs[0].meta or {}).get("evaluated_at_rps") or 1.0)
+    first = specs[0]
+    if args.rate:
+        base = args.rate
+    elif first.prediction is not None:  # the load the planner evaluated its plan under
+        base = first.prediction.offered_rps
+    else:
+        ap.error(f"{args.plans[0]}: the plan has no prediction.offered_rps; pass --rate")
     out = []
     for path, spec in zip(args.plans, specs, strict=True):
         runs = [sim.run(spec, base * s) for s in SCALES]

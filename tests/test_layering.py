@@ -31,6 +31,13 @@ CORE = [
     "omniplane.deploy.ingress",
     "omniplane.deploy.vllm_omni",
     "omniplane.cli.deploy",
+    "omniplane.perf.steptime",
+    "omniplane.fidelity",
+    "omniplane.fidelity.fixture",
+    "omniplane.fidelity.loop",
+    "omniplane.fidelity.schedlive",
+    "omniplane.cli.fidelity",
+    "omniplane.deploy.vllm_engine",
 ]
 # Integration packages: they drive torch, CUDA, NVML and vLLM, but import them only when a
 # backend is constructed or vLLM loads one of their classes by name.
@@ -42,6 +49,7 @@ LAZY = [
     "omniplane.vllm.worker_mixin",
     "omniplane.vllm.stage_config",
     "omniplane.vllm.omni_patch",
+    "omniplane.vllm.lifetime",
 ]
 FORBIDDEN = ["torch", "vllm", "ray", "cuda", "pynvml", "vllm_omni"]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from omniplane.spec import load_plan
 
 runner = CliRunner()
 SMALL = ["--model", "qwen3-vl", "--gpus", "2", "--sim-requests", "80", "--max-simulated", "2",
-         "--max-logical", "4", "--mc-samples", "24"]
+         "--mc-samples", "24"]
 
 
 def test_json_has_exactly_the_issue_keys_and_writes_the_plan(tmp_path: Path) -> None:
@@ -22,10 +23,25 @@ def test_json_has_exactly_the_issue_keys_and_writes_the_plan(tmp_path: Path) -> 
     result = runner.invoke(app, ["plan", *SMALL, "--json", "--out", str(out), "--figures", str(figs)])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert set(doc) == {"plan", "goodput", "baselines", "phases", "seconds"}
+    assert set(doc) == {"plan", "goodput", "baselines", "counts", "estimate_error", "cuts", "phases",
+                        "seconds"}
     assert set(doc["goodput"]) == {"total", "per_type"}
     assert set(doc["goodput"]["per_type"]) == {"t2t", "ti2t"}
-    assert set(doc["phases"]) == {"enumerated", "after_flow", "after_monte_carlo", "simulated"}
+    counts = doc["counts"]
+    assert set(counts) == {"raw_space", "built", "flow", "monte_carlo", "simulated"}
+    assert counts["raw_space"] >= counts["flow"] >= counts["monte_carlo"] >= counts["simulated"] >= 1
+    assert counts["built"] >= counts["flow"]
+    err = doc["estimate_error"]
+    assert set(err) == {"mean_abs_total", "plans", "baselines"} and len(err["plans"]) == counts["simulated"]
+    # every baseline that found a plan has its error (ModServe's TP 4 and EPD's three nodes do not fit 2 GPUs)
+    found = {b for b, total in doc["baselines"].items() if total > 0}
+    assert found <= set(err["baselines"]) <= set(doc["baselines"])
+    errs = [abs(p["error"]) for p in err["plans"] if math.isfinite(p["error"])]
+    assert err["mean_abs_total"] == pytest.approx(sum(errs) / len(errs))
+    # --max-simulated 2 is a budget: when it dropped survivors, the cut is listed
+    assert all({"phase", "rule", "kind", "count", "unit"} <= set(c) for c in doc["cuts"])
+    assert all(c["kind"] in ("heuristic", "budget") for c in doc["cuts"])
+    assert set(doc["phases"]) == {"enumerate", "flow", "monte_carlo", "simulate"}
     for phase in doc["phases"].values():
         assert set(phase) == {"count", "seconds"}
     assert set(doc["baselines"]) == {"vllm", "full-disaggregation", "epd", "modserve"}

@@ -17,6 +17,8 @@ SIM = ["sim", "run", P, "--workload", "qwen3-omni-servegen"]
 PLAN = ["plan", "--model", "qwen3-vl", "--gpus", "8"]
 HZ = ["experiment", "horizon"]
 SAMPLE = ["workload", "sample", "qwen3-omni-servegen"]
+PROFILE = ["profile", "--url", "http://127.0.0.1:9", "--model", "M", "--component", "thinker",
+           "--gpu", "H100"]
 CFG = ["vllm-omni", "config", "--model", "qwen2.5-omni", "--slo-table", "slo.yaml"]
 
 # (id, command line, fragments): the first (the option or file) is on every error line, all of
@@ -204,6 +206,25 @@ CASES: list[tuple[str, list[str], list[str]]] = [
                              "thinker", "--gpu", "H100", "--concurrency", "1,x"], ["--concurrency"]),
     ("profile-request", ["profile", "--url", "http://127.0.0.1:9", "--model", "M", "--component",
                          "thinker", "--gpu", "H100", "--request", "short:abc:1"], ["--request"]),
+    # ---- options main added after issue 20 (planner search, real engine, fidelity): same rules
+    ("plan-time-budget-0", [*PLAN, "--time-budget", "0"], ["--time-budget"]),
+    ("plan-max-simulated-0", [*PLAN, "--max-simulated", "0"], ["--max-simulated"]),
+    ("plan-mc-tolerance-1", [*PLAN, "--mc-tolerance", "1"], ["--mc-tolerance"]),
+    ("plan-replan-mix-sum", [*PLAN, "--replan-mix", "t2t=2"], ["--replan-mix", "sum to 2", "--normalize"]),
+    ("plan-replan-mix-type", [*PLAN, "--replan-mix", "t2x=1"], ["--replan-mix", "t2x"]),
+    ("profile-api", [*PROFILE, "--api", "grpc"], ["--api", "grpc"]),
+    ("profile-vocab", [*PROFILE, "--api", "completions"], ["--vocab", "vocabulary"]),
+    ("profile-request-at", [*PROFILE, "--request", "d:64:64@0"], ["--request", "@"]),
+    ("deploy-vllm-time-scale", ["deploy", P, "--engine", "vllm", "--time-scale", "2"],
+     ["--time-scale", "real time"]),
+    ("rehearse-engine", ["rehearse", P, "--workload", "qwen3-omni-servegen", "--duration", "1",
+                         "--engine", "vllm-omni"], ["--engine", "vllm-omni"]),
+    ("rehearse-vllm-time-scale", ["rehearse", P, "--workload", "qwen3-omni-servegen", "--duration", "1",
+                                  "--engine", "vllm", "--time-scale", "10"], ["--time-scale", "real time"]),
+    ("fidelity-url", ["fidelity", "--url", "nope"], ["--url"]),
+    ("fidelity-repeats", ["fidelity", "--url", "http://127.0.0.1:9", "--repeats", "0"], ["--repeats"]),
+    ("fidelity-report-missing", ["fidelity", "--report", "nope.json"], ["--report", "nope.json"]),
+    ("fidelity-out-dir", ["fidelity", "--url", "http://127.0.0.1:9", "--out", "adir"], ["--out", "adir"]),
     # ---- the command line itself
     ("root-option", ["--frobnicate"], ["--frobnicate"]),
     ("unknown-command", ["planx"], ["planx"]),

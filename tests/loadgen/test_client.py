@@ -89,3 +89,30 @@ def test_chat_api_sends_parts_and_modalities() -> None:
     assert body["modalities"] == ["text", "audio"]
     parts = body["messages"][0]["content"]  # type: ignore[index]
     assert [p["type"] for p in parts] == ["text", "image_url"]
+
+
+def test_completions_api_sends_token_prompts_and_reads_vllm_streams() -> None:
+    bodies: list[dict[str, object]] = []
+
+    def vllm(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        bodies.append(body)
+        assert request.url.path == "/v1/completions" and body["stream"] is True and body["ignore_eos"] is True
+        n = int(body["max_tokens"])  # type: ignore[call-overload]
+        chunks: list[object] = [{"choices": [{"index": 0, "text": "", "finish_reason": None}]}] * (n - 1)
+        chunks.append({"choices": [{"index": 0, "text": "", "finish_reason": "length"}]})
+        chunks += [{"choices": [], "usage": {"completion_tokens": n}}, "[DONE]"]  # usage comes after
+        return httpx.Response(200, content=_sse(*chunks))
+
+    work = {"llm": {"prompt_tokens": 7.0, "output_tokens": 4.0}}
+    reqs = [Request(0, 0.0, "text", work), Request(1, 0.0, "long", work)]
+    opts = LoadOptions("http://127.0.0.1:1", api="completions", model="tiny", component="llm", vocab=50,
+                       priorities={"long": 10}, run_id="c-")
+    recs = asyncio.run(replay(reqs, opts, httpx.MockTransport(vllm)))
+    assert [r.status for r in recs] == [COMPLETED, COMPLETED]
+    assert all(r.output_tokens == 4 and r.text_first is not None and r.first_response == r.text_first
+               for r in recs)
+    prompts = {tuple(b["prompt"]) for b in bodies}  # type: ignore[arg-type]
+    assert len(bodies) == 2 and len(prompts) == 2  # two different prompts
+    assert all(len(b["prompt"]) == 7 and b["max_tokens"] == 4 for b in bodies)  # type: ignore[arg-type]
+    assert sorted(str(b.get("priority")) for b in bodies) == ["10", "None"]

@@ -8,7 +8,11 @@ a GIL with it: ``python -m tests.perf.sse_server --first 0.1 --inter 0.03`` prin
 vLLM's ``vllm:request_queue_time_seconds``), then ``first_s`` before the first token, then
 ``inter_s`` before each further token (with ``"modalities": [..., "audio"]`` each chunk also
 carries 80 ms of 24 kHz 16-bit PCM in ``delta.audio.data``); ``GET /v1/models`` answers; after
-``fail_after`` completions every request gets HTTP 500.
+``fail_after`` completions every request gets HTTP 500. ``POST /v1/completions`` (token-id
+prompts) streams the same way, one chunk per token with empty text like vLLM without a
+tokenizer, ``max_tokens`` tokens. With ``frontend_s`` the server also reports a prefill time
+(``vllm:request_prefill_time_seconds``) of ``first_s - frontend_s``, as if that much of the first
+token's delay were spent outside the engine.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ class Delays:
     queue_s: float = 0.0
     report_queue: bool = True
     fail_after: int | None = None
+    frontend_s: float | None = None
 
 
 class FakeServer:
@@ -46,6 +51,7 @@ class FakeServer:
         self.completed = 0
         self.queue_sum = 0.0
         self.queue_count = 0
+        self.prompts: list[str] = []
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.base_events.Server | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -96,9 +102,16 @@ class FakeServer:
                         name = "vllm:request_queue_time_seconds"
                         text = (f"{name}_sum{{model_name=\"fake\"}} {self.queue_sum}\n"
                                 f"{name}_count{{model_name=\"fake\"}} {self.queue_count}\n")
+                        if self.delays.frontend_s is not None:
+                            pf = "vllm:request_prefill_time_seconds"
+                            per = self.delays.first_s - self.delays.frontend_s
+                            text += (f"{pf}_sum{{model_name=\"fake\"}} {per * self.queue_count}\n"
+                                     f"{pf}_count{{model_name=\"fake\"}} {self.queue_count}\n")
                         await self._send(writer, 200, "text/plain", text)
-                elif method == "POST" and path == "/v1/chat/completions":
+                elif method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
                     await self._complete(writer, json.loads(body or b"{}"))
+                elif method == "GET" and path == "/seen":
+                    await self._send(writer, 200, "application/json", json.dumps(self.prompts))
                 else:
                     await self._send(writer, 404, "text/plain", "not found")
         except (asyncio.IncompleteReadError, ConnectionError, ValueError):
@@ -127,18 +140,31 @@ class FakeServer:
         await asyncio.sleep(d.queue_s)
         self.queue_sum += d.queue_s
         self.queue_count += 1
-        prompt = len(str(req.get("messages", [{}])[0].get("content", "")).split())  # type: ignore[index, union-attr]
+        completions = "prompt" in req
+        if completions:
+            ids = list(req["prompt"])  # type: ignore[call-overload]
+            prompt, tokens = len(ids), int(req.get("max_tokens", d.tokens))  # type: ignore[call-overload]
+            self.prompts.append(",".join(map(str, ids)))
+        else:
+            content = str(req.get("messages", [{}])[0].get("content", ""))  # type: ignore[index, union-attr]
+            prompt, tokens = len(content.split()), d.tokens
+            self.prompts.append(content)
         loop = asyncio.get_running_loop()
         start = loop.time()
-        for i in range(d.tokens):
+        for i in range(tokens):
             # emit on an absolute schedule so per-chunk processing time does not accumulate
             await asyncio.sleep(max(0.0, start + d.first_s + i * d.inter_s - loop.time()))
-            delta: dict[str, object] = {"content": f"t{i}"}
-            if "audio" in req.get("modalities", []):  # type: ignore[operator]
-                delta["audio"] = {"data": AUDIO_CHUNK}
-            chunk = {"choices": [{"index": 0, "delta": delta}]}
+            if completions:
+                choice: dict[str, object] = {"index": 0, "text": "",
+                                             "finish_reason": "length" if i == tokens - 1 else None}
+            else:
+                delta: dict[str, object] = {"content": f"t{i}"}
+                if "audio" in req.get("modalities", []):  # type: ignore[operator]
+                    delta["audio"] = {"data": AUDIO_CHUNK}
+                choice = {"index": 0, "delta": delta}
+            chunk = {"choices": [choice]}
             await self._chunk(writer, f"data: {json.dumps(chunk)}\n\n".encode())
-        usage = {"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": d.tokens}}
+        usage = {"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": tokens}}
         await self._chunk(writer, f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
         await self._chunk(writer, b"")
         self.completed += 1
@@ -149,6 +175,8 @@ def serve_in_subprocess(delays: Delays) -> Iterator[str]:
     """Start the server in a child process; yields its base URL."""
     args = [sys.executable, "-m", "tests.perf.sse_server", "--first", str(delays.first_s),
             "--inter", str(delays.inter_s), "--tokens", str(delays.tokens), "--queue", str(delays.queue_s)]
+    if delays.frontend_s is not None:
+        args += ["--frontend", str(delays.frontend_s)]
     if not delays.report_queue:
         args.append("--no-metrics")
     if delays.fail_after is not None:
@@ -174,8 +202,10 @@ def main() -> None:
     ap.add_argument("--queue", type=float, default=0.0)
     ap.add_argument("--no-metrics", action="store_true")
     ap.add_argument("--fail-after", type=int, default=None)
+    ap.add_argument("--frontend", type=float, default=None)
     a = ap.parse_args()
-    server = FakeServer(Delays(a.first, a.inter, a.tokens, a.queue, not a.no_metrics, a.fail_after))
+    server = FakeServer(
+        Delays(a.first, a.inter, a.tokens, a.queue, not a.no_metrics, a.fail_after, a.frontend))
 
     async def run() -> None:
         await server._start()

@@ -127,3 +127,65 @@ def test_every_catalog_model_has_a_capacity_on_every_gpu(specs: dict[str, ModelS
                 assert isinstance(exc, InfeasibleConfig), (spec.name, gpu.name, exc)
                 continue
             assert cols and all(c.requests_per_s > 0 for c in cols.values()), (spec.name, gpu.name)
+
+
+def test_video_frames_are_resized_within_each_models_bounds(specs: dict[str, ModelSpec]) -> None:
+    """Qwen's smart_resize: sides multiples of patch x merge, the area inside the catalog's
+    per-frame bounds (and, for Qwen3-VL, inside its budget over all frames)."""
+    from omniplane.perf.capacity import resized_frame
+
+    q3o = specs["qwen3-omni"].component("video_encoder")
+    q25o = specs["qwen2.5-omni"].component("vision_encoder")
+    q25vl = specs["qwen2.5-vl"].component("vision_encoder")
+    q3vl = specs["qwen3-vl"].component("vision_encoder")
+    for comp, side, cap in ((q3o, 32, 768 * 32 * 32), (q25o, 28, 768 * 28 * 28)):
+        px = resized_frame(comp, 1920, 1080, 32)
+        assert px <= cap and px > 0.8 * cap  # scaled down to (just under) the bound
+        rounded = round(480 / side) * side * round(854 / side) * side
+        assert resized_frame(comp, 854, 480, 32) == pytest.approx(rounded)
+        assert resized_frame(comp, 64, 64, 32) >= comp.size.frame_min_pixels  # scaled up
+    assert resized_frame(q25vl, 1920, 1080, 32) == 1092 * 1932  # no bound binds: rounded to 28 px
+    budget = q3vl.size.video_max_pixels
+    assert resized_frame(q3vl, 1920, 1080, 32) <= budget / 32
+    assert resized_frame(q3vl, 1920, 1080, 8) > resized_frame(q3vl, 1920, 1080, 32)  # fewer frames, larger
+
+
+def test_encoders_hand_off_what_their_llm_receives(specs: dict[str, ModelSpec], gpus: GPUCatalog) -> None:
+    """Embedding bytes per token = the LLM's hidden x the encoder's output streams x 2 B; the
+    cornserve runtime prices their hand-off, so Qwen3-VL's image encoder (4 x 5120 per token)
+    is slower than Qwen3-Omni's (4 x 2048) on the same images, and a runtime without the
+    factor prices them alike."""
+    q3vl, q3o = CostModel(specs["qwen3-vl"]), CostModel(specs["qwen3-omni"])
+    assert q3vl.shape("vision_encoder").output_bytes_per_token == 4 * 5120 * 2
+    assert q3o.shape("image_encoder").output_bytes_per_token == 4 * 2048 * 2
+    assert CostModel(specs["qwen2.5-vl"]).shape("vision_encoder").output_bytes_per_token == 3584 * 2
+    assert q3o.shape("thinker").output_bytes_per_token == 0.0
+    cfg = ExecutorConfig(gpus.get("A100-80GB"), 1, 32)
+    assert q3vl.runtime.encoder_s_per_output_mb > 0
+
+    def ratio(a: CostModel, b: CostModel) -> float:
+        return (a.encoder_time("vision_encoder", cfg, 32, 32 * 800)
+                / b.encoder_time("image_encoder", cfg, 32, 32 * 800))
+
+    no_handoff = q3vl.runtime.with_factors(encoder_s_per_output_mb=0.0)
+    plain = ratio(CostModel(specs["qwen3-vl"], runtime=no_handoff),
+                  CostModel(specs["qwen3-omni"], runtime=no_handoff))
+    assert ratio(q3vl, q3o) > plain * 1.1  # the extra 3 x 3072 values per token, handed off
+
+
+def test_table2_median_and_cells_within_30_percent(table2: dict[str, dict[str, float]]) -> None:
+    """All 21 cells: the median target of issue 13 (15%); 17 of 21 within 30% (docs/perf.md
+    names the four that miss and why)."""
+    rows = anchors()["cornfigurator_table2"]["rows"]
+    errs = [abs(table2[m][c] / v - 1) for m, row in rows.items() for c, v in row.items()]
+    assert len(errs) == 21 and statistics.median(errs) <= 0.15
+    assert sum(e <= 0.30 for e in errs) >= 17
+
+
+def test_frame_bounds_are_validated() -> None:
+    from pydantic import ValidationError
+
+    from omniplane.spec.component import Size
+
+    with pytest.raises(ValidationError, match=r"frame_min_pixels .* must be <= frame_max_pixels"):
+        Size(params=1e9, frame_min_pixels=1000, frame_max_pixels=10, source="assumption: test")

@@ -111,3 +111,61 @@ def test_steady_window_excludes_ramp_up_and_drain() -> None:
     recs = [RequestRecord(0, 0.0, 1.0), RequestRecord(0, 1.0, 2.0), RequestRecord(0, 2.0, 3.0),
             RequestRecord(1, 0.0, 1.5), RequestRecord(1, 1.5, 2.2), RequestRecord(1, 2.2, 2.6)]
     assert steady_window(recs) == (1.5, 2.6)  # all workers done once; first worker finished
+
+
+def test_token_id_prompts_are_distinct_per_request_and_reproducible() -> None:
+    spec = RequestSpec("p", 12, 3)
+    bodies = [spec.payload("m", i, "completions", vocab=2048, salt=5) for i in range(4)]
+    prompts = [tuple(b["prompt"]) for b in bodies]
+    assert len(set(prompts)) == 4 and all(len(p) == 12 and min(p) >= 3 and max(p) < 2048 for p in prompts)
+    assert spec.payload("m", 2, "completions", vocab=2048, salt=5)["prompt"] == list(prompts[2])
+    assert spec.payload("m", 2, "completions", vocab=2048, salt=6)["prompt"] != list(prompts[2])
+    chats = {spec.payload("m", i)["messages"][0]["content"] for i in range(4)}
+    assert len(chats) == 4  # a prefix cache cannot serve one request's prefill from another's
+
+
+def test_completions_api_with_engine_prefill_times_and_bursts() -> None:
+    import httpx
+
+    with serve_in_subprocess(Delays(0.2, 0.1, 6, 0.01, frontend_s=0.03)) as url:
+        specs = (RequestSpec("prefill-40", 40, 1, concurrency=(1,)),
+                 RequestSpec("decode", 16, 4, concurrency=(3,), burst=True))
+        run = ProfileRun(url, "fake", "llm", "cpu", 1, specs, requests_per_worker=2, api="completions",
+                         vocab=1000)
+        result = run_profile(run)
+        seen = httpx.get(f"{url}/seen").json()
+    assert result.error is None
+    prefill, burst = result.points
+    assert prefill.server_s["prefill"] == pytest.approx(0.17)
+    ttft = prefill.median("ttft")
+    assert ttft is not None and prefill.frontend_s == pytest.approx(ttft - 0.01 - 0.17)
+    assert prefill.frontend_s >= 0.03 - 0.005  # what the server spent outside its "engine"
+    assert burst.n_window == 6 and burst.concurrency == 3  # every request of every burst counts
+    assert burst.median("tpot") == pytest.approx(0.1, rel=0.25)
+    rows = {(r.op, r.batch): r for r in result.rows}
+    assert rows[("prefill", 1)].latency_ms == pytest.approx(170.0, rel=1e-6)  # the engine's, not TTFT
+    assert ("decode", 3) in rows and ("prefill", 3) not in rows  # a burst writes no prefill row
+    assert len(seen) == len(set(seen)) == 2 + 6
+
+
+def test_a_timed_point_lasts_its_window_after_every_worker_finished_one() -> None:
+    with serve_in_subprocess(Delays(0.05, 0.01, 3, 0.0)) as url:
+        spec = RequestSpec("cap", 8, 3, concurrency=(2,), sizes=((8, 3), (16, 2)), duration_s=0.6)
+        [point] = run_profile(ProfileRun(url, "m", "llm", "cpu", 1, (spec,), api="completions",
+                                         vocab=100)).points
+    assert point.window_s >= 0.5 and point.request_throughput > 0
+    assert point.n_total >= 2 * 0.6 / 0.08  # each worker kept sending for the whole window
+
+
+def test_request_specs_on_the_command_line() -> None:
+    import typer
+
+    from omniplane.cli.profile import _request
+
+    assert _request("short:128:64") == RequestSpec("short", 128, 64)
+    spec = _request("d:64:32@1,8,32:burst")
+    assert (spec.concurrency, spec.burst, spec.modalities) == ((1, 8, 32), True, ("text",))
+    assert _request("s:16:5:text+audio@2").modalities == ("text", "audio")
+    for bad in ("x:1", "x:a:3", "x:1:2@0", "x:1:2@a,b"):
+        with pytest.raises(typer.BadParameter):
+            _request(bad)

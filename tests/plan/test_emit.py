@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from omniplane.plan.emit import to_spec
 from omniplane.plan.options import PlannerOptions
+from omniplane.plan.pipeline import Planner, SimOracle
 from omniplane.plan.search import Search
 from omniplane.plan.select import selection_policy
 from omniplane.plan.show import render
@@ -30,9 +31,12 @@ def test_emitted_plans_are_valid(workload, gpus, k_c, k_s, weights, step) -> Non
     w = np.array(weights[: len(types)]) + 1e-3
     pb = base.with_budget(gpus).with_mix({t: float(x) for t, x in zip(types, w / w.sum(), strict=True)})
     tab = table(workload)
-    opts = PlannerOptions(k_c=k_c, k_s=k_s, routing_step=step, max_logical=6, mc_samples=32)
+    opts = PlannerOptions(k_c=k_c, k_s=k_s, routing_step=step, mc_samples=32, sim_requests=40,
+                          max_simulated=1, mc_tolerance=0.0)
     targets = conftest_targets(workload)
-    found = Search(pb, tab, FULL, opts, target_array(targets, types), 0.010, selection_policy("total")).run()
+    planner = Planner(pb, options=opts, table=tab, targets=targets)
+    found = Search(pb, tab, FULL, opts, target_array(targets, types), 0.010, selection_policy("total"),
+                   SimOracle(planner, FULL)).run()
     gpus_cat = load_gpus()
     emitted = 0
     for block in found.pool[:3]:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from omniplane.plan.costs import NodeCosts
-from omniplane.plan.flow import Expansion, raw_count, top_rate
+from omniplane.plan.flow import Candidates, Expansion, raw_count, top_rate
 from omniplane.plan.logical import Subplan, compose
 
 
@@ -31,6 +31,15 @@ def _chain_instance(costs: list[list[float]], tps: list[int]) -> tuple[FakeTable
     keys = tuple(frozenset([f"c{i}"]) for i in range(len(costs)))
     sp = Subplan(keys, (((tuple(range(len(keys))), 0),), ((tuple(range(len(keys))), 0),)), 1)
     return FakeTable(nodes), compose((sp,), 2)
+
+
+def _all(exp: Expansion, thr: float) -> Candidates:
+    opt, vec, top, cnt = exp.rows(thr)
+    return exp.elements(opt, vec, top, cnt, thr)
+
+
+def _one_option(table: FakeTable) -> list[np.ndarray]:
+    return [np.zeros(1, dtype=int) for _ in table.nodes]
 
 
 def _non_redundant(load: np.ndarray, tps: list[int], budget: int) -> dict[tuple[int, ...], float]:
@@ -55,11 +64,10 @@ def test_chain_is_exactly_the_non_redundant_plans_in_budget(nodes, budget, share
     table, lp = _chain_instance(costs, tps)
     pi = np.array([share, 1 - share])
     p = np.ones((1, 2, 1))
-    exp = Expansion(lp, table, p, pi, budget)  # type: ignore[arg-type]
-    got = {}
-    for cands in exp.candidates(lambda: 0.0):
-        for cnt, rate in zip(cands.cnt.tolist(), cands.rate.tolist(), strict=True):
-            got[tuple(cnt)] = rate
+    exp = Expansion(lp, table, p, pi, budget, _one_option(table))  # type: ignore[arg-type]
+    cands = _all(exp, 0.0)
+    got = {tuple(c): r for c, r in zip(cands.cnt.tolist(), cands.rate.tolist(), strict=True)}
+    assert len(got) == len(cands)  # each plan once
     load = np.array([c[0] * pi[0] + c[1] * pi[1] for c in costs])
     want = _non_redundant(load, tps, budget)
     assert set(got) == set(want)
@@ -71,10 +79,10 @@ def test_threshold_drops_exactly_the_plans_below_it() -> None:
     table, lp = _chain_instance([[0.2, 0.2], [0.05, 0.05]], [1, 1])
     pi = np.array([0.5, 0.5])
     p = np.ones((1, 2, 1))
-    every = [c for cs in Expansion(lp, table, p, pi, 8).candidates(lambda: 0.0) for c in cs.rate]  # type: ignore[arg-type]
+    exp = Expansion(lp, table, p, pi, 8, _one_option(table))  # type: ignore[arg-type]
+    every = _all(exp, 0.0).rate.tolist()
     cut = sorted(every)[len(every) // 2]
-    kept = [c for cs in Expansion(lp, table, p, pi, 8, threshold=cut).candidates(lambda: cut)  # type: ignore[arg-type]
-            for c in cs.rate]
+    kept = _all(exp, cut).rate.tolist()
     assert sorted(kept) == sorted(r for r in every if r >= cut)
 
 

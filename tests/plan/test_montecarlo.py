@@ -55,10 +55,9 @@ def test_latency_grows_with_load_and_stays_positive() -> None:
     model = tab.model
     nodes = (frozenset(["vision_encoder", "llm"]),)
     cands = _single(tab, nodes, [tab.node(nodes[0]).options.index((2, 64))])
-    # loads below this node's saturation (about 6 req/s with the issue-13 prices); beyond it the
-    # Monte Carlo latency is not monotonic in load (0.74 s at 6 req/s, 0.66 s at 20): reported
-    # for the planner's estimates (issue 14)
-    lams = [0.0, 1.0, 3.0, 6.0]
+    uniform = np.full(len(model.type_names), 1 / len(model.type_names))
+    capacity = 1 / float(cands.costs[0].s_full[cands.opt[0, 0]] @ uniform)  # the flow bound
+    lams = [f * capacity for f in (0.0, 0.2, 0.5, 0.8, 0.95)]  # the phase runs below it (alpha R_d)
     ti = model.type_names.index("ti2t")
     meds = []
     for lam in lams:

@@ -76,7 +76,8 @@ def test_commands_without_a_planner_get_the_planners_number() -> None:
     planner = Planner(make_problem(wl, gpu, 16), cost=cost)
     got, source = command_targets(None, wl, stored=None, gpu=gpu, gpus=16, cost=cost)
     assert got == planner.targets
-    assert 600 < got.targets_ms["ti2t"] < 1100 and got.targets_ms["tiva2a"] > 3000
+    # ti2t ~560 ms with the Table 2 follow-up's encoder prices and issue 14's Monte Carlo phase
+    assert 400 < got.targets_ms["ti2t"] < 1100 and got.targets_ms["tiva2a"] > 3000
     assert "isolated p25" in source and "has no slo" in source
 
 

@@ -47,6 +47,18 @@ def test_every_request_is_accounted_for_under_each_policy(testbed: SingleGPU) ->
         assert r.shared_tpot_ms["p50"] > 0
 
 
+def test_windowed_attainment_counts_only_completions_inside_the_window(testbed: SingleGPU) -> None:
+    """The paper's measure: met / completed within the window; a window ending before the
+    backlog clears completes fewer requests, and a window past the drain equals the drained
+    figure (every request completed, none failed)."""
+    short = testbed.run("vanilla", rate=2.0, long_fraction=0.3, n=40, seed=2, window_s=10.0)
+    long = testbed.run("vanilla", rate=2.0, long_fraction=0.3, n=40, seed=2, window_s=1e9)
+    assert short.completed_window < long.completed_window == long.arrived == 40
+    assert long.attainment_window == pytest.approx(long.attainment)
+    assert short.attainment == long.attainment  # the drained figure ignores the window
+    assert 0.0 <= short.attainment_window <= 1.0
+
+
 def test_horizon_records_its_control_loop(testbed: SingleGPU) -> None:
     r = testbed.run("horizon", rate=0.4, long_fraction=0.6, n=25, seed=1, record=True)
     caps = {row[4] for row in r.trace}
@@ -63,6 +75,7 @@ def test_sweep_json_has_the_documented_shape(testbed: SingleGPU) -> None:
     assert set(doc["policies"]) == {"horizon", "mps"}
     for p in doc["policies"].values():
         assert p["x"] == [0.2, 0.6] and len(p["attainment"]) == 2
+        assert len(p["attainment_window"]) == len(p["completed_window"]) == 2
         assert all(len(v) == 2 for v in p["p95_ms"].values())
     assert {r.long_fraction for r in results} == {0.2, 0.6} and {r.rate for r in results} == {0.35}
 

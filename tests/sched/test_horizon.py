@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from omniplane.policy import SeqInfo, StepContext, StepOutcome
-from omniplane.sched.horizon import HorizonServe
+from omniplane.sched.horizon import HorizonConfig, HorizonServe
+from omniplane.sched.temporal import RotationConfig
 from tests.sched.helpers import LADDER, PROFILES
 
 
@@ -22,13 +23,17 @@ def test_an_idle_stage_is_never_left_with_an_all_hidden_view() -> None:
     assert not {1, 2} <= d.hidden
 
 
-def test_a_running_stage_keeps_the_phase_filter() -> None:
-    pol = HorizonServe(PROFILES, LADDER)
-    waiting = [_info(1, "speech")]
-    pol.on_arrival(waiting[0], 0.0)
+def test_a_running_stage_keeps_the_phase_filter_only_when_hiding_always() -> None:
+    """A short-path phase with no short-path request waiting (one decodes): the work-conserving
+    rotation shows the long-path prefill, the unconditional variant hides it."""
     running = [SeqInfo(9, "text", 0.0, 10, 10, 10, 3)]
-    d = pol.decide(StepContext(0.0, 0, waiting, running, 0, 0.5, 142))
-    assert d.hidden == frozenset({1}) and d.order is None and d.sm_cap == LADDER.s_aggr
+    for conserve, hidden in ((True, frozenset()), (False, frozenset({1}))):
+        cfg = HorizonConfig(rotation=RotationConfig(conserve=conserve))
+        pol = HorizonServe(PROFILES, LADDER, cfg)
+        waiting = [_info(1, "speech")]
+        pol.on_arrival(waiting[0], 0.0)
+        d = pol.decide(StepContext(0.0, 0, waiting, running, 0, 0.5, 142))
+        assert d.hidden == hidden and d.order is None and d.sm_cap == LADDER.s_aggr
 
 
 def test_history_records_each_step_and_admission_clears_the_queue() -> None:

@@ -9,11 +9,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from omniplane.policy import FCFS, PathClass, StepContext
-from omniplane.sched.baselines import EDF
+from omniplane.sched.baselines import EDF, FixedSplit
 from omniplane.sched.factory import POLICIES
 from omniplane.sched.horizon import HorizonServe
 from omniplane.sched.ladder import LadderSpec, build_ladder, partition_rule
-from omniplane.sched.serving import horizon_config, policy_for_serving, serving_profiles
+from omniplane.sched.serving import NO_SLO_DEFAULT_S, horizon_config, policy_for_serving, serving_profiles
 
 S, L = PathClass.SHORT, PathClass.LONG
 CLASSES: dict[str, tuple[PathClass, float | None]] = {"text": (S, 0.4), "speech": (L, 8.0),
@@ -34,7 +34,12 @@ def test_flat_options_land_in_their_groups() -> None:
 
 def test_profiles_from_a_class_table() -> None:
     prof = serving_profiles(CLASSES, {})
-    assert prof["batch"].slo_s == math.inf and prof["speech"].slo_s == pytest.approx(8.0)
+    # a class without an SLO gets the most lenient one: it ages into protection, never starves
+    assert prof["batch"].slo_s == pytest.approx(8.0) and prof["speech"].slo_s == pytest.approx(8.0)
+    assert serving_profiles(CLASSES, {"default_slo_s": 20})["batch"].slo_s == 20.0
+    assert serving_profiles({"a": (S, None)}, {})["a"].slo_s == NO_SLO_DEFAULT_S
+    with pytest.raises(ValueError, match="default_slo_s"):
+        serving_profiles(CLASSES, {"default_slo_s": math.inf})
     assert prof["text"].path is S and prof["speech"].path is L
     # without a measured profile r_hat is the solo p95 the SLO was derived from (SLO / 5)
     assert prof["speech"].step_s == pytest.approx(8.0 / 5)
@@ -45,10 +50,14 @@ def test_every_factory_name_is_available_to_serving(name: str) -> None:
     lad = build_ladder(132, H200, LadderSpec(levels=(40, 56, 64)))
     policy, mode = policy_for_serving(name, CLASSES, 132, lad, {})
     assert mode in ("split", "timeslice", "mps")
-    kind = {"vanilla": FCFS, "fcfs": FCFS, "mps": FCFS, "edf": EDF, "edf-mps": EDF}.get(name, HorizonServe)
+    kind = {"vanilla": FCFS, "fcfs": FCFS, "mps": FCFS, "edf": EDF, "edf-mps": EDF,
+            "static-split": FixedSplit, "edf-split": FixedSplit}.get(name, HorizonServe)
     assert isinstance(policy, kind)
-    if isinstance(policy, EDF):  # a class without an SLO has no deadline: it goes last
-        assert policy.slo_s["batch"] == math.inf
+    if isinstance(policy, FixedSplit):  # the split is held at S_cap on every step
+        assert mode == "split" and policy.sm_cap == lad.s_cap
+        assert isinstance(policy.inner, EDF if name == "edf-split" else FCFS)
+    if isinstance(policy, EDF):  # a class without an SLO gets a finite default deadline
+        assert math.isfinite(policy.slo_s["batch"])
 
 
 def test_a_ladder_for_another_gpu_is_refused() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from omniplane.policy import PathClass
 from omniplane.sched.profiler import RequestSignals
@@ -89,11 +91,12 @@ def test_rotation_off_hides_nothing_but_the_cap() -> None:
 def test_timers_protect_waiting_requests_and_admission_forgets_them() -> None:
     ts = TemporalScheduler(RotationConfig())
     ts.add(_sig(1, PathClass.LONG, protect_at=5.0))
+    ts.add(_sig(2, PathClass.SHORT, protect_at=50.0))  # short-path work: the phase hides 1
     ts.refresh(4.9)
     assert not ts.is_protected(1) and ts.view().hidden == frozenset({1})
     ts.refresh(5.1)
     assert ts.is_protected(1) and ts.view().hidden == frozenset()
-    ts.admitted([1])
+    ts.admitted([1, 2])
     ts.finished(1)
     assert ts.waiting() == 0
 
@@ -113,3 +116,71 @@ def test_a_request_cannot_arrive_twice() -> None:
     ts.add(_sig(1, PathClass.SHORT))
     with pytest.raises(ValueError, match="twice"):
         ts.add(_sig(1, PathClass.SHORT))
+
+
+def test_one_short_request_alone_is_never_hidden_when_conserving() -> None:
+    """The issue's measurement: one short request, no long-path work. The unconditional
+    variant hides it in the 2 long-path steps of every 4; the work-conserving one never does."""
+    for conserve, expected in ((True, 0), (False, 6)):
+        ts = TemporalScheduler(RotationConfig(conserve=conserve))
+        ts.add(_sig(1, PathClass.SHORT))
+        assert sum(1 in ts.view().hidden for _ in range(12)) == expected
+
+
+def test_long_phase_without_visible_long_work_hides_no_short_prefill() -> None:
+    ts = TemporalScheduler(RotationConfig(long_cap=1))
+    ts.add(_sig(1, PathClass.LONG, deadline=5.0))
+    ts.admitted([1])  # the cap is full: the next long-path prefill is hidden by the cap
+    ts.add(_sig(2, PathClass.LONG, deadline=6.0))
+    ts.add(_sig(3, PathClass.SHORT))
+    views = [ts.view() for _ in range(4)]
+    assert [v.phase for v in views] == [PathClass.SHORT] * 2 + [PathClass.LONG] * 2
+    assert all(v.hidden == frozenset({2}) for v in views)  # short 3 is never hidden
+
+
+ops = st.lists(st.tuples(st.sampled_from(["add", "admit", "finish", "view", "protect"]),
+                         st.sampled_from([PathClass.SHORT, PathClass.LONG]), st.booleans(),
+                         st.integers(0, 30)), min_size=1, max_size=80)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=ops, long_cap=st.integers(1, 3))
+def test_rotation_hides_only_while_the_phase_has_visible_work(
+        ops: list[tuple[str, PathClass, bool, int]], long_cap: int) -> None:
+    """Work conservation as a property: in every view, a non-phase ordinary prefill is hidden by
+    rotation only while a waiting request of the phase's path is visible; with nothing hidden
+    by rotation, only the long-path cap hides (and then only ordinary long-path requests)."""
+    ts = TemporalScheduler(RotationConfig(long_cap=long_cap))
+    path: dict[int, PathClass] = {}
+    waiting: set[int] = set()
+    nxt = 0
+    for op, p, protected, k in ops:
+        if op == "add":
+            ts.add(_sig(nxt, p, deadline=float(k), protect_at=float(k) / 2, protected=protected))
+            path[nxt] = p
+            waiting.add(nxt)
+            nxt += 1
+        elif op == "admit" and waiting:
+            rid = sorted(waiting)[k % len(waiting)]
+            ts.admitted([rid])
+            waiting.discard(rid)
+        elif op == "finish" and path:
+            rid = sorted(path)[k % len(path)]
+            ts.finished(rid)
+            waiting.discard(rid)
+            del path[rid]
+        elif op == "protect":
+            ts.refresh(float(k))
+        else:
+            view = ts.view()
+            visible = waiting - view.hidden
+            other = PathClass.LONG if view.phase is PathClass.SHORT else PathClass.SHORT
+            by_rotation = {r for r in view.hidden if path[r] is other}
+            if view.phase is PathClass.LONG:
+                if by_rotation:
+                    assert any(path[r] is PathClass.LONG for r in visible)
+            else:
+                rotation_hid = len(view.hidden) > view.capped
+                if rotation_hid:
+                    assert any(path[r] is PathClass.SHORT for r in visible)
+            assert all(not ts.is_protected(r) for r in view.hidden)

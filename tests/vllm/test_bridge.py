@@ -89,6 +89,20 @@ def test_hidden_and_ordered_translate_rids_to_requests() -> None:
     assert b.hidden_requests(d, reqs) == [reqs[1], reqs[3]]
     assert b.ordered(d, [reqs[0], reqs[2], reqs[1]]) == [reqs[2], reqs[0], reqs[1]]
     assert b.ordered(StepDecision(), reqs) is None
+    stranger = FakeRequest("x")  # not tracked: never hidden, ordered last, no KeyError
+    assert b.hidden_requests(d, [*reqs, stranger]) == [reqs[1], reqs[3]]
+    assert b.ordered(d, [stranger, reqs[2]]) == [reqs[2], stranger] and b.policy_errors == 0
+
+
+def test_reconcile_finishes_what_the_scheduler_no_longer_holds() -> None:
+    policy = Recording()
+    b = PolicyBridge(policy, load_settings(), clock=Clock())
+    reqs = {str(i): FakeRequest(str(i)) for i in range(3)}
+    for r in reqs.values():
+        b.admit(r)
+    del reqs["1"]
+    assert b.reconcile(reqs, 5.0) == 1 and policy.finishes == {1: 1}
+    assert b.reconcile(reqs, 6.0) == 0 and set(b.by_id) == {"0", "2"}
 
 
 def test_policy_failures_fall_back_or_raise() -> None:

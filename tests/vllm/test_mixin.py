@@ -77,9 +77,33 @@ def test_horizon_policy_hides_the_other_path_in_the_scheduler() -> None:
     assert set(out.num_scheduled_tokens) == {"2", "3"}
     assert [r.request_id for r in s.waiting] == ["0", "1"]
     s.update_from_output(out, None)
-    # only hidden audio waits and nothing runs: the policy re-polls its rotation into a
-    # long-path phase rather than idle the stage, so the audio requests run next
+    # only audio waits: the short-path phase has no short-path work to protect, so the
+    # work-conserving rotation shows the audio requests, which run next
     out = s.schedule()
     assert set(out.num_scheduled_tokens) == {"0", "1"}
     s.update_from_output(out, None)
     assert not s.waiting and not s.requests
+
+
+def test_a_request_gone_without_a_finish_report_is_reconciled() -> None:
+    """A finish vLLM never reported (the request left ``requests``) is reported at the next
+    step, so the policy's state (the long-path cap's occupancy) does not keep it for good."""
+    s = make(policy="import:tests.vllm.policies:Recording")
+    for i in range(3):
+        s.add_request(FakeRequest(str(i)))
+    del s.requests["1"]  # gone, no finish_requests / finished_req_ids
+    s.waiting.remove(next(r for r in s.waiting if r.request_id == "1"))
+    s.schedule()
+    assert s.omniplane.bridge.policy.finishes == {1: 1} and "1" not in s.omniplane.bridge.by_id
+
+
+def test_horizon_without_a_configured_ladder_refuses_to_throttle(caplog: pytest.LogCaptureFixture) -> None:
+    """The default ladder tops out near the whole GPU (the paper's unsafe regime): without
+    ladder.s_max / levels the policy runs without SM throttling and says so."""
+    with caplog.at_level("WARNING"):
+        s = make(policy="horizon", total_sms=132)
+    policy = s.omniplane.bridge.policy
+    assert not policy.config.spatial.throttle and "will not throttle" in caplog.text
+    safe = make(policy="horizon", total_sms=132, ladder={"s_min": 40, "s_max": 64})
+    assert safe.omniplane.bridge.policy.config.spatial.throttle
+    assert safe.omniplane.bridge.policy.spatial.ladder.s_cap == 64

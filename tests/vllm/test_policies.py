@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -51,12 +50,13 @@ def test_horizon_takes_paths_and_slos_from_the_settings() -> None:
     p = horizon()
     prof = p.profiler.profiles
     assert {c: (q.path, q.slo_s) for c, q in prof.items()} == {
-        "text": (PathClass.SHORT, 0.5), "audio": (PathClass.LONG, 5.0), "image": (PathClass.LONG, math.inf)}
+        "text": (PathClass.SHORT, 0.5), "audio": (PathClass.LONG, 5.0), "image": (PathClass.LONG, 5.0)}
     # without a measured profile a waiting request's r_hat is the solo p95 behind the SLO (SLO / 5)
     info = SeqInfo(0, "text", 10.0, 100, 0, 20, 0)
     assert p.profiler.r_hat(info) == pytest.approx(0.1)
     sig = p.profiler.annotate(SeqInfo(1, "image", 10.0, 100, 0, 20, 0), 10.0)
-    assert sig.deadline == math.inf and not sig.protected  # no SLO: no deadline
+    # no SLO: the table's most lenient deadline, so the class ages into protection
+    assert sig.deadline == pytest.approx(15.0) and not sig.protected
     assert p.spatial.ladder.levels == (40, 56, 64) and p.spatial.ladder.s_aggr == 132
 
 
@@ -75,8 +75,9 @@ def test_every_factory_name_is_a_vllm_policy(name: str) -> None:
     for r in reqs:
         p.on_arrival(r, r.arrival)
     d = p.decide(ctx(1, reqs))
-    if name in ("edf", "edf-mps"):  # deadlines 1.5 (text), 5.5 (audio); image has none: last
-        assert d.order == (2, 1, 0)
+    if name in ("edf", "edf-mps", "edf-split"):
+        # deadlines 1.5 (text), 5.5 (audio); image has no SLO: the most lenient one, 0 + 5.0
+        assert d.order == (2, 0, 1)
     if name in ("vanilla", "fcfs", "mps"):
         assert d == StepDecision()
 

@@ -14,6 +14,7 @@ from omniplane.cli import (
     catalog,
     deploy,
     experiment,
+    fidelity,
     perf,
     perf_query,
     plan,
@@ -78,6 +79,7 @@ app.command("calibrate")(calibrate.calibrate)
 app.command("deploy")(deploy.deploy)
 app.command("loadgen")(deploy.loadgen)
 app.command("rehearse")(deploy.rehearse)
+app.command("fidelity")(fidelity.fidelity)
 
 
 def main() -> None:

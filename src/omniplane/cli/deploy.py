@@ -37,7 +37,7 @@ from omniplane.spec import (
 )
 
 APIS = ("typed", "chat")
-ENGINES = ("emulated", "vllm-omni")  # omniplane.deploy.engines.ENGINES (imported lazily)
+ENGINES = ("emulated", "vllm-omni", "vllm")  # omniplane.deploy.engines.ENGINES (imported lazily)
 
 
 PlanArg = Annotated[Path, opt.argument("Plan file (kind: plan).", opt.InputPath(), "PLAN")]
@@ -64,6 +64,9 @@ ApiKeyOpt = Annotated[str | None, typer.Option(
 
 def _installed(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
+EngineModelOpt = Annotated[str, typer.Option(
+    "--engine-model", metavar="PATH_OR_ID",
+    help="vllm: the weights to serve (default: the tiny test fixture).")]
 
 
 def _need_ray() -> None:
@@ -83,6 +86,7 @@ def deploy(
     plan_file: PlanArg,
     engine: Annotated[str, opt.choice_opt("--engine", help="Stage engine.", choices=ENGINES,
                                           what="engine")] = "emulated",
+    engine_model: EngineModelOpt = "",
     address: Annotated[
         str | None,
         typer.Option("--address", metavar="ADDRESS",
@@ -133,6 +137,8 @@ def deploy(
     if dashboard_host is not None and not is_loopback(dashboard_host):
         notice(f"warning: Ray's dashboard on {dashboard_host} has no authentication: anyone who reaches "
                "it can run jobs on this cluster")
+    if engine == "vllm" and time_scale != 1.0:
+        fail(f"--time-scale {time_scale:g}: --engine vllm runs in real time, so the scale must be 1")
     if engine == "vllm-omni" and not dry_run and address is None and not _installed("vllm_omni"):
         # a local cluster's replicas import vllm_omni from this environment: refuse before Ray
         # starts (a remote cluster's replicas may have it where this shell does not)
@@ -189,7 +195,7 @@ def deploy(
     _serve_forever(
         plan,
         DeployOptions(engine=engine, time_scale=time_scale, max_in_flight=max_in_flight,
-                      config_dir=str(Path(config_dir).resolve()), guard=guard),
+                      config_dir=str(Path(config_dir).resolve()), guard=guard, engine_model=engine_model),
         address, host, port, dashboard_host, summary, json_out,
     )
 
@@ -366,7 +372,13 @@ def rehearse(
         help="Workload spec: catalog name or YAML file (default: the plan's).")] = None,
     rate: RateOpt = None,
     seed: SeedOpt = None,
-    time_scale: ScaleOpt = 10.0,
+    time_scale: Annotated[float | None, opt.float_opt(
+        "--time-scale", help="Emulated engine: wall seconds per model second (default 10; vllm: 1).",
+        lo=0.001, hi=1e4)] = None,
+    engine: Annotated[str, opt.choice_opt(
+        "--engine", help="Stage engine (vllm: real vLLM engines).", choices=("emulated", "vllm"),
+        what="engine")] = "emulated",
+    engine_model: EngineModelOpt = "",
     kill_replica: Annotated[
         str | None,
         typer.Option("--kill-replica", metavar="NODE",
@@ -384,12 +396,16 @@ def rehearse(
     out: Annotated[Path | None, opt.out_opt("--out", help="Also write the JSON document here.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Deploy on a local Ray cluster (emulated engine), replay a workload, compare with the simulator.
+    """Deploy on a local Ray cluster, replay a workload (optionally killing a replica mid-run);
+    with the emulated engine, compare with the simulator.
 
     Defaults come from the plan file: its workload, type mix and offered rate, and its latency
     targets (``slo``), as for ``sim run``."""
     from omniplane.spec import plan_load
 
+    if engine == "vllm" and time_scale not in (None, 1.0):
+        fail(f"--time-scale {time_scale:g}: --engine vllm runs in real time, so the scale must be 1")
+    scale = time_scale if time_scale is not None else (10.0 if engine == "emulated" else 1.0)
     plan = _plan(plan_file)
     load = plan_load(plan, workload)
     wl = load.workload
@@ -405,7 +421,7 @@ def rehearse(
 
     cfg = RehearsalConfig(
         duration_s=duration,
-        time_scale=time_scale,
+        time_scale=scale,
         rate=rate if rate is not None else load.rate,
         mix=load.mix,
         seed=seed,
@@ -416,6 +432,8 @@ def rehearse(
         max_in_flight=max_in_flight,
         slo=slo_choice(slo, plan.model.type_names, legacy_solo_policy(slo_multiplier, slo_percentile),
                        LEGACY),
+        engine=engine,
+        engine_model=engine_model,
     )
     try:
         # Ray's driver prints its processes' warnings to sys.stdout; stdout is for our document
@@ -430,8 +448,9 @@ def rehearse(
     if json_out:
         print_json(result)
         return
+    sim = result["goodput_simulated"]
     console.print(
         f"sent {result['sent']}, completed {result['completed']}, failed {result['failed']}, "
         f"lost {result['lost']}; goodput measured {result['goodput_measured']:.3f} req/s, "
-        f"simulated {result['goodput_simulated']:.3f} req/s"
+        + (f"simulated {sim:.3f} req/s" if sim is not None else "not simulated (real engine)")
     )

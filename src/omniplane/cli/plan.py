@@ -31,6 +31,7 @@ from omniplane.spec import (
 )
 
 MIX_TOLERANCE = 1e-6  # as a workload spec's mix (omniplane.spec.workload)
+MAX_TIME_BUDGET_S = 86_400.0  # --time-budget: a day, an assumption far beyond any planning run
 
 app = new_app("Plan a deployment (Cornfigurator); `plan show PLAN` draws a plan file.",
               invoke_without_command=True, no_args_is_help=False)
@@ -50,39 +51,40 @@ def _workload(model_name: str, ref: str | None) -> Path:
     fail(f"--workload: no catalog workload for model {model_name!r} has a type mix; give --workload FILE")
 
 
-def parse_mix(text: str, types: list[str], normalize: bool = False) -> dict[str, float]:
-    """``--mix t2t=0.5,ti2t=0.5``: the same rule as a spec file's ``mix`` (fractions >= 0 that
-    sum to 1; types not named get 0), or, with ``normalize``, any non-negative weights scaled to
-    sum to 1 (said on stderr)."""
+def parse_mix(text: str, types: list[str], normalize: bool = False,
+              option: str = "--mix") -> dict[str, float]:
+    """``--mix t2t=0.5,ti2t=0.5`` (or ``option``, e.g. ``--replan-mix``): the same rule as a spec
+    file's ``mix`` (fractions >= 0 that sum to 1; types not named get 0), or, with ``normalize``,
+    any non-negative weights scaled to sum to 1 (said on stderr)."""
     out: dict[str, float] = {}
     for item in filter(None, (x.strip() for x in text.split(","))):
         name, sep, value = (p.strip() for p in item.partition("="))
         if not sep:
-            fail(f"--mix: item {item!r} must be TYPE=FRACTION (types: {', '.join(types)})")
+            fail(f"{option}: item {item!r} must be TYPE=FRACTION (types: {', '.join(types)})")
         if name not in types:
-            fail(f"--mix: {unknown_name('request type', name, types)}")
+            fail(f"{option}: {unknown_name('request type', name, types)}")
         if name in out:
-            fail(f"--mix: type {name!r} given twice")
+            fail(f"{option}: type {name!r} given twice")
         try:
             out[name] = opt.Number(0, opt.MAX_MIX_WEIGHT)(value)
         except typer.BadParameter as exc:
-            fail(f"--mix: {name}: {exc.message}")
+            fail(f"{option}: {name}: {exc.message}")
     total = sum(out.values())
     if not out or total <= 0:
-        fail("--mix: give at least one type with a positive fraction, e.g. "
+        fail(f"{option}: give at least one type with a positive fraction, e.g. "
              f"{types[0]}=1")
     if normalize:
         scaled = {t: v / total for t, v in out.items()}
         if abs(total - 1.0) > MIX_TOLERANCE:
-            notice(f"--mix normalised (the fractions summed to {total:g}): "
+            notice(f"{option} normalised (the fractions summed to {total:g}): "
                    + ", ".join(f"{t}={v:.4g}" for t, v in scaled.items()))
         out = scaled
     elif abs(total - 1.0) > MIX_TOLERANCE:
-        fail(f"--mix: the fractions sum to {total:g}, not 1 (as a workload's mix must); fix them or "
+        fail(f"{option}: the fractions sum to {total:g}, not 1 (as a workload's mix must); fix them or "
              "add --normalize to scale them to 1")
     missing = [t for t in types if t not in out]
     if missing:
-        notice(f"--mix: no traffic of type(s) {', '.join(missing)} (not in --mix)")
+        notice(f"{option}: no traffic of type(s) {', '.join(missing)} (not in {option})")
     return {t: out.get(t, 0.0) for t in types}
 
 
@@ -140,10 +142,19 @@ def plan(
     routing: Annotated[str, opt.choice_opt(
         "--routing", help="Routing search (lp: not implemented; docs/plan.md).", choices=("grid", "lp"),
         what="routing mode")] = "grid",
-    max_logical: Annotated[int, opt.int_opt("--max-logical", help="Logical plans expanded at most.",
-                                            lo=1, hi=100_000)] = 150,
-    max_simulated: Annotated[int, opt.int_opt("--max-simulated", help="Plans simulated at most.",
-                                              lo=1, hi=1000)] = 12,
+    time_budget: Annotated[float | None, opt.float_opt(
+        "--time-budget", help="Seconds the search of each plan space may take (default: none); when it "
+                              "binds the output lists what it cut.", lo=0, hi=MAX_TIME_BUDGET_S,
+        lo_open=True, metavar="S")] = None,
+    max_simulated: Annotated[int | None, opt.int_opt(
+        "--max-simulated", help="Plans simulated at most (default: every survivor; a cut when it binds).",
+        lo=1, hi=100_000)] = None,
+    mc_tolerance: Annotated[float, opt.float_opt(
+        "--mc-tolerance", help="Keep plans within this fraction of the best estimate (docs/plan.md, "
+                               "\"Search\").", lo=0, hi=1, hi_open=True)] = 0.03,
+    compose_compound: Annotated[bool, typer.Option(help="Also compose compound subplans side by side "
+                                                        "(the paper's full k_s space; slower).")] = False,
+    explain: Annotated[bool, typer.Option(help="Print, per phase, what each rule dropped.")] = False,
     sim_requests: Annotated[int, opt.int_opt("--sim-requests", help="Requests per simulation.",
                                              lo=10, hi=opt.MAX_REQUESTS)] = 1200,
     mc_samples: Annotated[int, opt.int_opt("--mc-samples", help="Requests sampled per type for Monte "
@@ -152,6 +163,9 @@ def plan(
     replan_gpus: Annotated[int | None, opt.int_opt(
         "--replan-gpus", help="Then re-plan for this budget from the same profile and report the time.",
         lo=1, hi=opt.MAX_GPUS, why=opt.GPUS_WHY)] = None,
+    replan_mix: Annotated[str | None, typer.Option(
+        metavar="TYPE=FRACTION,...", help="Then re-plan for this type mix (e.g. ti2t=0.5,ti2a=0.5) from "
+                                          "the same profile; the rule of --mix (and --normalize).")] = None,
     json_out: Annotated[bool, opt.json_opt()] = False,
 ) -> None:
     """Plan a deployment: enumerate, flow bound, Monte Carlo, simulate, select."""
@@ -159,8 +173,8 @@ def plan(
         return
     if model is None or gpus is None:
         fail("give --model and --gpus (or use `omniplane plan show PLAN`); see omniplane plan --help")
-    if normalize and mix is None:
-        fail("--normalize scales --mix; give --mix too")
+    if normalize and mix is None and replan_mix is None:
+        fail("--normalize scales --mix (or --replan-mix); give it too")
     from omniplane.plan.compare import compare, to_json
     from omniplane.plan.options import PlannerOptions
     from omniplane.plan.pipeline import Planner
@@ -172,10 +186,13 @@ def plan(
     if wl.model.name != m.name:
         fail(f"--workload {workload!r} is for model {wl.model.name!r}, not {m.name!r}")
     mix_given = parse_mix(mix, m.type_names, normalize) if mix else None
+    replan_mix_given = (parse_mix(replan_mix, m.type_names, normalize, "--replan-mix") if replan_mix
+                        else None)
     try:
         options = PlannerOptions(k_c=k_c, k_s=k_s, routing_step=routing_step, routing=routing,  # type: ignore[arg-type]
-                                 alpha=alpha, mc_samples=mc_samples, sim_requests=sim_requests,
-                                 max_simulated=max_simulated, max_logical=max_logical, seed=seed)
+                                 alpha=alpha, mc_samples=mc_samples, mc_tolerance=mc_tolerance,
+                                 sim_requests=sim_requests, max_simulated=max_simulated,
+                                 time_budget_s=time_budget, compose_compound=compose_compound, seed=seed)
     except ValueError as exc:
         fail(f"--routing: {exc}" if routing == "lp" else str(exc))
     legacy = legacy_plan_policy(wl.spec.slo, slo_policy, slo_percentile, slo_multiplier)
@@ -198,11 +215,20 @@ def plan(
         doc = to_json(cmp)
         meta = doc["plan"]["meta"]
         meta["profile_seconds"] = profile_s
+        replans: list[dict[str, Any]] = []
         if replan_gpus is not None:
+            replans.append({"gpus": replan_gpus})
+        if replan_mix_given is not None:
+            replans.append({"mix": replan_mix_given})
+        for change in replans:
             t1 = time.perf_counter()
-            again = planner.replan(gpus=replan_gpus)
-            meta["replan"] = {"gpus": replan_gpus, "seconds": time.perf_counter() - t1,
-                              "goodput_total": again.total, "profile_reused": True}
+            again = planner.replan(**change)
+            meta.setdefault("replan", []).append({
+                **change, "seconds": time.perf_counter() - t1, "goodput_total": again.total,
+                "plan": _one_line(again.best.spec) if again.best else None,
+                "counts": again.counts.to_json(), "cuts": again.cuts, "profile_reused": True})
+        if replans:
+            doc["replan"] = meta["replan"]
         plan_spec = cmp.planner.spec.model_copy(update={"meta": meta})
         if out is not None and plan_spec.prediction is not None:  # the workload, relative to the plan file
             ref = workload_ref(wl, out.parent.absolute())
@@ -218,12 +244,15 @@ def plan(
         files.commit()
     written = [figures / p.name for p in staged] if figures is not None else []
     if json_out:
+        if explain:
+            doc["explain"] = cmp.planner.result.ledger.to_json()
         print_json(doc)
         return
-    _print(cmp, plan_spec, meta, out, written)
+    _print(cmp, plan_spec, meta, out, written, doc, explain)
 
 
-def _print(cmp: Any, plan_spec: Any, meta: dict[str, Any], out: Path | None, written: list[Path]) -> None:
+def _print(cmp: Any, plan_spec: Any, meta: dict[str, Any], out: Path | None, written: list[Path],
+           doc: dict[str, Any], explain: bool) -> None:
     from omniplane.plan.show import render
 
     console.print(render(plan_spec), highlight=False)
@@ -240,27 +269,63 @@ def _print(cmp: Any, plan_spec: Any, meta: dict[str, Any], out: Path | None, wri
     table.add_row("planner / this", *["" if e is cmp.planner else
                                       (f"{cmp.planner.total / e.total:.2f}x" if e.total > 0 else "no plan")
                                       for e in cmp.entries])
+    err = doc["estimate_error"]
+    table.add_row("estimate error", *[_pct(e.result.best.error) if e.result.best else "-"
+                                      for e in cmp.entries])
     print_table(table)
-    phases = Table(title="phases")
+    phases = Table(title="search (counts: docs/plan.md, \"Counts\")")
     phases.add_column("phase")
-    phases.add_column("candidates", justify="right")
+    phases.add_column("plans", justify="right")
+    phases.add_column("what is counted")
     phases.add_column("seconds", justify="right")
-    for k, v in res.phases.items():
-        phases.add_row(k, f"{v.count:.3g}" if v.count > 1e6 else f"{int(v.count):,}", f"{v.seconds:.2f}")
+    counts, sec = res.counts, res.stats.seconds
+    rows = [("raw space", counts.raw_space, "the paper's physical plans for this input, by formula", None),
+            ("built", counts.built, "(config, routing) rows whose flow bound was computed + chain plans",
+             None),
+            ("flow", counts.flow, "non-redundant plans at or above the threshold", sec["flow"]),
+            ("Monte Carlo", counts.monte_carlo, "plans estimated by flow + Monte Carlo", sec["monte_carlo"]),
+            ("simulated", counts.simulated, "plans run through the simulator", sec["simulate"])]
+    for name, n, what, s in rows:
+        phases.add_row(name, f"{n:.3g}" if n >= 1e6 else f"{int(n):,}", what, "" if s is None else f"{s:.2f}")
     print_table(phases)
-    acc = res.accuracy()
+    st = res.stats
+    console.print(f"logical plans: {st.logical_total:,} in the space, {st.logical_expanded:,} expanded, "
+                  f"{st.logical_bounded:,} dropped by bound, {st.logical_infeasible:,} do not fit; search "
+                  f"stopped by {st.stopped}", highlight=False)
+    cuts = res.cuts
+    if cuts:
+        console.print("[bold yellow]cuts that changed what was explored:[/]")
+        for c in cuts:
+            console.print(f"  [{c['kind']}] {c['phase']}: {c['rule']}: {c['count']:.3g} {c['unit']}",
+                          highlight=False)
+    else:
+        console.print("no heuristic or budget cut changed what was explored", highlight=False)
+    if explain:
+        console.print(res.ledger.render(), highlight=False)
+    mean = err["mean_abs_total"]
     console.print(f"planning {res.seconds:.1f} s (profile and targets {meta['profile_seconds']:.1f} s); "
                   f"flow + Monte Carlo vs simulator, total goodput: mean abs. error "
-                  f"{acc.get('mean_abs_error', float('nan')):.1%} over {acc.get('plans', 0)} plans",
+                  f"{'-' if mean is None else f'{mean:.1%}'} over {len(err['plans'])} simulated plans",
                   highlight=False)
-    if "replan" in meta:
-        r = meta["replan"]
-        console.print(f"re-planned for {r['gpus']} GPUs from the same profile in {r['seconds']:.1f} s: "
+    for r in meta.get("replan", []):
+        what = f"{r['gpus']} GPUs" if "gpus" in r else \
+            "mix " + ", ".join(f"{t}={f:.2f}" for t, f in r["mix"].items())
+        console.print(f"re-planned for {what} from the same profile in {r['seconds']:.1f} s: "
                       f"{r['goodput_total']:.2f} req/s", highlight=False)
     if out is not None:
         console.print(f"plan written to {out}", highlight=False)
     for p in written:
         console.print(f"figure {p}", highlight=False)
+
+
+def _one_line(spec: Any) -> str:
+    from omniplane.plan.emit import describe
+
+    return describe(spec)
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.1%}"
 
 
 @app.command("show")

@@ -15,13 +15,26 @@ from omniplane.cli.progress import StderrProgress
 from omniplane.perf import ProfileSet
 from omniplane.perf.profiler import ProfilerError, ProfileRun, RequestSpec, run_profile
 
+MAX_CONCURRENCY = 4096  # --concurrency and a --request's @C levels: an assumption, far beyond one server
+
 
 def _request(text: Any) -> RequestSpec:
-    """``NAME:PROMPT_TOKENS:MAX_TOKENS[:MODALITY+MODALITY]``, e.g. ``short:128:64`` or
-    ``speech:128:64:text+audio``."""
+    """``NAME:PROMPT_TOKENS:MAX_TOKENS[:MODALITY+MODALITY][@C1,C2,...][:burst]``, e.g.
+    ``short:128:64``, ``speech:128:64:text+audio`` or ``d:64:64@1,8,32:burst`` (its own
+    concurrency sweep, sent as bursts)."""
     if isinstance(text, RequestSpec):
         return text
-    parts = str(text).split(":")
+    text = str(text)
+    burst = text.endswith(":burst")
+    body = text.removesuffix(":burst")
+    body, at, levels = body.partition("@")
+    conc: tuple[int, ...] = ()
+    if at:
+        try:
+            conc = tuple(opt.Integer(1, MAX_CONCURRENCY)(c) for c in levels.split(","))
+        except typer.BadParameter as exc:
+            raise typer.BadParameter(f"concurrency after '@' in {text!r}: {exc.message}") from None
+    parts = body.split(":")
     if len(parts) not in (3, 4):
         raise typer.BadParameter(f"expected NAME:PROMPT_TOKENS:MAX_TOKENS[:MODALITIES], got {text!r}")
     try:
@@ -31,7 +44,7 @@ def _request(text: Any) -> RequestSpec:
     if not (1 <= prompt <= 10_000_000 and 1 <= out <= 10_000_000):
         raise typer.BadParameter(f"prompt and max tokens must be from 1 to 10,000,000 in {text!r}")
     mods = tuple(parts[3].split("+")) if len(parts) == 4 else ("text",)
-    return RequestSpec(parts[0], prompt, out, mods)
+    return RequestSpec(parts[0], prompt, out, mods, concurrency=conc, burst=burst)
 
 
 def profile(
@@ -43,7 +56,8 @@ def profile(
     tp: Annotated[int, opt.tp_opt("GPUs of the executor")] = 1,
     request: Annotated[list[RequestSpec] | None, typer.Option(
         "--request", metavar="SPEC", parser=_request,
-        help="NAME:PROMPT_TOKENS:MAX_TOKENS[:MODALITIES]; repeatable (default: default:256:128).")] = None,
+        help="NAME:PROMPT_TOKENS:MAX_TOKENS[:MODALITIES][@C1,C2][:burst]; repeatable (default: "
+             "default:256:128).")] = None,
     concurrency: Annotated[str, typer.Option(metavar="N,N,...", help="Comma-separated concurrency sweep.")
                            ] = "1,2,4,8",
     requests_per_worker: Annotated[int, opt.int_opt("--requests-per-worker", help="Requests each worker "
@@ -52,6 +66,11 @@ def profile(
                                             hi=86_400, lo_open=True, metavar="SECONDS")] = 600.0,
     sample_rate: Annotated[int, opt.int_opt("--sample-rate", help="Sample rate of raw 16-bit PCM audio "
                                             "chunks.", lo=1000, hi=384_000)] = 24000,
+    api: Annotated[str, opt.choice_opt(
+        "--api", help="chat (/v1/chat/completions) or completions (/v1/completions, token-id prompts).",
+        choices=("chat", "completions"), what="API")] = "chat",
+    vocab: Annotated[int, opt.int_opt("--vocab", help="completions: the model's vocabulary size (0: unset).",
+                                      lo=0, hi=10_000_000)] = 0,
     out: Annotated[Path, opt.out_opt("--out", help="Profile table (CSV) to write.")] = Path("profile.csv"),
     summary: Annotated[Path | None, opt.out_opt("--summary", help="Also write all metrics as JSON here.")
                        ] = None,
@@ -60,12 +79,15 @@ def profile(
     """Sweep request types x concurrency against a live endpoint (steady-state window only) and
     write a profile table the cost model loads in place of the roofline."""
     try:
-        levels = tuple(opt.Integer(1, 4096)(c) for c in concurrency.split(","))
+        levels = tuple(opt.Integer(1, MAX_CONCURRENCY)(c) for c in concurrency.split(","))
     except typer.BadParameter as exc:
         fail(f"--concurrency: {exc.message}")
+    if api == "completions" and vocab < 1:
+        fail("--vocab: token-id prompts (--api completions) need the model's vocabulary size, e.g. "
+             "--vocab 151936")
     specs = tuple(request or [_request("default:256:128")])
     run = ProfileRun(url.rstrip("/"), model, component, gpu, tp, specs, levels, requests_per_worker, timeout,
-                     sample_rate)
+                     sample_rate, api, vocab)
     bar = StderrProgress("profile")
     seen = [0, -1]  # requests done, total (the profiler says the total with its first tick)
 

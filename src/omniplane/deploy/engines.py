@@ -4,6 +4,9 @@
                with real batching and queueing on CPU (the simulator's engines in real time).
 ``vllm-omni``  :class:`omniplane.deploy.vllm_omni.VllmOmniStage`: vLLM-Omni stage engines on the
                replica's GPUs, configured from the plan (imports ``vllm_omni`` when built).
+``vllm``       :class:`omniplane.deploy.vllm_engine.VllmStage`: one real vLLM engine (``AsyncLLM``)
+               per replica for nodes that host one LLM, e.g. the tiny fixture on vLLM's CPU build
+               (imports ``vllm`` when built).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from omniplane.deploy.clock import VirtualClock
 from omniplane.deploy.messages import OpenOrder, Released, StageEvent
 from omniplane.spec import ResolvedPlan
 
-ENGINES = ("emulated", "vllm-omni")
+ENGINES = ("emulated", "vllm-omni", "vllm")
 
 
 class StageEngine(Protocol):
@@ -37,6 +40,7 @@ def make_stage_engine(
     *,
     replica: str = "",
     config_dir: str = "",
+    engine_model: str = "",
 ) -> StageEngine:
     pnode = plan.spec.node(node)
     if name == "emulated":
@@ -57,4 +61,8 @@ def make_stage_engine(
         from omniplane.deploy.vllm_omni import VllmOmniStage
 
         return VllmOmniStage(plan, node, group, replica=replica, config_dir=config_dir)
+    if name == "vllm":
+        from omniplane.deploy.vllm_engine import VllmStage
+
+        return VllmStage(plan, node, group, clock, replica=replica, model=engine_model)
     raise ValueError(f"unknown engine {name!r} (expected one of: {', '.join(ENGINES)})")

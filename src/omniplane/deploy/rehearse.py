@@ -1,5 +1,7 @@
-"""Rehearse a plan: local Ray cluster, emulated engine, replay a workload, optionally kill a
-replica mid-run, compare with the simulator on the same requests, tear down.
+"""Rehearse a plan: local Ray cluster, a stage engine (emulated by default; ``vllm``: real vLLM
+engines of the tiny fixture), replay a workload, optionally kill a replica mid-run, compare with
+the simulator on the same requests (emulated engine only: the simulator prices the plan's GPU
+kind, not the host a real CPU engine runs on), tear down.
 
 ``lost`` counts requests that neither completed nor got an error the client could see (HTTP
 error status or an error in the stream); transport failures and unanswered requests are lost.
@@ -46,6 +48,8 @@ class RehearsalConfig:
     slo: SLOChoice | None = None  # --slo (default: the plan file's targets, else the workload's policy)
     drain_s: float = 30.0
     address: str | None = None  # an existing cluster instead of a local one
+    engine: str = "emulated"
+    engine_model: str = ""  # vllm: the weights (default: the tiny fixture's)
 
 
 def _warmup(plan: ResolvedPlan, url: str, scale: float) -> list[Record]:
@@ -94,14 +98,18 @@ def rehearse(plan: ResolvedPlan, workload: ResolvedWorkload, cfg: RehearsalConfi
     cost = CostModel(plan.model)
     targets, slo_source = rehearsal_targets(plan, workload, cfg, cost)
     slo = targets.seconds
-    sim = simulate(plan, requests, cost, slo_s=slo)
-    sim_latency = sim.requests.latency_by_rid()
+    sim: SimResult | None = None
+    sim_latency: dict[int, float | None] = {}
+    if cfg.engine == "emulated":
+        sim = simulate(plan, requests, cost, slo_s=slo)
+        sim_latency = sim.requests.latency_by_rid()
     url = f"http://{LOOPBACK}:{cfg.port}"
     t_start = time.monotonic()
     count = sum(g.count for n in plan.spec.nodes for g in n.executors)
     tell(f"starting a local Ray cluster and deploying {count} replicas (a minute or two) ...")
     with ray_cluster(cfg.address, port=cfg.port):
-        opts = deploy(plan, DeployOptions(time_scale=cfg.time_scale, max_in_flight=cfg.max_in_flight))
+        opts = deploy(plan, DeployOptions(engine=cfg.engine, time_scale=cfg.time_scale,
+                                          max_in_flight=cfg.max_in_flight, engine_model=cfg.engine_model))
         deploy_s = time.monotonic() - t_start
         wall = (max(r.arrival for r in requests) + cfg.drain_s) * cfg.time_scale
         tell(f"deployed in {deploy_s:.0f} s; replaying {len(requests)} requests (at most {wall:.0f} s) ...")
@@ -186,8 +194,8 @@ def _server_stats(url: str) -> dict[str, Any]:
         return {}
 
 
-def _sim_type(sim: SimResult, t: str) -> dict[str, Any]:
-    m = sim.per_type.get(t)
+def _sim_type(sim: SimResult | None, t: str) -> dict[str, Any]:
+    m = sim.per_type.get(t) if sim is not None else None
     if m is None:
         return {}
     return {
@@ -229,7 +237,7 @@ def _report(
     cfg: RehearsalConfig,
     requests: list[Request],
     records: list[Record],
-    sim: SimResult,
+    sim: SimResult | None,
     sim_latency: dict[int, float | None],
     targets: LatencyTargets,
     slo_source: str,
@@ -256,7 +264,7 @@ def _report(
             "simulated": _sim_type(sim, t),
             "slo_ms": slo[t] * 1e3,
         }
-    g_meas, g_sim = m["request_goodput"] or 0.0, sim.goodput
+    g_meas, g_sim = m["request_goodput"] or 0.0, (sim.goodput if sim is not None else None)
     extra["latency_gap_ms"] = _gaps(records, sim_latency)
     return {
         "sent": m["sent"],
@@ -266,9 +274,10 @@ def _report(
         "lost": m["lost"],
         "goodput_measured": g_meas,
         "goodput_simulated": g_sim,
-        "goodput_error": (g_meas - g_sim) / g_sim if g_sim > 0 else None,
+        "goodput_error": (g_meas - g_sim) / g_sim if g_sim else None,
         "attainment_measured": m["attainment"],
-        "attainment_simulated": sim.attainment,
+        "attainment_simulated": sim.attainment if sim is not None else None,
+        "engine": cfg.engine,
         "per_type": per_type,
         "plan": plan.spec.name,
         "nodes": {n.name: n.executor_count for n in plan.spec.nodes},

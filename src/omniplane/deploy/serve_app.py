@@ -45,6 +45,7 @@ class DeployOptions:
     seed: int = 0
     config_dir: str = ""  # vllm-omni: where the replicas read/write their stage configs
     guard: Guard = field(default_factory=Guard)  # API-key digests and request limits (deploy/auth.py)
+    engine_model: str = ""  # vllm: the weights each replica loads (default: the tiny fixture's)
 
     @property
     def clock(self) -> VirtualClock:
@@ -67,6 +68,7 @@ class NodeReplica:
             options.clock,
             replica=ctx.replica_id.unique_id,
             config_dir=options.config_dir,
+            engine_model=options.engine_model,
         )
 
     async def open(self, order: OpenOrder, affinity: str = "") -> AsyncIterator[StageEvent]:
@@ -206,14 +208,29 @@ class Ingress:
         return {"ingress": self.core.stats()}
 
 
+def replica_actor_options(engine: str, tp: int) -> dict[str, Any]:
+    """Ray resources (and environment) of one node replica: the emulated engine takes nothing;
+    vLLM-Omni takes its TP degree in GPUs; vLLM takes them when the cluster has GPUs and runs
+    its CPU build otherwise."""
+    if engine == "emulated":
+        return {"num_cpus": 0, "num_gpus": 0}
+    if engine == "vllm":
+        import ray
+
+        from omniplane.deploy.vllm_engine import REPLICA_ENV
+
+        gpus = tp if ray.cluster_resources().get("GPU", 0) > 0 else 0  # type: ignore[no-untyped-call]
+        return {"num_cpus": 0, "num_gpus": gpus, "runtime_env": {"env_vars": dict(REPLICA_ENV)}}
+    return {"num_cpus": 0, "num_gpus": tp}
+
+
 def build_app(plan: ResolvedPlan, options: DeployOptions) -> Any:
     """The Serve application of ``plan`` (bind it with ``serve.run``)."""
-    gpus_per_replica = options.engine != "emulated"
     nodes: dict[str, Any] = {}
     for node in plan.spec.nodes:
         for gi, group in enumerate(node.executors):
             name = deployment_name(node.name, gi)
-            actor = {"num_cpus": 0, "num_gpus": group.tp if gpus_per_replica else 0}
+            actor = replica_actor_options(options.engine, group.tp)
             nodes[name] = serve.deployment(
                 name=name,
                 num_replicas=group.count,

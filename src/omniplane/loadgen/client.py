@@ -1,5 +1,11 @@
-"""Replay requests against an omniplane ingress (or any OpenAI-compatible chat endpoint) with
+"""Replay requests against an omniplane ingress (or any OpenAI-compatible endpoint) with
 asyncio, open loop: each request is sent at its arrival time whatever the server is doing.
+
+APIs: ``typed`` (``/v1/omniplane/requests``, the ingress's own), ``chat``
+(``/v1/chat/completions``) and ``completions`` (``/v1/completions`` with a token-id prompt of the
+request's ``prompt_tokens`` and ``max_tokens`` = its ``output_tokens``, ``ignore_eos``: a plain
+vLLM server, e.g. the tiny fixture without a tokenizer; optional ``priority`` per type, which
+carries the request class to omniplane's scheduler class inside vLLM).
 
 Arrival times and measured latencies are in model seconds: wall time divided by the
 deployment's time scale (``GET /v1/omniplane/info`` tells it; 1 for a real deployment).
@@ -18,9 +24,11 @@ import httpx
 
 from omniplane.errors import InputError
 from omniplane.loadgen.metrics import COMPLETED, FAILED, LOST, SHED, Record
+from omniplane.perf.profiler.run import token_prompt
 from omniplane.workload import Request
 
-TYPED_PATH, CHAT_PATH = "/v1/omniplane/requests", "/v1/chat/completions"
+TYPED_PATH, CHAT_PATH, COMPLETIONS_PATH = "/v1/omniplane/requests", "/v1/chat/completions", "/v1/completions"
+APIS = ("typed", "chat", "completions")
 LEAD_S = 0.5  # wall seconds between setting up and the first arrival
 PART = {
     "image": {"type": "image_url", "image_url": {"url": "data:image/png;base64,"}},
@@ -40,6 +48,9 @@ class LoadOptions:
     inputs: dict[str, list[str]] | None = None  # chat API: type -> input modalities
     outputs: dict[str, str] | None = None  # chat API: type -> output modality
     api_key: str | None = field(default=None, repr=False)  # sent as Authorization: Bearer
+    component: str = ""  # completions API: the LLM whose prompt/output sizes make the request
+    vocab: int = 0  # completions API: vocabulary size for the token-id prompts
+    priorities: dict[str, int] | None = None  # completions API: type -> vLLM request priority
 
     @property
     def headers(self) -> dict[str, str]:
@@ -71,6 +82,20 @@ def fetch_info(url: str, timeout_s: float = 10.0, api_key: str | None = None) ->
 
 def _body(req: Request, opts: LoadOptions) -> tuple[str, dict[str, Any]]:
     rid = f"{opts.run_id}{req.id}"
+    if opts.api == "completions":
+        comp = opts.component or next(iter(req.work))
+        w = req.work[comp]
+        body: dict[str, Any] = {
+            "model": opts.model,
+            "prompt": token_prompt(rid, int(w["prompt_tokens"]), opts.vocab),
+            "max_tokens": int(w["output_tokens"]),
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if opts.priorities and req.type in opts.priorities:
+            body["priority"] = opts.priorities[req.type]
+        return COMPLETIONS_PATH, body
     work = {c: dict(q) for c, q in req.work.items()}
     if opts.api == "typed":
         return TYPED_PATH, {"id": rid, "type": req.type, "work": work, "stream": True}
@@ -103,7 +128,9 @@ async def _one(client: httpx.AsyncClient, req: Request, opts: LoadOptions, t0: f
     def rec(status: str, **kw: Any) -> Record:
         return Record(req.id, req.type, req.arrival, start, status, **kw)
 
-    text = audio = first = server_first = None
+    text = audio = first = server_first = finished = None
+    tokens = chunks = 0
+    completions = opts.api == "completions"
     try:
         async with client.stream("POST", f"{opts.url.rstrip('/')}{path}", json=body) as resp:
             if resp.status_code != 200:
@@ -125,29 +152,38 @@ async def _one(client: httpx.AsyncClient, req: Request, opts: LoadOptions, t0: f
                 if "error" in chunk:
                     return rec(FAILED, end=t, http_status=200, error=str(chunk["error"])[:300])
                 meta = chunk.get("omniplane") or {}
-                delta = ((chunk.get("choices") or [{}])[0] or {}).get("delta") or {}
-                if delta.get("content") and text is None:
-                    text = t
+                choice = (chunk.get("choices") or [{}])[0] or {}
+                delta = choice.get("delta") or {}
+                if chunk.get("choices") and (completions or delta.get("content")):
+                    chunks += 1  # a completions chunk carries one token, whatever its text
+                    text = t if text is None else text
                 if delta.get("audio") and audio is None:
                     audio = t
                 if meta.get("first_response") and first is None:
                     first = t
                     server_first = float(meta.get("t_ms", 0.0)) / 1e3
-                if meta.get("event") == "finished" or (chunk.get("choices") or [{}])[0].get("finish_reason"):
-                    tokens = int((chunk.get("usage") or {}).get("completion_tokens", 0))
-                    return rec(
-                        COMPLETED,
-                        end=t,
-                        text_first=text,
-                        audio_first=audio,
-                        first_response=first if first is not None else (audio or text or t),
-                        server_first_response=server_first,
-                        output_tokens=tokens,
-                        http_status=200,
-                    )
+                usage = chunk.get("usage") or {}
+                if "completion_tokens" in usage:
+                    tokens = int(usage["completion_tokens"])
+                if finished is None and (meta.get("event") == "finished" or choice.get("finish_reason")):
+                    finished = t  # vLLM sends the usage in a chunk of its own after this one
+                    if not completions and tokens:
+                        break
     except (httpx.HTTPError, json.JSONDecodeError) as exc:
-        return rec(LOST, error=f"{type(exc).__name__}: {exc}"[:300])
-    return rec(LOST, error="the stream ended without its final chunk")
+        if finished is None:
+            return rec(LOST, error=f"{type(exc).__name__}: {exc}"[:300])
+    if finished is None:
+        return rec(LOST, error="the stream ended without its final chunk")
+    return rec(
+        COMPLETED,
+        end=finished,
+        text_first=text,
+        audio_first=audio,
+        first_response=first if first is not None else (audio or text or finished),
+        server_first_response=server_first,
+        output_tokens=tokens or chunks,
+        http_status=200,
+    )
 
 
 async def replay(

@@ -118,11 +118,34 @@ def tiles_for(pixels: float, aspect: float, tile: float, max_tiles: int) -> int:
     return n + (1 if n > 1 else 0)
 
 
-def _vision_tokens(comp: Component, pixels: float, frames: float = 1.0) -> float:
+def resized_frame(comp: Component, width: float, height: float, frames: int) -> float:
+    """Pixels of one video frame after the serving stack's processor resizes it (Qwen's
+    ``smart_resize``): sides rounded to the token's side (patch x merge), the area scaled into
+    ``[frame_min_pixels, frame_max_pixels]`` and, when ``video_max_pixels`` bounds all frames
+    together (Qwen3-VL), into that budget over ``frames``. Without bounds the rounded frame."""
+    s = comp.size
+    f = (s.patch_pixels or 14) * math.sqrt(s.patches_per_token or 1.0)
+    hi = float(s.frame_max_pixels or math.inf)
+    if s.video_max_pixels:
+        hi = min(hi, s.video_max_pixels / max(frames, 1))
+    lo = float(s.frame_min_pixels or 0)
+    h, w = max(f, round(height / f) * f), max(f, round(width / f) * f)
+    if h * w > hi:
+        beta = math.sqrt(height * width / hi)
+        h, w = max(f, math.floor(height / beta / f) * f), max(f, math.floor(width / beta / f) * f)
+    elif h * w < lo:
+        beta = math.sqrt(lo / (height * width))
+        h, w = math.ceil(height * beta / f) * f, math.ceil(width * beta / f) * f
+    return float(h * w)
+
+
+def _vision_tokens(comp: Component, pixels: float, frames: float = 1.0,
+                   width: float = 0.0, height: float = 0.0) -> float:
     """LLM tokens a vision encoder makes of ``frames`` frames of ``pixels`` each: patches of
     ``patch_pixels`` spanning ``frames_per_patch`` frames, ``patches_per_token`` merged into one
-    token; a tiled encoder (``tile_pixels``) cuts an image into tiles (:func:`tiles_for`, over
-    the assumed mix of aspect ratios) and takes one tile per video frame."""
+    token; a video's frames resized first (:func:`resized_frame`, given ``width x height``); a
+    tiled encoder (``tile_pixels``) cuts an image into tiles (:func:`tiles_for`, over the
+    assumed mix of aspect ratios) and takes one tile per video frame."""
     s = comp.size
     per_token = (s.patches_per_token or 1.0) * (s.patch_pixels or 14) ** 2
     if s.tile_pixels:
@@ -133,6 +156,8 @@ def _vision_tokens(comp: Component, pixels: float, frames: float = 1.0) -> float
         return tiles * s.tile_pixels / per_token
     if frames <= 1:  # an image fills a temporal patch by itself (repeated in time)
         return pixels / per_token
+    if width > 0 and height > 0:
+        pixels = resized_frame(comp, width, height, round(frames))
     return frames / (s.frames_per_patch or 1) * pixels / per_token
 
 
@@ -165,7 +190,7 @@ def table2_sizes(model: ModelSpec) -> Sizes:
         enc[f"image:{image.name}"] = (sg["image_count"], tokens)
         llm_extra += tokens
     if video is not None:
-        tokens = _vision_tokens(video, v["width"] * v["height"], v["frames"])
+        tokens = _vision_tokens(video, v["width"] * v["height"], v["frames"], v["width"], v["height"])
         enc[f"video:{video.name}"] = (1.0, tokens)
     if audio is not None:
         tokens = cond["audio_seconds"] * (audio.size.tokens_per_second or 25.0)
@@ -237,8 +262,9 @@ def capacity(model: ModelSpec, gpu: GPUKind, cost: CostModel | None = None,
         b = max(et.max_batch) if et is not None else 32
         cfg = ExecutorConfig(gpu, 1, b)
         # host preprocessing overlaps the GPU: the slower of the two bounds the executor
+        frames = (model.component(name).size.frames_per_patch or 1) if col == "video" else 1
         t = max(cost.encoder_time(name, cfg, max(1, round(b * items)), b * tokens),
-                cost.encoder_host_time(name, max(1, round(b * items)), b * tokens))
+                cost.encoder_host_time(name, max(1, round(b * items)), b * tokens, frames))
         out[f"{col}_input"] = Column(f"{col}_input", b / t, (name,), 1, b,
                                      f"{cost.source_of(name, cfg, 'encoder')} ({rt} runtime): "
                                      f"{b} requests of {items:.2f} items, {tokens:.0f} tokens each; "

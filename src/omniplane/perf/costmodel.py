@@ -36,7 +36,7 @@ from omniplane.perf.roofline import (
     vocoder_work,
 )
 from omniplane.perf.runtime import Runtime
-from omniplane.perf.shapes import Shape, shape_of
+from omniplane.perf.shapes import Shape, shape_of, with_output_bytes
 from omniplane.perf.span import DecodeSpan, TableSpan
 from omniplane.perf.types import ExecutorConfig, MemoryFootprint, OutsideProfile, Work
 from omniplane.spec import ComponentKind, GeneratorKind, ModelSpec
@@ -79,7 +79,7 @@ class CostModel:
         self.memory = memory or MemoryPolicy()
         self.strict_profiles = strict_profiles
         self._profiled = bool(self.profiles)
-        self._shapes = {c.name: shape_of(c) for c in model.components}
+        self._shapes = {c.name: with_output_bytes(model, shape_of(c)) for c in model.components}
         self._passes = ({c: p for (m, c), (p, _) in GUIDANCE_PASSES.items() if m == model.name}
                         if self.runtime.guidance else {})
         self._passes.update(guidance_passes or {})
@@ -218,10 +218,13 @@ class CostModel:
         return encoder_work(self._kinded(component, ComponentKind.ENCODER), cfg.gpu, cfg.tp,
                             self.efficiency(cfg), items, tokens, self.runtime)
 
-    def encoder_host_time(self, component: str, items: int, tokens: float) -> float:
-        """The runtime's host preprocessing of ``items`` inputs producing ``tokens`` tokens; it
-        overlaps the GPU (the encoder's throughput is bounded by the slower of the two)."""
-        return encoder_host_time(self._kinded(component, ComponentKind.ENCODER), self.runtime, tokens)
+    def encoder_host_time(self, component: str, items: int, tokens: float,
+                          frames_per_token: float = 1.0) -> float:
+        """The runtime's host preprocessing of ``items`` inputs producing ``tokens`` tokens (of a
+        video: ``frames_per_token`` frames each, the temporal patch); it overlaps the GPU (the
+        encoder's throughput is bounded by the slower of the two)."""
+        return encoder_host_time(self._kinded(component, ComponentKind.ENCODER), self.runtime, tokens,
+                                 frames_per_token)
 
     def encoder_time(self, component: str, cfg: ExecutorConfig, items: int, tokens: float) -> float:
         """GPU time of one batch of ``items`` inputs producing ``tokens`` LLM tokens in total."""

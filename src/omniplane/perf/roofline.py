@@ -206,8 +206,9 @@ def encoder_work(shape: Shape, gpu: GPUKind, tp: int, eff: Efficiency, items: fl
                  tokens: float, rt: Runtime = ROOFLINE) -> Work:
     """A bidirectional encoder over ``tokens x seq_per_token`` positions (patches before the
     spatial merge); each position attends within its input, at most ``ENCODER_ATTN_SPAN``
-    positions (tiles, windows, 30 s audio windows); tensor parallel like an LLM. The runtime's
-    host preprocessing is not here: it overlaps the GPU (:func:`encoder_host_time`)."""
+    positions (tiles, windows, 30 s audio windows); tensor parallel like an LLM. The hand-off of
+    the output embeddings to the LLM (the runtime's seconds per MB) is serial with the forward.
+    The runtime's host preprocessing is not here: it overlaps the GPU (:func:`encoder_host_time`)."""
     if items <= 0 or tokens <= 0:
         return Work(0.0, 0.0, 0.0, 0.0)
     seq = tokens * shape.seq_per_token
@@ -218,15 +219,17 @@ def encoder_work(shape: Shape, gpu: GPUKind, tp: int, eff: Efficiency, items: fl
         n = ALLREDUCES_PER_LAYER * shape.layers
         comm = (_collective_latency(n, tp, eff)
                 + n * seq * shape.hidden * ACT_BYTES * _allreduce_s_per_byte(gpu, tp, eff))
-    return Work(flops, shape.weight_bytes / tp, layer_time(eff, rt) * shape.layers, comm)
+    handoff = tokens * shape.output_bytes_per_token * 1e-6 * rt.encoder_s_per_output_mb
+    return Work(flops, shape.weight_bytes / tp, layer_time(eff, rt) * shape.layers + handoff, comm)
 
 
-def encoder_host_time(shape: Shape, rt: Runtime, tokens: float) -> float:
+def encoder_host_time(shape: Shape, rt: Runtime, tokens: float, frames_per_token: float = 1.0) -> float:
     """Host preprocessing of inputs an encoder turns into ``tokens`` LLM tokens (decode, resize,
-    normalise, patchify; log-mel features): the runtime's seconds per megapixel and per second
-    of audio. It runs on the CPU beside the GPU (Cornfigurator section 5.2: while the encoder
-    is busy, preprocessing of queued inputs overlaps it)."""
-    return tokens * (shape.input_pixels_per_token * 1e-6 * rt.encoder_s_per_mpx
+    normalise, patchify; log-mel features): the runtime's seconds per megapixel of the frames as
+    resized (a video token spans ``frames_per_token`` frames) and per second of audio. It runs
+    on the CPU beside the GPU (Cornfigurator section 5.2: while the encoder is busy,
+    preprocessing of queued inputs overlaps it)."""
+    return tokens * (shape.input_pixels_per_token * frames_per_token * 1e-6 * rt.encoder_s_per_mpx
                      + shape.audio_seconds_per_token * rt.encoder_s_per_audio_s)
 
 

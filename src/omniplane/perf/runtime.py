@@ -29,7 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 NUMERIC = ("step_s", "prompt_token_s", "request_s", "mtp_pass_s", "vocoder_call_s",
-           "encoder_s_per_mpx", "encoder_s_per_audio_s")
+           "encoder_s_per_mpx", "encoder_s_per_audio_s", "encoder_s_per_output_mb")
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,8 @@ class Runtime:
     vocoder_chunk_frames   codec frames one vocoder call voices at most
     encoder_s_per_mpx      encoder host preprocessing per megapixel of image or video frames
     encoder_s_per_audio_s  encoder host preprocessing per second of audio
+    encoder_s_per_output_mb  encoder: time per MB of output embeddings handed to the LLM
+                           (device-to-host copy and send), serial with the forward
     guidance               classifier-free guidance where the model's defaults use it
                            (``GUIDANCE_PASSES``); False: one forward per denoising step
     """
@@ -66,6 +68,7 @@ class Runtime:
     vocoder_chunk_frames: int = 1_000_000
     encoder_s_per_mpx: float = 0.0
     encoder_s_per_audio_s: float = 0.0
+    encoder_s_per_output_mb: float = 0.0
     guidance: bool = True
     factor_sources: Mapping[str, str] = field(default_factory=dict)
     fitted_to: tuple[str, ...] = ()

@@ -6,9 +6,9 @@ approximations are stated where they are made and repeated in docs/perf.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from omniplane.spec import Component, ComponentKind, GeneratorKind
+from omniplane.spec import Component, ComponentKind, GeneratorKind, ModelSpec
 
 KV_BYTES_PER_ELEMENT = 2.0  # assumption: BF16/FP16 KV cache (vLLM default kv_cache_dtype="auto")
 ACT_BYTES = 2.0  # assumption: BF16 activations
@@ -52,6 +52,9 @@ class Shape:
     # seconds per output token, 0 for vision (host preprocessing scales with these)
     input_pixels_per_token: float = 0.0
     audio_seconds_per_token: float = 0.0
+    # encoders: bytes of embeddings handed to the LLM per output token (set by the cost model,
+    # which knows the LLM: its hidden x the encoder's output streams x 2 B)
+    output_bytes_per_token: float = 0.0
     # LLM with a multi-token-prediction module: sequential passes per emitted frame, the
     # module's parameters and layers (0 without one)
     mtp_passes: int = 0
@@ -133,3 +136,17 @@ def _matmul_params(c: Component) -> float:
         per_layer = 4.0 * s.hidden * attn_dim + 2.0 * s.hidden * s.intermediate
         return min(s.params, s.layers * per_layer)
     return s.active
+
+
+def with_output_bytes(model: ModelSpec, shape: Shape) -> Shape:
+    """An encoder's shape with the bytes of embeddings it hands the LLM per output token: the
+    hidden width of the LLM its edges lead to (the projector's output) x its output streams
+    (1, plus one per DeepStack tap) x ``ACT_BYTES``. Other shapes unchanged."""
+    if shape.kind is not ComponentKind.ENCODER:
+        return shape
+    comp = model.component(shape.name)
+    llm = next((model.component(e.to) for e in comp.edges if model.component(e.to).is_llm), None)
+    if llm is None or llm.size.hidden is None:
+        return shape
+    streams = comp.size.output_streams or 1
+    return replace(shape, output_bytes_per_token=float(llm.size.hidden * streams * ACT_BYTES))

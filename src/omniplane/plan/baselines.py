@@ -6,9 +6,9 @@ vllm                   monolithic: every component in one executor, replicated (
 vllm-omni              vLLM-Omni's stock layout: its stages, TP degrees and GPU sharing,
                        replicated to the budget (a "unit" of the layout's GPUs; see below)
 full-disaggregation    every component its own node; configs, counts and routing planned
-epd                    multimodal-input LLMs: encoders | LLM. The simulator has no prefill /
-                       decode split, so prefill and decode stay together ("E | PD"): for a
-                       one-LLM model this is the full-disaggregation space
+epd                    multimodal-input LLMs: encoders | prefill | decode, the prefill phase
+                       handing its KV cache to the decode phase (plan.disagg); configs,
+                       counts and routing planned
 modserve               multimodal-input LLMs: encoders disaggregated (TP 1), the LLM at TP 4,
                        half of the GPUs to encoders and half to the LLM
 =====================  ======================================================================
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from omniplane.plan.disagg import split_llm
 from omniplane.plan.enumerate import subplan_of
 from omniplane.plan.logical import LogicalPlan, compose
 from omniplane.plan.space import CountRule, Space
@@ -132,13 +133,18 @@ def _is_mllm(model: ModelSpec) -> bool:
 
 
 def epd(model: ModelSpec) -> Space | None:
+    """Encoder | prefill | decode, each its own node (a real prefill/decode split: the prefill
+    phase hands its KV cache to the decode phase, ``omniplane.plan.disagg``); configs, counts
+    and routing planned like the planner's."""
     if not _is_mllm(model):
         return None
-    lp = _plan(model, [frozenset([c.name]) for c in model.components])
+    llm = next(c.name for c in model.components if c.kind is ComponentKind.LLM)
+    split = split_llm(model, llm)
+    lp = _plan(split.model, [frozenset([c.name]) for c in split.model.components])
     if lp is None:
         return None
-    return Space("epd", "encoder | prefill+decode (EPD without the P/D split)", (lp,),
-                 approximation="the simulator has no prefill/decode disaggregation: E | PD")
+    return Space("epd", "encoder | prefill | decode (prefill hands its KV cache to decode)", (lp,),
+                 split=split)
 
 
 def modserve(model: ModelSpec) -> Space | None:

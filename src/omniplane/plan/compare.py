@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from omniplane.plan.baselines import baseline_spaces
 from omniplane.plan.pipeline import Planner, PlanResult
 from omniplane.plan.refine import SimOutcome, max_goodput
@@ -73,8 +75,8 @@ def _entry(name: str, result: PlanResult, planner: Planner, sweep: bool) -> Entr
 
 
 def to_json(cmp: Comparison) -> dict[str, Any]:
-    """One document with exactly the keys ``plan``, ``goodput``, ``baselines``, ``phases`` and
-    ``seconds`` (issue 6); details live in ``plan.meta``."""
+    """One document: ``plan`` (with details in ``plan.meta``), ``goodput``, ``baselines``,
+    ``counts``, ``estimate_error``, ``cuts``, ``phases`` and ``seconds`` (docs/plan.md, "JSON")."""
     main = cmp.planner
     types = main.result.types
     out = main.outcome
@@ -97,18 +99,38 @@ def to_json(cmp: Comparison) -> dict[str, Any]:
             "per_type": {t: float(g) for t, g in zip(types, out.goodput, strict=True)} if out else {},
         },
         "baselines": {e.name: e.total for e in cmp.baselines},
+        "counts": main.result.counts.to_json(),
+        "estimate_error": estimate_error(cmp),
+        "cuts": main.result.cuts,
         "phases": {k: {"count": v.count, "seconds": v.seconds} for k, v in main.result.phases.items()},
         "seconds": main.result.seconds,
     }
 
 
+def estimate_error(cmp: Comparison) -> dict[str, Any]:
+    """Flow + Monte Carlo against the simulator, total goodput at alpha x R_d: every plan the
+    planner simulated (signed relative error) and each baseline's selected plan."""
+    res = cmp.planner.result
+    plans: list[dict[str, Any]] = [
+        {"plan": _one_line(s.spec), "logical": s.logical, "estimate": float(s.mc.sum()),
+         "simulated": float(s.sim.goodput.sum()), "error": s.error} for s in res.simulated]
+    errs = [abs(s.error) for s in res.simulated if np.isfinite(s.error)]
+    baselines = {e.name: e.result.best.error for e in cmp.baselines if e.result.best is not None}
+    return {"mean_abs_total": float(np.mean(errs)) if errs else None, "plans": plans, "baselines": baselines}
+
+
 def _detail(e: Entry) -> dict[str, Any]:
     types = e.result.types
+    best = e.result.best
     return {
         "total": e.total,
         "per_type": {t: float(g) for t, g in zip(types, e.outcome.goodput, strict=True)} if e.outcome else {},
         "offered_rps": e.outcome.rate if e.outcome else None,
         "plan": _one_line(e.spec),
+        "estimate_total": float(best.mc.sum()) if best else None,
+        "estimate_error": best.error if best else None,
+        "counts": e.result.counts.to_json(),
+        "cuts": e.result.cuts,
         "planning_seconds": e.result.seconds,
     }
 
@@ -116,9 +138,11 @@ def _detail(e: Entry) -> dict[str, Any]:
 def _search(r: PlanResult) -> dict[str, Any]:
     st = r.stats
     return {"logical_plans": st.logical_total, "subplans": st.subplans, "expanded": st.logical_expanded,
-            "skipped_by_bound": st.logical_skipped, "cap_hit": st.cap_hit, "config_guard": st.guarded,
-            "monte_carlo_evaluated": st.mc_evaluated, "flow_threshold_rps": st.threshold,
-            "selected_logical_rank": r.extra.get("selected_logical_rank")}
+            "pruned_by_bound": st.logical_bounded, "infeasible": st.logical_infeasible,
+            "stopped": st.stopped, "tied_routing": st.tied_routing, "grouped": st.grouped,
+            "reserve_simulated": st.reserve_simulated, "incumbent_rps": st.incumbent,
+            "flow_threshold_rps": st.threshold, "selected_logical_rank": r.extra.get("selected_logical_rank"),
+            "seconds": dict(st.seconds), "explain": r.ledger.to_json()}
 
 
 def _one_line(spec: PlanSpec | None) -> str:

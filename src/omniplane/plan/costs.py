@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from omniplane.perf import CostModel, ExecutorConfig, InfeasibleConfig
+from omniplane.plan.enumerate import compound_subplans, simple_subplans
+from omniplane.plan.logical import Subplan
 from omniplane.plan.parts import Part, WorkArrays, compute_part, llm_peak
 from omniplane.plan.problem import Problem
 from omniplane.spec import GeneratorKind
@@ -85,8 +87,18 @@ class CostTable:
         self._frozen_n = -1
         self.calls = 0
         self.pad = pad  # False: batch-mates are of the request's own type (a type served alone)
+        self._subplans: dict[int, list[Subplan]] = {}
 
     # ---- building ---------------------------------------------------------------------------
+    def subplans(self, k_c: int) -> list[Subplan]:
+        """Algorithm 1's simple and compound subplans of the model (cached: they depend on the
+        model only, so re-planning reuses them)."""
+        hit = self._subplans.get(k_c)
+        if hit is None:
+            simple = simple_subplans(self.model)
+            hit = self._subplans[k_c] = simple + compound_subplans(self.model, simple, k_c)
+        return hit
+
     def node(self, comps: Iterable[str]) -> NodeCosts:
         key = frozenset(comps)
         hit = self.nodes.get(key)
@@ -174,7 +186,7 @@ class CostTable:
         return self._parts[pid]
 
 
-@dataclass(frozen=True)
+@dataclass
 class PartArrays:
     first: np.ndarray  # [P, K]
     done: np.ndarray  # [P, K]
@@ -182,22 +194,36 @@ class PartArrays:
     step: np.ndarray  # [P]
     residence: np.ndarray  # [P]
     cost: np.ndarray  # [P]
+    steps_first: np.ndarray  # [P, K]
+    steps_done: np.ndarray  # [P, K]
+    steps_mean: np.ndarray  # [P] mean of steps_done
+    packed: np.ndarray  # [P, 5, K] float32: cpu, first, done, steps_first - 1, steps_done - 1
+    _screens: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def screen(self, k: int) -> np.ndarray:
+        """``packed`` over the first ``k`` samples, contiguous (cached)."""
+        hit = self._screens.get(k)
+        if hit is None:
+            hit = self._screens[k] = np.ascontiguousarray(self.packed[:, :, :k])
+        return hit
 
     @staticmethod
     def stack(parts: list[Part]) -> PartArrays:
         if not parts:
             z = np.zeros((0, 1))
-            return PartArrays(z, z, z, np.zeros(0), np.zeros(0), np.zeros(0))
+            return PartArrays(z, z, z, np.zeros(0), np.zeros(0), np.zeros(0), z, z, np.zeros(0),
+                              np.zeros((0, 5, 1), dtype=np.float32))
         k = max(len(p.first) for p in parts)
 
         def pad(x: np.ndarray) -> np.ndarray:
             return x if len(x) == k else np.resize(x, k)
 
-        return PartArrays(
-            np.stack([pad(p.first) for p in parts]),
-            np.stack([pad(p.done) for p in parts]),
-            np.stack([pad(p.cpu) for p in parts]),
-            np.array([p.step for p in parts]),
-            np.array([p.residence for p in parts]),
-            np.array([p.cost for p in parts]),
-        )
+        first = np.stack([pad(p.first) for p in parts])
+        done = np.stack([pad(p.done) for p in parts])
+        cpu = np.stack([pad(p.cpu) for p in parts])
+        sf = np.stack([pad(p.steps_first) for p in parts])
+        sd = np.stack([pad(p.steps_done) for p in parts])
+        packed = np.stack([cpu, first, done, sf - 1, sd - 1], axis=1).astype(np.float32)
+        return PartArrays(first, done, cpu, np.array([p.step for p in parts]),
+                          np.array([p.residence for p in parts]), np.array([p.cost for p in parts]), sf, sd,
+                          np.array([float(p.steps_done.mean()) for p in parts]), packed)

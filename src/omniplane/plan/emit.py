@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from omniplane.plan.flow import Candidates
+from omniplane.plan.routing import node_share
 from omniplane.spec import ModelSpec, PlanSpec, parse
 
 
@@ -28,14 +29,32 @@ def node_names(cands: Candidates) -> list[str]:
 
 def to_spec(cands: Candidates, i: int, model: ModelSpec, gpu: str, budget: int, transfer_ms: float,
             name: str = "", meta: dict[str, Any] | None = None) -> PlanSpec:
-    """Candidate ``i`` of ``cands`` as a validated plan."""
+    """Candidate ``i`` of ``cands`` as a validated plan. An instance that is a second executor
+    group of another (``LogicalPlan.group_of``) becomes that node's second ``executors`` entry,
+    with the node's per-type ``routing`` between its groups."""
     names = node_names(cands)
-    nodes = []
+    groups = cands.lp.group_of or tuple([-1] * len(cands.costs))
+    owner = [n if g < 0 else g for n, g in enumerate(groups)]
+    names = [names[o] for o in owner]
+    p = cands.p[int(cands.vec[i])]
+    share = node_share(cands.lp, p[None])[0]  # [m, T]
+    nodes: dict[int, dict[str, Any]] = {}
     for n, nc in enumerate(cands.costs):
         tp, mb = nc.options[int(cands.opt[i, n])]
-        nodes.append({"name": names[n], "components": list(nc.comps),
-                      "executors": [{"count": int(cands.cnt[i, n]), "tp": int(tp), "max_batch": int(mb)}]})
-    p = cands.p[int(cands.vec[i])]
+        group = {"count": int(cands.cnt[i, n]), "tp": int(tp), "max_batch": int(mb)}
+        if groups[n] < 0:
+            nodes[n] = {"name": names[n], "components": list(nc.comps), "executors": [group]}
+        else:
+            nodes[groups[n]]["executors"].append(group)
+    for n, g in enumerate(groups):
+        if g < 0:
+            continue
+        routing = {}
+        for t, tn in enumerate(model.type_names):
+            a, b = share[g, t], share[n, t]
+            if a + b > 1e-12:
+                routing[tn] = [round(float(a / (a + b)), 6), round(float(1 - a / (a + b)), 6)]
+        nodes[g]["routing"] = routing
     order = {c: k for k, c in enumerate(model.topo_order)}
 
     def first(t: str, n: int) -> int:  # a route lists its nodes in the order type t reaches them
@@ -48,13 +67,14 @@ def to_spec(cands: Candidates, i: int, model: ModelSpec, gpu: str, budget: int, 
         if probs.sum() <= 0:  # cannot happen for a covered type; keep the plan valid regardless
             probs = np.full(len(rs), 1.0 / len(rs))
         tn = model.type_names[t]
-        routes[tn] = [
-            {"nodes": [names[n] for n in sorted(route, key=lambda n: first(tn, n))],
-             "p": round(float(probs[r]), 6)}
-            for r, route in enumerate(rs) if probs[r] > 0
-        ]
+        merged: dict[tuple[str, ...], float] = {}  # a node's groups are one node on the route
+        for r, route in enumerate(rs):
+            if probs[r] > 0:
+                key = tuple(names[n] for n in sorted(route, key=lambda n: first(tn, n)))
+                merged[key] = merged.get(key, 0.0) + float(probs[r])
+        routes[tn] = [{"nodes": list(k), "p": round(v, 6)} for k, v in merged.items()]
     data = {"kind": "plan", "name": name, "model": model.name, "gpu": gpu, "gpus": budget,
-            "transfer_ms": transfer_ms, "nodes": nodes, "routes": routes, "meta": meta or {}}
+            "transfer_ms": transfer_ms, "nodes": list(nodes.values()), "routes": routes, "meta": meta or {}}
     return parse(PlanSpec, data)
 
 

@@ -12,29 +12,31 @@ demand at ``R_d`` needs (``(x_n - 1) / l_n >= R_d`` and ``x_n > 1``) is redundan
 the executor changes no flow. The non-redundant count vectors of a (config vector, routing
 vector) *row* are exactly ``x_n(R) = max(1, ceil(R l_n))`` at the breakpoints
 ``R in {x / l_n}``, a chain growing with ``R``; those inside the GPU budget are its prefix up
-to the row's top rate ``R_top``. So no redundant plan is ever built (``enumerated`` counts
-them analytically, :func:`raw_count`).
+to the row's top rate ``R_top``. So no redundant plan is ever built (the raw space counts
+them by formula, :mod:`omniplane.plan.order`).
 
-**Flow domination (exact w.r.t. the Monte Carlo estimate).** Any plan's type-``t`` goodput is
-at most ``alpha R_d pi_t``; a plan with ``R_d`` below the threshold (the best
-``R x min_t attainment_t`` seen so far) is Pareto-dominated. Rows are visited in decreasing
-``R_top`` and chain elements below the current threshold are never built.
+**Threshold (exact w.r.t. the simulator).** A plan's simulated goodput is at most its offered
+rate, ``alpha R_d`` times the sample's arrival factor; with ``thr`` the best simulated
+goodput so far divided by that, no plan with ``R_d < thr`` can be selected: such rows and
+chain elements are never built (the search passes ``thr``, docs/plan.md "Search").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
+from omniplane.plan.bounds import grid_bound
 from omniplane.plan.costs import CostTable, NodeCosts
 from omniplane.plan.logical import LogicalPlan
 from omniplane.plan.routing import node_share
 from omniplane.plan.space import CountRule
 
-CHUNK = 4096  # config vectors per vectorised step
-ROWS = 256  # rows turned into chain elements per step (then the Monte Carlo phase runs)
+CHUNK = 4096  # rows per vectorised step
+FRONTIER = 200_000  # partial rows held at once while enumerating (memory bound)
 
 
 @dataclass
@@ -74,108 +76,139 @@ def raw_count(costs: tuple[NodeCosts, ...], n_vectors: int, budget: int) -> int:
 
 
 class Expansion:
-    """The non-redundant physical plans of one logical plan, produced lazily in decreasing
-    ``R_top`` order (see the module docstring).
+    """The non-redundant physical plans of one logical plan with ``R_d >= thr``.
 
-    ``allowed`` lists option-index arrays per node (several lists: their union); ``counts``
-    fixes executor counts from the nodes' TP degrees (a baseline's rule) instead of the chain.
+    ``allowed[n]`` lists the option indices node instance ``n`` may take; ``counts`` fixes
+    executor counts from the nodes' TP degrees (a baseline's rule) instead of the chain.
+
+    Rows (a config vector and a routing vector) are enumerated node by node and pruned
+    exactly against the budget: at rate ``thr`` node ``n`` with option ``o`` needs at least
+    ``g[n, o] = tp_o max(1, ceil(thr l[n, o]))`` GPUs, so a partial row whose GPUs so far
+    plus the cheapest remaining nodes' exceed ``N`` has no plan with ``R_d >= thr``.
     """
 
     def __init__(self, lp: LogicalPlan, table: CostTable, p: np.ndarray, pi: np.ndarray, budget: int,
-                 allowed: list[list[np.ndarray]] | None = None, counts: CountRule | None = None,
-                 threshold: float = 0.0) -> None:
+                 allowed: list[np.ndarray], counts: CountRule | None = None) -> None:
         self.costs = tuple(table.node(n) for n in lp.nodes)
         self.lp, self.p, self.budget, self.rule = lp, p, budget, counts
         self.share = node_share(lp, p)  # [V, m, T]
         self.demand = self.share * pi[None, None, :]
-        sets = allowed or [[np.arange(len(nc.options)) for nc in self.costs]]
-        rows: list[tuple[np.ndarray, ...]] = []
-        for pick in sets:
-            rows.extend(self._rows(pick, threshold))
-        if rows:
-            opt, vec, top, cnt = (np.concatenate(x) for x in zip(*rows, strict=True))
-        else:
-            m = len(self.costs)
-            opt, vec, top, cnt = np.zeros((0, m), int), np.zeros(0, int), np.zeros(0), np.zeros((0, m), int)
-        order = np.argsort(-top, kind="stable")
-        self.opt, self.vec, self.top, self.cnt = opt[order], vec[order], top[order], cnt[order]
+        self.allowed = allowed
+        self.tps = [self.costs[n].tp[a] for n, a in enumerate(allowed)]
+        self.loads = [(self.costs[n].s_full[a] @ self.demand[:, n, :].T).T  # [V, O_n]
+                      for n, a in enumerate(allowed)]
+        self.rows_evaluated = 0  # rows whose exact R_top was computed
 
-    def _rows(self, pick: list[np.ndarray], threshold: float) -> Iterator[tuple[np.ndarray, ...]]:
-        """(options, routing vector, R_top, fixed counts) of every row that can reach the
-        threshold; rows whose continuous bound ``N / sum_n tp_n l_n`` is below it are skipped."""
+    @property
+    def n_vectors(self) -> int:
+        return int(self.p.shape[0])
+
+    def bound(self) -> float:
+        """The largest ``R_d`` of any plan of this expansion (exact over configs and counts
+        for each routing vector; :func:`omniplane.plan.bounds.grid_bound`)."""
+        if self.rule is not None:
+            return float("inf")
+        return float(grid_bound(self.loads, self.tps, self.budget).max(initial=0.0))
+
+    def rows(self, thr: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(opt [B, m], vec [B], top [B], cnt [B, m])`` of every row with ``R_top >= thr``,
+        best ``R_top`` first (``cnt`` is the fixed counts of a count rule, else zeros)."""
         m = len(self.costs)
-        sizes = [len(x) for x in pick]
+        parts = list(self._rule_rows(thr) if self.rule is not None else self._chain_rows(thr))
+        if not parts:
+            return np.zeros((0, m), int), np.zeros(0, int), np.zeros(0), np.zeros((0, m), int)
+        opt, vec, top, cnt = (np.concatenate(x) for x in zip(*parts, strict=True))
+        order = np.argsort(-top, kind="stable")
+        return opt[order], vec[order], top[order], cnt[order]
+
+    def _chain_rows(self, thr: float) -> Iterator[tuple[np.ndarray, ...]]:
+        m, budget = len(self.costs), self.budget
+        need = [tp[None, :] * np.maximum(1.0, np.ceil(thr * ld - 1e-9))
+                for ld, tp in zip(self.loads, self.tps, strict=True)]
+        least = np.stack([g.min(axis=1) for g in need], axis=1)  # [V, m]
+        rest = np.concatenate([np.cumsum(least[:, ::-1], axis=1)[:, ::-1][:, 1:], np.zeros((len(least), 1))],
+                              axis=1)  # [V, m]: cheapest GPUs of the nodes after n
+        start = np.nonzero(least.sum(axis=1) <= budget)[0]
+        stack: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = [
+            (0, start, np.zeros(len(start)), np.zeros((len(start), 0), dtype=int))]
+        while stack:
+            n, vec, used, opts = stack.pop()
+            if n == m:
+                yield from self._tops(opts, vec, thr)
+                continue
+            ok = used[:, None] + need[n][vec] + rest[vec, n][:, None] <= budget + 1e-9
+            ri, oi = np.nonzero(ok)
+            if not len(ri):
+                continue
+            vec2 = vec[ri]
+            nxt = (n + 1, vec2, used[ri] + need[n][vec2, oi], np.concatenate([opts[ri], oi[:, None]], axis=1))
+            if len(ri) > FRONTIER and n + 1 < m:
+                for part in np.array_split(np.arange(len(ri)), math.ceil(len(ri) / FRONTIER)):
+                    stack.append((n + 1, nxt[1][part], nxt[2][part], nxt[3][part]))
+            else:
+                stack.append(nxt)
+
+    def _tops(self, local: np.ndarray, vec: np.ndarray, thr: float) -> Iterator[tuple[np.ndarray, ...]]:
+        m = len(self.costs)
+        for start in range(0, len(vec), CHUNK):
+            lo, v = local[start: start + CHUNK], vec[start: start + CHUNK]
+            tp = np.stack([self.tps[n][lo[:, n]] for n in range(m)], axis=1)
+            load = np.stack([self.loads[n][v, lo[:, n]] for n in range(m)], axis=1)
+            top = top_rate(tp, load[:, None, :], self.budget)[:, 0]
+            self.rows_evaluated += len(v)
+            ok = (top > 0) & (top >= thr)
+            opt = np.stack([self.allowed[n][lo[ok, n]] for n in range(m)], axis=1)
+            yield opt, v[ok], top[ok], np.zeros((int(ok.sum()), m), dtype=int)
+
+    def _rule_rows(self, thr: float) -> Iterator[tuple[np.ndarray, ...]]:
+        assert self.rule is not None
+        m = len(self.costs)
+        sizes = [len(a) for a in self.allowed]
         total = int(np.prod(sizes)) if all(sizes) else 0
         for start in range(0, total, CHUNK):
             idx = np.unravel_index(np.arange(start, min(total, start + CHUNK)), sizes)
-            opt = np.stack([pick[n][idx[n]] for n in range(m)], axis=1)
-            tp, load = self._loads(opt)
-            if self.rule is None:
-                gpu_s = (load * tp[:, None, :]).sum(axis=2)  # [B, V]
-                with np.errstate(divide="ignore"):
-                    bound = np.where(gpu_s > 0, self.budget / gpu_s, np.inf)
-                bi, vi = np.nonzero(bound >= threshold)
-                if not len(bi):
-                    continue
-                top = top_rate(tp[bi], load[bi, vi][:, None, :], self.budget)[:, 0]
-                ok = (top > 0) & (top >= threshold)
-                bi, vi = bi[ok], vi[ok]
-                yield opt[bi], vi, top[ok], np.zeros((len(bi), m), dtype=int)
-            else:
-                cnt = np.array([self.rule(tuple(int(x) for x in row), self.budget) or (0,) * m
-                                for row in tp], dtype=int).reshape(len(opt), m)
-                with np.errstate(divide="ignore"):
-                    rate = np.where(load > 0, cnt[:, None, :] / load, np.inf).min(axis=2)
-                ok = (cnt.min(axis=1) >= 1)[:, None] & ((cnt * tp).sum(axis=1) <= self.budget)[:, None]
-                ok &= np.isfinite(rate) & (rate >= threshold)
-                bi, vi = np.nonzero(ok)
-                yield opt[bi], vi, rate[bi, vi], cnt[bi]
+            tp = np.stack([self.tps[n][idx[n]] for n in range(m)], axis=1)
+            load = np.stack([self.loads[n][:, idx[n]].T for n in range(m)], axis=2)  # [B, V, m]
+            cnt = np.array([self.rule(tuple(int(x) for x in row), self.budget) or (0,) * m
+                            for row in tp], dtype=int).reshape(len(tp), m)
+            with np.errstate(divide="ignore"):
+                rate = np.where(load > 0, cnt[:, None, :] / load, np.inf).min(axis=2)
+            ok = (cnt.min(axis=1) >= 1)[:, None] & ((cnt * tp).sum(axis=1) <= self.budget)[:, None]
+            ok &= np.isfinite(rate) & (rate >= thr)
+            self.rows_evaluated += int(np.prod(rate.shape))
+            bi, vi = np.nonzero(ok)
+            opt = np.stack([self.allowed[n][idx[n][bi]] for n in range(m)], axis=1)
+            yield opt, vi, rate[bi, vi], cnt[bi]
 
-    def _loads(self, opt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def elements(self, opt: np.ndarray, vec: np.ndarray, top: np.ndarray, cnt: np.ndarray,
+                 thr: float) -> Candidates:
+        """The chain elements of these rows with ``R_d >= thr`` (a count rule: the row itself)."""
         m = len(self.costs)
-        tp = np.stack([self.costs[n].tp[opt[:, n]] for n in range(m)], axis=1)  # [B, m]
-        load = np.empty((len(opt), self.demand.shape[0], m))
-        for n in range(m):
-            load[:, :, n] = self.costs[n].s_full[opt[:, n]] @ self.demand[:, n, :].T
-        return tp, load
-
-    @property
-    def rows(self) -> int:
-        return len(self.top)
-
-    def candidates(self, threshold: Callable[[], float]) -> Iterator[Candidates]:
-        """Chain elements with ``R_d >= threshold()`` in chunks of rows, best rows first; the
-        threshold is read again before every chunk."""
-        for start in range(0, len(self.top), ROWS):
-            thr = threshold()
-            sl = slice(start, start + ROWS)
-            keep = np.nonzero(self.top[sl] >= thr)[0] + start
-            if not len(keep):
-                return
-            yield self._elements(keep, thr)
-
-    def _elements(self, rows: np.ndarray, thr: float) -> Candidates:
-        opt, vec = self.opt[rows], self.vec[rows]
-        tp, load = self._loads(opt)
-        load = load[np.arange(len(rows)), vec]  # [S, m]
+        tp = np.stack([self.costs[n].tp[opt[:, n]] for n in range(m)], axis=1)
         if self.rule is not None:
-            cnt = self.cnt[rows]
-            return Candidates(self.lp, self.costs, self.p, self.share, opt, cnt, vec, self.top[rows],
+            return Candidates(self.lp, self.costs, self.p, self.share, opt, cnt, vec, top,
                               (cnt * tp).sum(axis=1))
-        m = len(self.costs)
-        x = np.arange(1, self.budget + 1, dtype=float)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            brk = (x[None, None, :] / load[:, :, None]).reshape(len(rows), m * self.budget)
-        brk = np.where(np.isfinite(brk), brk, np.inf)
-        inside = (brk >= thr) & (brk <= self.top[rows][:, None] * (1 + 1e-12))
-        ri, qi = np.nonzero(inside)
-        r = brk[ri, qi]
-        cnt = np.maximum(1, np.ceil(r[:, None] * load[ri] - 1e-9))
-        cnt = np.where(np.isfinite(cnt), cnt, 1.0).astype(int)
-        gpus = (cnt * tp[ri]).sum(axis=1)
-        ok = gpus <= self.budget
-        ri, r, cnt, gpus = ri[ok], r[ok], cnt[ok], gpus[ok]
-        return Candidates(self.lp, self.costs, self.p, self.share, opt[ri], cnt, vec[ri], r, gpus)
+        load = np.stack([np.einsum("bt,bt->b", self.costs[n].s_full[opt[:, n]], self.demand[vec, n, :])
+                         for n in range(m)], axis=1)  # [S, m]
+        # breakpoints x / l inside [thr, top]: x from ceil(thr l) to floor(top l) per row and node
+        with np.errstate(invalid="ignore"):
+            lo = np.where(load > 0, np.maximum(1.0, np.ceil(thr * load - 1e-9)), 1.0)
+            hi = np.where(load > 0, np.floor(top[:, None] * (1 + 1e-12) * load + 1e-9), 0.0)
+        n_x = np.maximum(0, hi - lo + 1).astype(int)  # [S, m]
+        ri = np.repeat(np.repeat(np.arange(len(opt)), m), n_x.ravel())
+        ni = np.repeat(np.tile(np.arange(m), len(opt)), n_x.ravel())
+        offsets = np.arange(len(ri)) - np.repeat(np.cumsum(n_x.ravel()) - n_x.ravel(), n_x.ravel())
+        x = lo[ri, ni] + offsets
+        r = x / load[ri, ni]
+        # one plan per distinct (row, rate): two nodes may share a breakpoint
+        key = np.stack([ri.astype(float), r], axis=1)
+        _, first = np.unique(key, axis=0, return_index=True)
+        ri, r = ri[first], r[first]
+        cnts = np.maximum(1, np.ceil(r[:, None] * load[ri] - 1e-9)).astype(int)
+        gpus = (cnts * tp[ri]).sum(axis=1)
+        ok = (gpus <= self.budget) & (r >= thr)
+        ri, r, cnts, gpus = ri[ok], r[ok], cnts[ok], gpus[ok]
+        return Candidates(self.lp, self.costs, self.p, self.share, opt[ri], cnts, vec[ri], r, gpus)
 
 
 def top_rate(tp: np.ndarray, load: np.ndarray, budget: int) -> np.ndarray:

@@ -61,6 +61,9 @@ class LogicalPlan:
     subplans: tuple[Subplan, ...]
     n_lanes: int
     subplan_of: tuple[int, ...] = field(default=())  # subplan index of each node instance
+    group_of: tuple[int, ...] = field(default=())  # per instance: the instance it is a second executor
+    # group of (-1: none); a node with two executor groups routes each type between them
+    # independently of its route (Cornfigurator 4.2, executor-level routing)
 
     @cached_property
     def classes(self) -> tuple[RouteClass, ...]:
@@ -87,7 +90,42 @@ class LogicalPlan:
         parts = []
         for s in self.subplans:
             parts.append(" | ".join("+".join(sorted(n)) for n in s.nodes))
-        return " || ".join(f"[{p}]" for p in parts)
+        out = " || ".join(f"[{p}]" for p in parts)
+        grouped = [k for k, g in enumerate(self.group_of) if g >= 0]
+        if grouped:
+            out += " with two executor groups at " + ", ".join("+".join(sorted(self.nodes[self.group_of[k]]))
+                                                              for k in grouped)
+        return out
+
+    def with_group(self, n: int) -> tuple[LogicalPlan, tuple[tuple[tuple[int, int], ...], ...]]:
+        """This plan with a second executor group at node instance ``n`` (a new instance
+        ``len(nodes)``): every route through ``n`` is doubled. Also returns, per type and new
+        route, ``(old route, group)``: group 0 is ``n``, 1 the new instance, -1 not through ``n``."""
+        m = len(self.nodes)
+        routes: list[tuple[Route, ...]] = []
+        lanes: list[tuple[int, ...]] = []
+        origin: list[tuple[tuple[int, int], ...]] = []
+        for t, rs in enumerate(self.routes):
+            new_r: list[Route] = []
+            new_l: list[int] = []
+            came: list[tuple[int, int]] = []
+            for r, route in enumerate(rs):
+                if n in route:
+                    new_r += [route, tuple(m if x == n else x for x in route)]
+                    new_l += [self.lanes[t][r]] * 2
+                    came += [(r, 0), (r, 1)]
+                else:
+                    new_r.append(route)
+                    new_l.append(self.lanes[t][r])
+                    came.append((r, -1))
+            routes.append(tuple(new_r))
+            lanes.append(tuple(new_l))
+            origin.append(tuple(came))
+        groups = (*(self.group_of or tuple([-1] * m)), n)
+        owner = (*self.subplan_of, self.subplan_of[n]) if self.subplan_of else ()
+        plan = LogicalPlan((*self.nodes, self.nodes[n]), tuple(routes), tuple(lanes), self.subplans,
+                           self.n_lanes, owner, groups)
+        return plan, tuple(origin)
 
 
 def compose(subplans: tuple[Subplan, ...], n_types: int) -> LogicalPlan:

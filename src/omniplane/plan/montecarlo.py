@@ -13,8 +13,10 @@ along every route of their type and their first-response latency is composed ove
   completion otherwise) plus the plan's transfer delay when they sit on different nodes
   (section 5.2, "communication overhead");
 * it then waits for the step in progress with probability of the executor being busy
-  (half a step on average) and is served for its part's time, stretched by the share of the
-  executor other hosted components take (a merged executor runs them in turns);
+  (half a step on average) and is served for its part's time; on a merged executor the
+  other hosted components take turns between its steps (:func:`node_states`), so every
+  further step of a request (an LLM's next token, a DiT's next denoising step) comes later by
+  their mean turn;
 * an encoder's CPU preprocessing overlaps that wait (section 5.2, CPU-GPU overlap): it adds
   ``max(cpu, wait)``; two encoders of one request on one executor run one after the other.
 
@@ -30,19 +32,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from omniplane.plan.costs import FILLS, CostTable
+from omniplane.plan.costs import FILLS, CostTable, NodeCosts, PartArrays
 from omniplane.plan.flow import Candidates
 from omniplane.spec import ComponentKind, FirstResponse, ModelSpec
-
-MAX_INTERFERENCE = 0.8  # assumption: cap on the executor share other components take (stretch <= 5x)
-
 
 State = dict[tuple[int, str], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
 def evaluate(cands: Candidates, table: CostTable, pi: np.ndarray, slo_s: np.ndarray, alpha: float,
-             transfer_s: float) -> tuple[np.ndarray, np.ndarray]:
-    """``(goodput[C, T], attainment[C, T])`` of every candidate (types with ``pi_t = 0`` get 0)."""
+             transfer_s: float, samples: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(goodput[C, T], attainment[C, T])`` of every candidate (types with ``pi_t = 0`` get 0),
+    over the first ``samples`` sampled requests of each type (None: all of them)."""
     rate = alpha * cands.rate
     lam = rate[:, None, None] * cands.share[cands.vec] * pi[None, None, :] / cands.cnt[:, :, None]
     state = node_states(cands, table, lam)
@@ -52,20 +52,27 @@ def evaluate(cands: Candidates, table: CostTable, pi: np.ndarray, slo_s: np.ndar
         if pi[t] <= 0:
             continue
         probs = cands.p[cands.vec, t, :]  # [C, W]
+        cache: dict[tuple[int, str], Service] = {}
         for r, route in enumerate(routes):
-            lat = route_latency(table, cands, state, t, route, transfer_s)
+            lat = route_latency(table, cands, state, t, route, transfer_s, cache, samples)
             attain[:, t] += probs[:, r] * (lat <= slo_s[t]).mean(axis=1)
         good[:, t] = rate * pi[t] * attain[:, t]
     return good, attain
 
 
 def node_states(cands: Candidates, table: CostTable, lam: np.ndarray) -> State:
-    """Per (node instance, component): occupancy level [C], wait before service [C] and
-    stretch of service [C], given ``lam[C, m, T]`` arrivals per second per executor.
+    """Per (node instance, component): occupancy level [C], wait before service [C] and the
+    delay other hosted components add between two of its steps [C], given ``lam[C, m, T]``
+    arrivals per second per executor.
 
-    The wait is the residual of the step in progress (each hosted component's busy share times
-    half its step) plus one step of every other hosted component with work (the executor runs
-    its components in turns, ``omniplane.sim.executor``)."""
+    A merged executor runs its components in turns, one step each (``omniplane.sim.executor``):
+    between two steps of component ``c`` every other component ``j`` that has work runs one
+    step of mean length ``tau_j``. ``j`` has work with probability ``h_j = 1 - exp(-n_j)``
+    (``n_j``: requests it holds, Little's law, Poisson occupancy), so each further step of
+    ``c`` is ``T_c = sum_{j != c} h_j tau_j`` later. A request arriving at ``c`` waits for the
+    residual of the step in progress and then, if that step is ``c``'s own, every other
+    component's turn, else on average half of them. Residence grows with
+    the turns, so occupancy, steps and turns are iterated to a fixed point (``TURN_PASSES``)."""
     arr = table.arrays()
     n_c = len(cands)
     rows = np.arange(n_c)
@@ -73,50 +80,82 @@ def node_states(cands: Candidates, table: CostTable, lam: np.ndarray) -> State:
     for n, nc in enumerate(cands.costs):
         opt = cands.opt[:, n]
         lam_n = lam[:, n, :]
-        betas: dict[str, np.ndarray] = {}
-        levels: dict[str, np.ndarray] = {}
-        steps: dict[str, np.ndarray] = {}
-        for c in nc.comps:
-            pid = nc.part[c][opt]  # [C, T, L]
-            res = np.where(pid >= 0, arr.residence[np.maximum(pid, 0)], 0.0)
-            bmax = np.maximum(nc.bmax[c][opt], 1)  # [C, T]
-            conc = np.einsum("ct,ctl->cl", lam_n, res)  # requests in service at each level
-            served = lam_n * (pid[:, :, 0] >= 0)
-            share = served / np.maximum(served.sum(axis=1, keepdims=True), 1e-300)
-            room = np.maximum(1.0, (share * bmax).sum(axis=1)[:, None] * FILLS[None, :])  # [C, L]
-            fits = conc <= room
-            k = np.where(fits.any(axis=1), fits.argmax(axis=1), len(FILLS) - 1)
-            levels[c] = k
-            pk = pid[rows, :, k]  # [C, T]
-            ok = pk >= 0
-            betas[c] = (lam_n * np.where(ok, arr.cost[np.maximum(pk, 0)], 0.0)).sum(axis=1)
-            w = np.where(ok, lam_n, 0.0)
-            steps[c] = (w * arr.step[np.maximum(pk, 0)]).sum(axis=1) / np.maximum(w.sum(axis=1), 1e-12)
+        turns = {c: np.zeros(n_c) for c in nc.comps}
+        for _ in range(TURN_PASSES if len(nc.comps) > 1 else 1):
+            levels, betas, steps, held = _occupancy(nc, opt, lam_n, arr, rows, turns)
+            turns = {c: sum((held[j] * steps[j] for j in nc.comps if j != c), np.zeros(n_c))
+                     for c in nc.comps}
         rho = sum(betas.values(), np.zeros(n_c))
         scale = np.where(rho > 1.0, 1.0 / np.maximum(rho, 1e-12), 1.0)  # busy shares sum to <= 1
-        residual = sum((np.minimum(betas[c], 1.0) * scale * steps[c] / 2 for c in nc.comps), np.zeros(n_c))
+        busy = {c: np.minimum(betas[c], 1.0) * scale for c in nc.comps}
+        residual = sum((busy[c] * steps[c] / 2 for c in nc.comps), np.zeros(n_c))
+        loaded = np.minimum(rho, 1.0)
         for c in nc.comps:
-            turns = sum((np.minimum(betas[o], 1.0) * steps[o] for o in nc.comps if o != c), np.zeros(n_c))
-            other = np.minimum(rho - betas[c], MAX_INTERFERENCE)
-            state[(n, c)] = (levels[c], residual + turns, 1.0 / (1.0 - other))
+            own = betas[c] / np.maximum(rho, 1e-12)  # the step in progress is c's own
+            wait = residual + loaded * (1.0 + own) / 2 * turns[c]
+            state[(n, c)] = (levels[c], wait, turns[c])
     return state
 
 
+TURN_PASSES = 3  # fixed-point passes of occupancy and turns on merged executors (converges in 2-3)
+
+
+def _occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays, rows: np.ndarray,
+               turns: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], ...]:
+    """Per hosted component: occupancy level, busy share, mean step and requests held, with
+    each request's residence lengthened by ``turns[c]`` per further step."""
+    levels: dict[str, np.ndarray] = {}
+    betas: dict[str, np.ndarray] = {}
+    steps: dict[str, np.ndarray] = {}
+    held: dict[str, np.ndarray] = {}
+    for c in nc.comps:
+        pid = nc.part[c][opt]  # [C, T, L]
+        safe = np.maximum(pid, 0)
+        extra = (arr.steps_mean[safe] - 1.0) * turns[c][:, None, None]
+        res = np.where(pid >= 0, arr.residence[safe] + extra, 0.0)
+        bmax = np.maximum(nc.bmax[c][opt], 1)  # [C, T]
+        conc = np.einsum("ct,ctl->cl", lam_n, res)  # requests in service at each level
+        served = lam_n * (pid[:, :, 0] >= 0)
+        share = served / np.maximum(served.sum(axis=1, keepdims=True), 1e-300)
+        room = np.maximum(1.0, (share * bmax).sum(axis=1)[:, None] * FILLS[None, :])  # [C, L]
+        fits = conc <= room
+        k = np.where(fits.any(axis=1), fits.argmax(axis=1), len(FILLS) - 1)
+        levels[c] = k
+        pk = pid[rows, :, k]  # [C, T]
+        ok = pk >= 0
+        betas[c] = (lam_n * np.where(ok, arr.cost[np.maximum(pk, 0)], 0.0)).sum(axis=1)
+        w = np.where(ok, lam_n, 0.0)
+        steps[c] = (w * arr.step[np.maximum(pk, 0)]).sum(axis=1) / np.maximum(w.sum(axis=1), 1e-12)
+        held[c] = 1.0 - np.exp(-conc[rows, k])
+    return levels, betas, steps, held
+
+
 def route_latency(table: CostTable, cands: Candidates, state: State, t: int, route: tuple[int, ...],
-                  transfer_s: float) -> np.ndarray:
-    """First-response latency ``[C, K]`` of type ``t``'s samples along one route."""
+                  transfer_s: float, cache: dict[tuple[int, str], Service] | None = None,
+                  samples: int | None = None) -> np.ndarray:
+    """First-response latency ``[C, K]`` of type ``t``'s samples along one route (``cache``:
+    the services of this type's components by node, shared by its routes)."""
     arr = table.arrays()
     tname = table.types[t]
     path = table.paths[tname]
     where = {c: n for n in route for c in cands.lp.nodes[n] if c in path}
     rows = np.arange(len(cands))
+    memo = {} if cache is None else cache
 
     def service(c: str) -> Service:
         n = where[c]
-        level, wait, stretch = state[(n, c)]
+        hit = memo.get((n, c))
+        if hit is not None:
+            return hit
+        level, wait, turns = state[(n, c)]
         pid = cands.costs[n].part[c][cands.opt[:, n], t, :][rows, level]  # [C]
-        s = stretch[:, None]
-        return Service(arr.cpu[pid], wait[:, None], s * arr.first[pid], s * arr.done[pid])
+        packed = arr.packed if samples is None else arr.screen(samples)
+        block = packed[pid]  # [C, 5, K]: cpu, first, done, steps_first - 1, steps_done - 1
+        gap = turns[:, None].astype(np.float32)
+        sv = Service(block[:, 0], wait[:, None].astype(np.float32), block[:, 1] + block[:, 3] * gap,
+                     block[:, 2] + block[:, 4] * gap)
+        memo[(n, c)] = sv
+        return sv
 
     return path_latency(table.model, tname, path, where, service, transfer_s)
 

@@ -23,27 +23,32 @@ class PlannerOptions:
                     have. derived: our flow bound overestimates single LLM executors' simulated
                     saturation throughput by 5-20% (docs/plan.md, "Accuracy"), so 0.8 x R_d
                     stays at or below the knee.
-    mc_samples      requests sampled per type for the Monte Carlo phase (assumption: 128, a
-                    +-4.4 point binomial standard error on a 50% attainment, shared by all
-                    candidates as common random numbers)
-    mc_tolerance    Pareto pruning after the Monte Carlo phase drops a plan only when another is
-                    better by this margin in every type (and the flow threshold shrinks by it):
-                    the estimate's aggregate error is ~10% (Cornfigurator section 6.5: 10.7%;
-                    docs/plan.md measures ours), so closer plans go on to the simulator
-    sim_requests    requests per simulated survivor (assumption: sized so the whole pipeline
-                    fits the 30 s goal; docs/plan.md, "Simulation budget")
-    max_simulated   survivors of the Monte Carlo phase simulated at most (paper: 25 for
-                    Qwen3-Omni on 16 GPUs, section 6.8, Table 6)
-    max_logical     logical plans expanded into physical plans at most, best priority first
-                    (a time guard; reported when it binds). measured (bench/bench_plan.py,
-                    Qwen3-Omni, 16 x A100, docs/plan.md "Options"): 150 instead of 400 keeps
-                    the pick at 1/3 audio (rank #112) and loses 2.3% at 2/3 audio (the 400-run
-                    pick ranks #252) for a third of the CPU time
+    mc_samples      requests sampled per type for the Monte Carlo phase and the latency targets
+                    (assumption: 128, a +-4.4 point binomial standard error on a 50% attainment,
+                    shared by all candidates as common random numbers). The isolated-best
+                    targets move with it (64 samples gave ti2t 716 ms against 178 ms with 128 on
+                    Qwen3-Omni: a near-tie between two isolated deployments flips), so it stays at 128
+    mc_tolerance    plans whose estimated score (or its bound) is below (1 - mc_tolerance) x the
+                    best estimate are dropped; the rest (each logical plan's Pareto front on the
+                    estimate) are simulated. measured (docs/plan.md, "Search"): on Qwen3-Omni at
+                    8 GPUs, with 0.1 every plan simulating within 1.5% of the best had an
+                    estimate within 2% of the best estimate (141 plans simulated), so 0.03
+                    keeps them for far fewer simulations; an estimate rule, reported as such
+    sim_requests    requests per simulated plan (assumption: sized so that simulating every
+                    Pareto survivor stays within seconds; docs/plan.md, "Simulation budget")
+    max_simulated   plans simulated at most (None: every Pareto survivor whose bound beats the
+                    best simulated plan, as the paper simulates all its survivors, section
+                    6.8); when it binds, the output lists it as a cut. When set and not spent
+                    by the survivors, the rest goes to plans the estimate rules dropped (each
+                    logical plan's 8 best by estimate), so a misranked plan can still win
+    time_budget_s   wall-clock seconds the search may take (None: no limit). When it binds,
+                    logical plans not expanded and survivors not simulated are listed as cuts
+    compose_compound  also compose pairs with a compound subplan side by side (the paper's k_s
+                    space; about 1.9 million more logical plans for Qwen3-Omni). Off by default:
+                    the pairs left out are reported as a cut (docs/plan.md, "Logical plans")
     max_routings    routing vectors per logical plan on the grid before types with the same
                     routes share a split (docs/plan.md, "Routing"); 121 = two types or classes
-                    with two routes each
-    max_configs     config vectors x routing vectors per logical plan before only the
-                    bottleneck node enumerates every max batch (docs/plan.md, "Config guard")
+                    with two routes each. A heuristic: listed as a cut when it binds
     seed            seed of the workload sample and the simulations
     """
 
@@ -53,12 +58,12 @@ class PlannerOptions:
     routing: RoutingMode = "grid"
     alpha: float = 0.8
     mc_samples: int = 128
-    mc_tolerance: float = 0.1
+    mc_tolerance: float = 0.03
     sim_requests: int = 1200
-    max_simulated: int = 12
-    max_logical: int = 150
+    max_simulated: int | None = None
+    time_budget_s: float | None = None
     max_routings: int = 121
-    max_configs: int = 20000
+    compose_compound: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -76,10 +81,13 @@ class PlannerOptions:
                              "implemented; use 'grid' (docs/plan.md, \"Routing\")")
         if self.routing != "grid":
             raise ValueError(f"routing must be 'grid', got {self.routing!r}")
-        for name in ("mc_samples", "sim_requests", "max_simulated", "max_logical", "max_routings",
-                     "max_configs"):
+        for name in ("mc_samples", "sim_requests", "max_routings"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_simulated is not None and self.max_simulated < 1:
+            raise ValueError(f"max_simulated must be >= 1 (or unset), got {self.max_simulated}")
+        if self.time_budget_s is not None and not self.time_budget_s > 0:
+            raise ValueError(f"time_budget_s must be > 0 seconds (or unset), got {self.time_budget_s}")
 
     @property
     def grid_steps(self) -> int:

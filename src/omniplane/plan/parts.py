@@ -50,6 +50,8 @@ class Part:
     step: float  # mean length of one step at this occupancy (seconds)
     residence: float  # mean seconds a request occupies the component (Little's law)
     cost: float  # executor-seconds per request at this occupancy (1 / throughput)
+    steps_first: np.ndarray  # [K] executor steps the request takes part in until its first output
+    steps_done: np.ndarray  # [K] ... until done (a merged executor runs its other components between)
 
 
 class WorkArrays:
@@ -98,6 +100,8 @@ def compute_part(model: ModelSpec, cost: CostModel, comp: str, cfg: ExecutorConf
     largest of its own size and ``batch - 1`` draws from the pool."""
     c = model.component(comp)
     if c.kind is ComponentKind.LLM:
+        if any(e.kv and e.to == comp for x in model.components for e in x.edges):
+            return _decode_phase(cost, comp, cfg, w, batch)
         return _llm(cost, comp, cfg, w, batch)
     if c.kind is ComponentKind.ENCODER:
         return _encoder(model, cost, comp, cfg, w, batch)
@@ -107,11 +111,13 @@ def compute_part(model: ModelSpec, cost: CostModel, comp: str, cfg: ExecutorConf
         per = _interpolated(tokens, lambda x: 2 * (cost.dit_step_time(comp, cfg, batch, x),))[0]
         t = steps * per
         step = float(per.mean())
-        return Part(t, t, np.zeros(w.k), step, float(t.mean()), float(steps.mean()) * step / batch)
+        return Part(t, t, np.zeros(w.k), step, float(t.mean()), float(steps.mean()) * step / batch,
+                    steps, steps)
     if c.generator is GeneratorKind.VAE:
         pixels = padded(w.get(comp, "pixels"), pool, batch)
         t = _interpolated(pixels, lambda x: 2 * (cost.vae_time(comp, cfg, batch, x),))[0]
-        return Part(t, t, np.zeros(w.k), float(t.mean()), float(t.mean()), float(t.mean()) / batch)
+        one = np.ones(w.k)
+        return Part(t, t, np.zeros(w.k), float(t.mean()), float(t.mean()), float(t.mean()) / batch, one, one)
     return _vocoder(model, cost, comp, cfg, w, batch, path)
 
 
@@ -138,7 +144,8 @@ def _llm(cost: CostModel, comp: str, cfg: ExecutorConfig, w: WorkArrays, batch: 
         mine = np.array([_prefill_batch(cost, comp, cfg, float(p) + (batch - 1) * p_mean, batch)
                          for p in prompts])
         whole = _prefill_batch(cost, comp, cfg, batch * p_mean, batch)
-        return Part(mine, mine, np.zeros(w.k), whole, float(mine.mean()), whole / batch)
+        chunks = np.ceil((prompts + (batch - 1) * p_mean) / DEFAULT_TOKEN_BUDGET)
+        return Part(mine, mine, np.zeros(w.k), whole, float(mine.mean()), whole / batch, chunks, chunks)
     p_mean = float(prompts.mean())
     room = max(1.0, DEFAULT_TOKEN_BUDGET - batch)  # prefill tokens an iteration can take
     # steady state with `batch` sequences decoding: batch / o finish (and as many join) per
@@ -165,7 +172,24 @@ def _llm(cost: CostModel, comp: str, cfg: ExecutorConfig, w: WorkArrays, batch: 
     pf, _ = _interpolated(prompts, prefill)
     t_it = _mean_iteration(cost, comp, cfg, prompts, admit, running, ctx, room)
     done_t = pf + np.maximum(outs - 1, 0) * t_it
-    return Part(pf, done_t, np.zeros(w.k), t_it, float(done_t.mean()), t_it / admit)
+    chunks = np.maximum(1.0, np.ceil(prompts / room))
+    return Part(pf, done_t, np.zeros(w.k), t_it, float(done_t.mean()), t_it / admit, chunks,
+                chunks + np.maximum(outs - 1, 0))
+
+
+def _decode_phase(cost: CostModel, comp: str, cfg: ExecutorConfig, w: WorkArrays, batch: int) -> Part:
+    """A decode phase (prefill/decode disaggregation, ``omniplane.plan.disagg``): its prompt
+    arrives as KV cache, so it joins decoding at once (its first token ends the iteration it
+    joins) and every iteration is a decode step of ``batch`` sequences."""
+    outs = w.get(comp, "output_tokens")
+    o_mean = max(float(outs.mean()), 1.0)
+    running = max(1, batch)
+    ctx = llm_ctx(w, comp)
+    t_it = cost.llm_iteration_time(comp, cfg, decode_batch=running, decode_context=int(running * ctx))
+    first = np.full(w.k, t_it)
+    done = first + np.maximum(outs - 1, 0) * t_it
+    return Part(first, done, np.zeros(w.k), t_it, float(done.mean()), t_it * o_mean / running, np.ones(w.k),
+                np.maximum(outs, 1.0))
 
 
 ITERATIONS = 2000  # iterations of the prefill-token process averaged per LLM part (assumption)
@@ -240,7 +264,8 @@ def _encoder(model: ModelSpec, cost: CostModel, comp: str, cfg: ExecutorConfig, 
         gpu[sel] = _interpolated(tokens[sel], one, grid=6)[0]
     whole = cost.encoder_time(comp, cfg, max(1, round(batch * mi)), int(batch * mt))
     cpu = items * model.cpu_seconds_per_item(comp)
-    return Part(gpu, gpu, cpu, whole, float(gpu.mean()), whole / batch)
+    single = np.ones(w.k)
+    return Part(gpu, gpu, cpu, whole, float(gpu.mean()), whole / batch, single, single)
 
 
 def _vocoder(model: ModelSpec, cost: CostModel, comp: str, cfg: ExecutorConfig, w: WorkArrays,
@@ -256,7 +281,9 @@ def _vocoder(model: ModelSpec, cost: CostModel, comp: str, cfg: ExecutorConfig, 
         first = np.full(w.k, head)
         done = first + tail
         per = cost.vocoder_time(comp, cfg, batch, frame) + cost.vocoder_time(comp, cfg, batch, r_mean)
-        return Part(first, done, np.zeros(w.k), per / 2, float(done.mean()), per / batch)
+        return Part(first, done, np.zeros(w.k), per / 2, float(done.mean()), per / batch, np.ones(w.k),
+                    np.where(rest > 0, 2.0, 1.0))
     t = _interpolated(audio, lambda a: 2 * (cost.vocoder_time(comp, cfg, batch, a),))[0]
     whole = cost.vocoder_time(comp, cfg, batch, float(audio.mean()))
-    return Part(t, t, np.zeros(w.k), whole, float(t.mean()), whole / batch)
+    one = np.ones(w.k)
+    return Part(t, t, np.zeros(w.k), whole, float(t.mean()), whole / batch, one, one)

@@ -9,21 +9,25 @@ or type mix (section 4.4).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from omniplane import __version__
-from omniplane.perf import CostModel
+from omniplane.perf import GUIDANCE_PASSES, CostModel
 from omniplane.plan.costs import CostTable
+from omniplane.plan.disagg import Split
 from omniplane.plan.emit import to_spec
+from omniplane.plan.explain import Ledger
+from omniplane.plan.flow import Candidates
 from omniplane.plan.options import PlannerOptions
+from omniplane.plan.pool import Cloud, Counts, SearchStats
 from omniplane.plan.problem import Problem
 from omniplane.plan.progress import NO_PROGRESS, Progress
 from omniplane.plan.refine import SampleRunner, SimOutcome
-from omniplane.plan.search import Block, Cloud, Search, SearchStats
-from omniplane.plan.select import pareto_front, selection_policy
+from omniplane.plan.search import Search
+from omniplane.plan.select import bound_factor, pareto_front, selection_policy
 from omniplane.plan.slo import DEFAULT_TRANSFER_S, resolve_targets, target_array
 from omniplane.plan.space import FULL, Space
 from omniplane.spec import (
@@ -49,9 +53,17 @@ class Simulated:
 
     spec: PlanSpec
     rate: float  # R_d, requests/s (flow bound)
-    mc: np.ndarray  # [T] Monte Carlo goodput estimate at alpha x R_d
+    mc: np.ndarray  # [T] flow + Monte Carlo goodput estimate at alpha x R_d
     sim: SimOutcome  # simulated at alpha x R_d
     logical: str
+    rank: int = 0  # expansion rank of its logical plan
+
+    @property
+    def error(self) -> float:
+        """Relative error of the estimate's total goodput against the simulator's."""
+        sim = float(self.sim.goodput.sum())
+        est = float(self.mc.sum())
+        return (est - sim) / sim if sim > 0 else (0.0 if est == 0 else float("inf"))
 
 
 @dataclass
@@ -64,6 +76,8 @@ class PlanResult:
     simulated: list[Simulated]
     phases: dict[str, Phase]
     stats: SearchStats
+    counts: Counts
+    ledger: Ledger
     cloud: Cloud
     seconds: float
     extra: dict[str, Any] = field(default_factory=dict)
@@ -81,14 +95,43 @@ class PlanResult:
     def total(self) -> float:
         return float(self.best.sim.goodput.sum()) if self.best else 0.0
 
+    @property
+    def cuts(self) -> list[dict[str, Any]]:
+        return self.ledger.cuts()
+
     def accuracy(self) -> dict[str, float | int]:
-        """Flow + Monte Carlo total goodput vs the simulator's over the simulated plans."""
-        errs = [abs(s.mc.sum() - s.sim.goodput.sum()) / s.sim.goodput.sum()
-                for s in self.simulated if s.sim.goodput.sum() > 0]
+        """Flow + Monte Carlo total goodput vs the simulator's over every simulated plan."""
+        errs = [abs(s.error) for s in self.simulated if s.sim.goodput.sum() > 0]
         if not errs:
             return {"plans": 0}
         return {"plans": len(errs), "mean_abs_error": float(np.mean(errs)),
                 "median_abs_error": float(np.median(errs))}
+
+
+class SimOracle:
+    """The simulator as the search calls it: plan candidate ``i`` at ``alpha x R_d``."""
+
+    def __init__(self, planner: Planner, space: Space) -> None:
+        self.planner, self.space = planner, space
+        self.specs: dict[tuple[int, int], PlanSpec] = {}
+        pb = planner.problem
+        per_type = planner.simulator.arrival_factor()
+        self._factor = bound_factor(planner.policy_name, np.array([per_type.get(t, 0.0) for t in pb.types]),
+                                    pb.pi())
+
+    @property
+    def factor(self) -> float:
+        return self._factor
+
+    def spec(self, cands: Candidates, i: int) -> PlanSpec:
+        pl = self.planner
+        return to_spec(cands, i, pl.problem.model, pl.problem.gpu.name, pl.problem.gpus, pl.transfer_s * 1e3,
+                       name=f"{pl.problem.model.name}-{self.space.name}")
+
+    def simulate(self, cands: Candidates, i: int) -> SimOutcome:
+        spec = self.spec(cands, i)
+        self.specs[(id(cands), i)] = spec
+        return self.planner.simulator.run(spec, self.planner.options.alpha * float(cands.rate[i]))
 
 
 class Planner:
@@ -113,6 +156,7 @@ class Planner:
                                                   slo_overrides_ms, transfer_s, self.options.seed)
         self.profile_s = time.perf_counter() - t0
         self._sim: SampleRunner | None = None
+        self._derived: dict[str, Planner] = {}
 
     @property
     def simulator(self) -> SampleRunner:
@@ -134,95 +178,51 @@ class Planner:
                         progress=self.progress)
         return other.run(space, cloud=cloud)
 
+    def _for(self, split: Split) -> Planner:
+        """The planner of a space on a derived model (a prefill/decode split): the same
+        request samples and simulated sample with each request's work split, the same
+        latency targets and options; its own profile of the derived model's executors."""
+        hit = self._derived.get(split.model.name)
+        if hit is None:
+            work = split.work()
+            pb = replace(self.problem, model=split.model,
+                         samples={t: tuple(work(w) for w in ws) for t, ws in self.problem.samples.items()})
+            passes = {c: p for (m, c), (p, _) in GUIDANCE_PASSES.items() if m == self.problem.model.name}
+            cost = CostModel(split.model, profiles=self.cost.profiles, calibration=self.cost.calibration,
+                             memory=self.cost.memory, guidance_passes=passes)
+            hit = Planner(pb, options=self.options, cost=cost, targets=self.targets, policy=self.policy_name,
+                          transfer_s=self.transfer_s, gpus=self.gpus, progress=self.progress)
+            hit._sim = self.simulator.derived(split.model, work, cost)
+            self._derived[split.model.name] = hit
+        return hit
+
     # ---- main loop ------------------------------------------------------------------------
     def run(self, space: Space = FULL, *, cloud: bool = False) -> PlanResult:
+        if space.split is not None and space.split.model is not self.problem.model:
+            return self._for(space.split).run(space, cloud=cloud)
         t0 = time.perf_counter()
         slo = target_array(self.targets, self.problem.types)
+        oracle = SimOracle(self, space)
         found = Search(self.problem, self.table, space, self.options, slo, self.transfer_s, self.score,
-                       self.progress, cloud).run()
-        survivors = self._shortlist(found.front, found.pool)
-        t1 = time.perf_counter()
-        simulated = [self._simulate(block, i, space) for block, i in survivors]
-        sim_s = time.perf_counter() - t1
+                       oracle, self.progress, cloud).run()
+        simulated = [Simulated(oracle.specs[(id(r.block.cands), r.i)], r.rate, r.estimate, r.outcome,
+                               r.logical, r.rank) for r in found.simulated]
         best = self._select(simulated)
-        st = found.stats
+        st, counts = found.stats, found.counts
         if cloud:
-            for s in simulated:
-                found.cloud.add(np.array([s.rate]), s.sim.goodput[None, :],
-                                "selected" if s is best else "simulated")
+            for sim in simulated:
+                found.cloud.add(np.array([sim.rate]), sim.sim.goodput[None, :],
+                                "selected" if sim is best else "simulated")
+        sec = st.seconds
         phases = {
-            "enumerated": Phase(st.raw, st.seconds["enumerate"]),
-            "after_flow": Phase(st.after_flow, st.seconds["flow"]),
-            "after_monte_carlo": Phase(sum(len(b.goodput) for b in found.front), st.seconds["monte_carlo"]),
-            "simulated": Phase(len(simulated), sim_s),
+            "enumerate": Phase(counts.raw_space, sec["enumerate"]),
+            "flow": Phase(counts.flow, sec["flow"]),
+            "monte_carlo": Phase(counts.monte_carlo, sec["monte_carlo"]),
+            "simulate": Phase(counts.simulated, sec["simulate"]),
         }
-        extra = {"selected_logical_rank": found.ranks.get(best.logical) if best else None}
+        extra = {"selected_logical_rank": best.rank if best else None}
         return PlanResult(space.name, self.problem, self.targets, self.options, best, simulated, phases,
-                          st, found.cloud, time.perf_counter() - t0, extra)
-
-    def _shortlist(self, front: list[Block], pool: list[Block]) -> list[tuple[Block, int]]:
-        """Up to ``max_simulated`` plans: the Monte Carlo Pareto front by policy score, then
-        (when the front is smaller than the simulation budget) the best-scoring other plans of
-        the pool, since the estimate's per-type error can exceed the Pareto tolerance. Plans
-        that differ only in the max batch of their nodes count once (the best of them), so the
-        simulator sees different allocations rather than near-copies; the bottleneck's max
-        batch is part of the allocation (it trades its latency against the flow bound). Copies
-        of one node side by side count in either order."""
-        flat = [(b, i) for b in front for i in range(len(b.goodput))]
-        rest = [(b, i) for b in pool for i in range(len(b.goodput))]
-        if not flat:
-            return []
-        pi = self.problem.pi()
-        score = self.score(np.stack([b.goodput[i] for b, i in flat]), pi)
-        order = [flat[k] for k in np.argsort(-score, kind="stable")]
-        if rest:
-            extra = self.score(np.stack([b.goodput[i] for b, i in rest]), pi)
-            order += [rest[k] for k in np.argsort(-extra, kind="stable")]
-        unique: list[tuple[Block, int]] = []
-        seen: set[tuple[object, ...]] = set()
-        for b, i in order:
-            key = self._key(b, i, pi)
-            if key in seen:
-                continue
-            seen.add(key)
-            unique.append((b, i))
-            if len(unique) >= 4 * self.options.max_simulated:
-                break
-        # half of the slots: the best plan of each logical plan in turn, so that a structure the
-        # estimate misranks still reaches the simulator; then the best remaining plans
-        n = self.options.max_simulated
-        chosen: list[int] = []
-        lps: set[str] = set()
-        for k, (b, _) in enumerate(unique):
-            if len(chosen) >= n // 2:
-                break
-            if b.cands.lp.describe() not in lps:
-                lps.add(b.cands.lp.describe())
-                chosen.append(k)
-        chosen += [k for k in range(len(unique)) if k not in chosen][: n - len(chosen)]
-        return [unique[k] for k in sorted(chosen)]
-
-    @staticmethod
-    def _key(b: Block, i: int, pi: np.ndarray) -> tuple[object, ...]:
-        c = b.cands
-        tps = tuple(int(c.costs[n].tp[c.opt[i, n]]) for n in range(len(c.costs)))
-        demand = c.share[c.vec[i]] * pi[None, :]
-        load = np.array([c.costs[n].s_full[c.opt[i, n]] @ demand[n] for n in range(len(c.costs))])
-        tight = [x > 0 and c.cnt[i, n] / x <= c.rate[i] * (1 + 1e-9) for n, x in enumerate(load)]
-        binding = tuple(int(c.opt[i, n]) if tight[n] else -1 for n in range(len(load)))
-        # per node instance, sorted: side-by-side copies of one node listed in either order
-        # (with their traffic) are one physical plan
-        return (c.lp.describe(), tuple(sorted(
-            (c.costs[n].name, int(c.cnt[i, n]), tps[n], binding[n], tuple(np.round(demand[n], 4)))
-            for n in range(len(load)))))
-
-    def _simulate(self, block: Block, i: int, space: Space) -> Simulated:
-        c = block.cands
-        rate = float(c.rate[i])
-        spec = to_spec(c, i, self.problem.model, self.problem.gpu.name, self.problem.gpus,
-                       self.transfer_s * 1e3, name=f"{self.problem.model.name}-{space.name}")
-        outcome = self.simulator.run(spec, self.options.alpha * rate)
-        return Simulated(spec, rate, block.goodput[i], outcome, c.lp.describe())
+                          st, counts, found.ledger, found.cloud, time.perf_counter() - t0, extra)
 
     def _select(self, simulated: list[Simulated]) -> Simulated | None:
         if not simulated:
@@ -258,7 +258,8 @@ class Planner:
                 "policy": self.policy_name,
                 "options": {k: getattr(self.options, k) for k in ("k_c", "k_s", "routing_step", "routing",
                                                                     "alpha", "mc_samples", "sim_requests",
-                                                                    "max_simulated", "seed")},
+                                                                    "max_simulated", "time_budget_s",
+                                                                    "max_routings", "seed")},
                 "logical_plan": best.logical,
             },
         }

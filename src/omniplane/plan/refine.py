@@ -8,14 +8,16 @@ reaches (the paper's comparison metric, section 6.1).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import copy
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from omniplane.perf import CostModel
 from omniplane.sim import simulate
-from omniplane.spec import GPUCatalog, PlanSpec, ResolvedWorkload, resolve_plan
+from omniplane.spec import GPUCatalog, ModelSpec, PlanSpec, ResolvedWorkload, resolve_plan
+from omniplane.spec.work import ResolvedWork
 from omniplane.workload import Request, generate
 
 
@@ -50,6 +52,29 @@ class SampleRunner:
         self.seed = seed
         self.runs = 0
         self.requests = 0
+
+    def derived(self, model: ModelSpec, work: Callable[[ResolvedWork], ResolvedWork],
+                cost: CostModel) -> SampleRunner:
+        """The same request sample, each request's work transformed, on a derived model (the
+        same request types) priced by ``cost``: a baseline that splits a component
+        (prefill/decode, plan.disagg)."""
+        other = copy.copy(self)
+        other.model, other.cost = model, cost
+        other.base = [Request(r.id, r.arrival, r.type, work(r.work), r.meta) for r in self.base]
+        return other
+
+    def arrival_factor(self) -> dict[str, float]:
+        """Per type: requests of the sample per unit of offered rate over its arrival window
+        (``arrived_t / window`` at rate 1): a plan's simulated goodput of type ``t`` at rate
+        ``R`` is at most ``R`` times this (metrics count requests arrived in the window)."""
+        if len(self.base) < 2:
+            return dict.fromkeys(self.types, 1.0)
+        arrivals = [r.arrival for r in self.base]
+        span = max(arrivals) - min(arrivals)
+        out = dict.fromkeys(self.types, 0.0)
+        for r in self.base:
+            out[r.type] += 1.0 / span
+        return out
 
     def at_rate(self, rate: float) -> list[Request]:
         return [Request(r.id, r.arrival / rate, r.type, r.work, r.meta) for r in self.base]

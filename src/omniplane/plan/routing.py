@@ -80,25 +80,54 @@ def routing_vectors(lp: LogicalPlan, steps: int, limit: int) -> np.ndarray:
         out = np.stack(vecs)
     else:
         out = _lane_tied(lp, fixed, steps)
-    return np.asarray(out[_all_nodes_used(lp, out)])
+    return np.asarray(out[all_nodes_used(lp, out)])
 
 
 def _lane_tied(lp: LogicalPlan, fixed: np.ndarray, steps: int) -> np.ndarray:
-    vecs = []
-    for w in compositions(steps, lp.n_lanes) / steps:
-        p = fixed.copy()
-        ok = True
-        for cls in lp.classes:
-            share = np.array([w[ln] for ln in cls.lanes])
-            if share.sum() <= 0:
-                ok = False
-                break
-            split = round_to_grid(share / share.sum(), steps)
-            for t in cls.types:
-                p[t, : len(split)] = split
-        if ok:
-            vecs.append(p)
-    return np.stack(vecs) if vecs else fixed[None][:0]
+    """One split over the plan's lanes shared by every class (renormalised over the lanes a
+    class can use, rounded to the grid); splits that give some class no lane are dropped."""
+    w = compositions(steps, lp.n_lanes) / steps  # [L, lanes]
+    out = np.repeat(fixed[None], len(w), axis=0)
+    ok = np.ones(len(w), dtype=bool)
+    for cls in lp.classes:
+        share = w[:, list(cls.lanes)]
+        total = share.sum(axis=1)
+        ok &= total > 0
+        split = round_to_grid(share / np.where(total > 0, total, 1.0)[:, None], steps)
+        for t in cls.types:
+            out[:, t, : split.shape[1]] = split
+    return np.asarray(out[ok])
+
+
+def group_vectors(base: np.ndarray, origin: tuple[tuple[tuple[int, int], ...], ...], classes: list[int],
+                  steps: int) -> np.ndarray:
+    """Routing vectors of a plan with a second executor group at one node
+    (:meth:`LogicalPlan.with_group`): the path-level split ``base[T, W]`` times, for each type
+    through that node, a split ``q`` between its two groups on the grid, one split per class
+    (``classes[t]``, -1: the type does not pass the node). The group choice is independent of
+    the route, as the simulator and a runtime route within a node."""
+    used = sorted({c for c in classes if c >= 0})
+    grid = np.arange(steps + 1) / steps
+    width = max(len(o) for o in origin)
+    out = []
+    for qs in itertools.product(grid, repeat=len(used)):
+        q = dict(zip(used, qs, strict=True))
+        p = np.zeros((len(origin), width))
+        for t, came in enumerate(origin):
+            for j, (r, g) in enumerate(came):
+                share = 1.0 if g < 0 else (q[classes[t]] if g == 0 else 1 - q[classes[t]])
+                p[t, j] = base[t, r] * share
+        out.append(p)
+    return np.stack(out) if out else np.zeros((0, len(origin), width))
+
+
+def type_grid_size(lp: LogicalPlan, steps: int) -> int:
+    """Routing vectors with every type split on its own (the paper's grid, before tying)."""
+    out = 1
+    for rs in lp.routes:
+        if len(rs) > 1:
+            out *= math.comb(steps + len(rs) - 1, len(rs) - 1)
+    return out
 
 
 def node_share(lp: LogicalPlan, p: np.ndarray) -> np.ndarray:
@@ -112,7 +141,7 @@ def node_share(lp: LogicalPlan, p: np.ndarray) -> np.ndarray:
     return out
 
 
-def _all_nodes_used(lp: LogicalPlan, p: np.ndarray) -> np.ndarray:
+def all_nodes_used(lp: LogicalPlan, p: np.ndarray) -> np.ndarray:
     if p.shape[0] == 0:
         return np.zeros(0, dtype=bool)
     share = node_share(lp, p)

@@ -1,320 +1,459 @@
-"""The coarse phases of the pipeline over a plan space: enumerate logical plans in priority
-order, expand each into non-redundant physical plans (flow), estimate their goodput (Monte
-Carlo) and keep the Pareto front of per-type goodput vectors.
+"""Branch and bound over a plan space: logical plans in decreasing order of an admissible bound,
+each expanded into its physical plans above a threshold (flow) and estimated (Monte Carlo);
+the survivors are simulated (docs/plan.md, "Search").
 
-The flow-domination threshold ``R*`` (the best ``R_d x min_t attainment_t`` seen) only grows,
-so candidates and whole logical plans whose upper bound falls below it are skipped exactly.
+Every plan's estimated goodput is at most ``alpha x R_d`` and its simulated goodput at most
+``factor x alpha x R_d`` (:attr:`Oracle.factor`: the simulated sample's arrivals per unit of
+offered rate), and every logical plan's ``R_d`` at most its bound. Two incumbents prune:
+
+* the best *estimate* so far: plans whose bound is below ``(1 - mc_tolerance)`` of it are
+  dropped. This is exact with respect to the estimate (no plan whose estimate is within the
+  tolerance of the best is lost) and is Algorithm 2's estimate-based pruning, so the output
+  reports it as an ``estimate`` rule;
+* the best *simulated* plan: plans whose bound is below it cannot be selected (``exact``).
+
+Logical plans come best bound first and the search stops when the next bound falls below the
+threshold. The survivors are each logical plan's Pareto front on the estimate within the
+tolerance of the best estimate; they are simulated best estimate first, skipping any whose
+bound no longer beats the best simulated plan.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
-import math
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 
-from omniplane.plan.bounds import SubplanBound, pair_bounds, subplan_bound
 from omniplane.plan.costs import CostTable
-from omniplane.plan.enumerate import compound_subplans, simple_subplans
+from omniplane.plan.explain import Ledger
 from omniplane.plan.flow import Candidates, Expansion, raw_count
-from omniplane.plan.logical import LogicalPlan, Subplan, compose
+from omniplane.plan.logical import LogicalPlan
 from omniplane.plan.montecarlo import evaluate
 from omniplane.plan.options import PlannerOptions
+from omniplane.plan.order import LogicalOrder
+from omniplane.plan.pool import Block, Cloud, Counts, SearchResult, SearchStats, Simulated, concat
 from omniplane.plan.problem import Problem
 from omniplane.plan.progress import NO_PROGRESS, Progress
-from omniplane.plan.routing import routing_vectors
+from omniplane.plan.refine import SimOutcome
+from omniplane.plan.routing import all_nodes_used, group_vectors, routing_vectors, type_grid_size
 from omniplane.plan.select import Score, pareto_front
 from omniplane.plan.space import Space
+from omniplane.spec import PathClass
 
 MC_CHUNK = 2048  # candidates per vectorised Monte Carlo step
-CLOUD_SAMPLE = 200  # candidates per logical plan kept (or evaluated) for the pruning figure
-POOL = 1500  # Monte Carlo results kept for the final Pareto pruning, best selection score first
+ROWS = 512  # rows turned into chain elements per step
+GROUP_PLANS = 3  # logical plans whose best plan is tried with two executor groups per node (assumption)
+CACHE = 64  # expansions kept between tightening a logical plan's bound and expanding it
+CLOUD_SAMPLE = 200  # Monte Carlo-pruned plans per block kept for the pruning figure
+BAND = 0.01  # the first band of rows reaches 1% below the logical plan's bound, each next one twice as deep
+RESERVE = 8  # estimate-dropped plans kept per logical plan for spare simulation budget (assumption)
+PARETO_EVERY = 5_000  # pool rows before the exact and Pareto pruning run (the same rules as at the end)
 
 
-@dataclass
-class Block:
-    """Monte Carlo-evaluated candidates of one logical plan."""
+class Oracle(Protocol):
+    """The simulator as the search sees it."""
 
-    cands: Candidates
-    goodput: np.ndarray  # [C, T]
-    attain: np.ndarray  # [C, T]
+    @property
+    def factor(self) -> float:
+        """Policy score <= factor x offered rate, for every plan (the sample's arrivals)."""
+        ...
 
-
-@dataclass
-class Cloud:
-    """Goodput vectors of evaluated plans by the phase that pruned them (paper Figure 7)."""
-
-    rate: list[np.ndarray] = field(default_factory=list)
-    goodput: list[np.ndarray] = field(default_factory=list)
-    phase: list[str] = field(default_factory=list)
-
-    def add(self, rate: np.ndarray, goodput: np.ndarray, phase: str) -> None:
-        if len(rate):
-            self.rate.append(rate)
-            self.goodput.append(goodput)
-            self.phase.extend([phase] * len(rate))
-
-
-@dataclass
-class SearchStats:
-    logical_total: int = 0  # logical plans in the space (counted)
-    subplans: int = 0
-    logical_expanded: int = 0
-    logical_skipped: int = 0  # upper bound below the threshold
-    cap_hit: bool = False
-    guarded: int = 0  # logical plans expanded under the config guard
-    raw: float = 0.0  # physical plans of the expanded logical plans, counted (paper's space)
-    raw_total: float = 0.0  # the whole space, counted
-    after_flow: int = 0
-    mc_evaluated: int = 0
-    threshold: float = 0.0
-    seconds: dict[str, float] = field(default_factory=lambda: {"enumerate": 0.0, "flow": 0.0,
-                                                                "monte_carlo": 0.0})
-
-
-@dataclass
-class SearchResult:
-    front: list[Block]  # Pareto-optimal candidates by Monte Carlo goodput
-    pool: list[Block]  # every Monte Carlo result kept (the best POOL by selection score)
-    stats: SearchStats
-    cloud: Cloud
-    ranks: dict[str, int] = field(default_factory=dict)  # logical plan -> its expansion rank (1-based)
+    def simulate(self, cands: Candidates, i: int) -> SimOutcome: ...
 
 
 class Search:
     def __init__(self, problem: Problem, table: CostTable, space: Space, options: PlannerOptions,
-                 slo_s: np.ndarray, transfer_s: float, score: Score, progress: Progress = NO_PROGRESS,
-                 cloud: bool = False) -> None:
-        self.table = table
-        self.space = space
-        self.opt = options
-        self.slo = slo_s
-        self.transfer = transfer_s
-        self.score = score
-        self.progress = progress
+                 slo_s: np.ndarray, transfer_s: float, score: Score, oracle: Oracle,
+                 progress: Progress = NO_PROGRESS, cloud: bool = False,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.table, self.space, self.opt, self.slo = table, space, options, slo_s
+        self.transfer, self.score, self.oracle, self.progress = transfer_s, score, oracle, progress
         self.want_cloud = cloud
         self.pi = problem.pi()
         self.budget = problem.gpus
+        self.clock = clock
+        self.t0 = clock()
         self.stats = SearchStats()
+        self.counts = Counts()
+        self.ledger = Ledger()
         self.cloud = Cloud()
-        self.front: list[Block] = []
-        self.ranks: dict[str, int] = {}
+        self.pool: list[Block] = []
+        self.simulated: list[Simulated] = []
+        self.best_estimate = 0.0  # best estimated score so far
+        self._sim_keys: set[tuple[object, ...]] = set()
+        self._ranks: dict[int, int] = {}  # id(logical plan) -> expansion rank
+        self._cache: OrderedDict[tuple[int, int], Expansion] = OrderedDict()
+        self._pruned_size = 0  # pool rows after the last pruning
+        self.reserve: dict[int, Block] = {}  # id(logical plan) -> best estimate-dropped rows (RESERVE)
 
-    # ---- main loop ------------------------------------------------------------------------
+    # ---- bounds and thresholds ----------------------------------------------------------------
+    @property
+    def incumbent(self) -> float:
+        return self.stats.incumbent
+
+    @property
+    def factor(self) -> float:
+        return max(self.oracle.factor, 1.0) * self.opt.alpha
+
+    def goodput_bound(self, rate: np.ndarray | float) -> np.ndarray:
+        """Upper bound on the policy score of plans with flow rate ``rate`` (simulated or
+        estimated: the estimate's per-type goodput is at most ``alpha R_d pi_t``)."""
+        return np.asarray(self.factor * np.asarray(rate))
+
+    def threshold(self) -> float:
+        """Plans with ``R_d`` below this cannot beat the incumbents (see the module docstring)."""
+        return max(self.incumbent / self.factor, self.estimate_floor() / self.opt.alpha)
+
+    def estimate_floor(self) -> float:
+        return (1.0 - self.opt.mc_tolerance) * self.best_estimate
+
+    def _binding(self) -> tuple[str, str]:
+        """(kind, rule) of the threshold that binds now."""
+        if self.incumbent / self.factor >= self.estimate_floor() / self.opt.alpha:
+            return "exact", "goodput bound below the best simulated plan"
+        return "estimate", f"goodput bound below (1 - {self.opt.mc_tolerance:g}) x the best estimate"
+
+    def out_of_time(self) -> bool:
+        tb = self.opt.time_budget_s
+        return tb is not None and self.clock() - self.t0 > tb
+
+    # ---- main loop ------------------------------------------------------------------------------
     def run(self) -> SearchResult:
-        t0 = time.perf_counter()
-        order = self._ordered()
-        first = next(order, None)
-        self.stats.seconds["enumerate"] += time.perf_counter() - t0
-        self.progress.start(f"{self.space.name}: flow + Monte Carlo",
-                            min(self.stats.logical_total, self.opt.max_logical))
-        pending = [] if first is None else [first]
-        for ub, lp in itertools.chain(pending, order):
-            if self.stats.logical_expanded >= self.opt.max_logical:
-                self.stats.cap_hit = True
+        st = self.stats
+        t = self.clock()
+        order = LogicalOrder(self.table, self.space, self.pi, self.budget, self.opt.k_c, self.opt.k_s,
+                             self.opt.grid_steps, self.opt.compose_compound)
+        if order.skipped_pairs:
+            self.ledger.drop("enumerate", "side-by-side pairs with a compound subplan (--compose-compound "
+                             "to include)", "heuristic", "logical plans", order.skipped_pairs)
+        st.logical_total, st.subplans = order.total, len(order.subs)
+        self.counts.raw_space = order.raw_space()
+        st.seconds["enumerate"] += self.clock() - t
+        self.progress.start(f"{self.space.name}: branch and bound", 0)
+        stream = order.stream(self._tighten)
+        yielded = 0
+        while True:
+            t = self.clock()
+            item = next(stream, None)
+            st.seconds["flow"] += self.clock() - t
+            if item is None:
                 break
-            if ub < self.stats.threshold:
-                self.stats.logical_skipped += 1
-                continue
-            self._expand(lp)
-            self.progress.advance(1, f"{self.stats.after_flow:,} after flow, R* {self.stats.threshold:.2f}/s")
+            ub, i, j, lp = item
+            yielded += 1
+            if ub < self.threshold() or self.out_of_time():
+                bound = float(self.goodput_bound(ub))
+                rest = order.total - order.infeasible - yielded + 1
+                if ub < self.threshold():
+                    st.stopped = "bound"
+                    st.logical_bounded = rest
+                    kind, rule = self._binding()
+                    self.ledger.drop("enumerate", rule, kind, "logical plans", rest, value=bound,
+                                     example=f"{lp.describe()}: bound {bound:.2f} req/s, threshold "
+                                             f"{self.threshold() * self.factor:.2f}")
+                else:
+                    st.stopped = "time budget"
+                    self.ledger.drop("enumerate", "time budget: logical plans not expanded", "budget",
+                                     "logical plans", rest, value=bound,
+                                     example=f"{lp.describe()}: bound {bound:.2f} req/s")
+                break
+            self._expand(i, j, lp, ub)
+            shown = float(self.goodput_bound(ub))
+            self.progress.advance(1, f"{st.logical_expanded} expanded, best estimate "
+                                     f"{self.best_estimate:.2f}/s, bound {shown:.2f}/s")
+        st.logical_infeasible = order.infeasible
+        if order.infeasible:
+            self.ledger.drop("enumerate", "minimum GPUs exceed the budget", "exact", "logical plans",
+                             order.infeasible)
         self.progress.end()
-        t1 = time.perf_counter()
-        pool = self.front
-        front = self.finish()
-        self.stats.seconds["monte_carlo"] += time.perf_counter() - t1
-        return SearchResult(front, pool, self.stats, self.cloud, self.ranks)
+        if self.space.full and not self.out_of_time():
+            self._groups()
+        self._finish()
+        st.threshold = self.threshold()
+        return SearchResult(self.simulated, self.pool, self.counts, st, self.ledger, self.cloud)
 
-    def _expand(self, lp: LogicalPlan) -> None:
+    # ---- one logical plan -----------------------------------------------------------------------
+    def _expansion(self, i: int, j: int, lp: LogicalPlan) -> Expansion:
+        key = (i, j)
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit
+        vecs = routing_vectors(lp, self.opt.grid_steps, self.opt.max_routings)
+        allowed = [self._allowed(n) for n in lp.nodes]
+        exp = Expansion(lp, self.table, vecs, self.pi, self.budget, allowed, self.space.counts)
+        self._cache[key] = exp
+        if len(self._cache) > CACHE:
+            self._cache.popitem(last=False)
+        return exp
+
+    def _allowed(self, node: frozenset[str]) -> np.ndarray:
+        nc = self.table.node(node)
+        tps = self.space.tp.get(node)
+        return np.array([k for k, (tp, _) in enumerate(nc.options) if tps is None or tp in tps], dtype=int)
+
+    def _tighten(self, i: int, j: int, lp: LogicalPlan) -> float:
+        return self._expansion(i, j, lp).bound()
+
+    def _expand(self, i: int, j: int, lp: LogicalPlan, ub_rate: float) -> None:
         st = self.stats
         st.logical_expanded += 1
-        self.ranks[lp.describe()] = st.logical_expanded
-        t0 = time.perf_counter()
-        vecs = routing_vectors(lp, self.opt.grid_steps, self.opt.max_routings)
-        exp = Expansion(lp, self.table, vecs, self.pi, self.budget, self._option_sets(lp, len(vecs)),
-                        self.space.counts, st.threshold)
-        st.raw += raw_count(exp.costs, _type_routings(lp, self.opt.grid_steps), self.budget)
-        st.seconds["flow"] += time.perf_counter() - t0
-        kept: list[Block] = []
-        chunks = exp.candidates(lambda: st.threshold)
+        t0 = self.clock()
+        exp = self._expansion(i, j, lp)
+        self._ranks[id(exp.lp)] = st.logical_expanded
+        self._note_routing(exp)
+        flow_before = self.counts.flow
+        st.seconds["flow"] += self.clock() - t0
+        # rows in bands of decreasing flow rate: the best rows are estimated before the lower
+        # bands are even enumerated, which the rising threshold then shortens; every row at
+        # or above the final threshold is visited exactly once
+        ceiling = np.inf
+        gap = BAND
+        level = ub_rate * (1 - gap) if np.isfinite(ub_rate) else 0.0
         while True:
-            t1 = time.perf_counter()
-            cands = next(chunks, None)
-            t2 = time.perf_counter()
-            st.seconds["flow"] += t2 - t1
-            if cands is None:
+            t1 = self.clock()
+            floor = max(self.threshold(), level)
+            opt, vec, top, cnt = exp.rows(floor)
+            band = np.nonzero(top < ceiling)[0]
+            self.counts.built += exp.rows_evaluated
+            exp.rows_evaluated = 0
+            st.seconds["flow"] += self.clock() - t1
+            self._band(exp, opt[band], vec[band], top[band], cnt[band])
+            if floor <= self.threshold():
                 break
-            st.after_flow += len(cands)
-            kept.extend(self._monte_carlo(cands))
-            st.seconds["monte_carlo"] += time.perf_counter() - t2
-        if kept:
-            self._merge(kept)
-        if self.want_cloud:
-            self._cloud_flow(exp)
+            gap *= 2  # bands twice as deep each time: [1 - 2 gap, 1 - gap] of the bound
+            ceiling, level = floor, ub_rate * max(0.0, 1 - gap)
+        raw = float(raw_count(exp.costs, type_grid_size(exp.lp, self.opt.grid_steps), self.budget))
+        unbuilt = max(0.0, raw - (self.counts.flow - flow_before))
+        self.ledger.drop("flow", "not built: redundant capacity (section 4.3) or flow rate below the "
+                         "threshold", "exact", "physical plans", unbuilt)
 
-    def _monte_carlo(self, cands: Candidates) -> list[Block]:
+    def _band(self, exp: Expansion, opt: np.ndarray, vec: np.ndarray, top: np.ndarray,
+              cnt: np.ndarray) -> None:
+        """Chain elements of these rows (best first) above the threshold, to Monte Carlo."""
         st = self.stats
-        order = np.argsort(-cands.rate, kind="stable")
-        kept: list[Block] = []
-        active = self.pi > 0
-        for k in range(0, len(order), MC_CHUNK):
-            idx = order[k: k + MC_CHUNK]
-            idx = idx[cands.rate[idx] >= st.threshold]
-            if not len(idx):
+        for start in range(0, len(top), ROWS):
+            t1 = self.clock()
+            thr = self.threshold()
+            sl = slice(start, start + ROWS)
+            keep = np.nonzero(top[sl] >= thr)[0] + start
+            if not len(keep):
+                st.seconds["flow"] += self.clock() - t1
                 break
+            cands = exp.elements(opt[keep], vec[keep], top[keep], cnt[keep], thr)
+            self.counts.built += max(0, len(cands) - len(keep))
+            self.counts.flow += len(cands)
+            st.seconds["flow"] += self.clock() - t1
+            self._monte_carlo(cands)
+
+    def _groups(self) -> None:
+        """Executor-level routing with mixed configs (Cornfigurator 4.2): around the best plan
+        of each of the ``GROUP_PLANS`` best logical plans, every node with two or more
+        executors may split them into two groups of any two configs, each type routed between
+        the groups on the grid (one split per path class) and independently of its route; the
+        counts are re-planned by the flow phase and the plans estimated like any other."""
+        self._prune_pool()
+        best: dict[int, tuple[float, Block, int]] = {}
+        for b in self.pool:
+            if b.cands.lp.group_of:
+                continue
+            score = self.score(b.goodput, self.pi)
+            k = int(np.argmax(score))
+            if id(b.cands.lp) not in best or score[k] > best[id(b.cands.lp)][0]:
+                best[id(b.cands.lp)] = (float(score[k]), b, k)
+        top = sorted(best.values(), key=lambda x: -x[0])[:GROUP_PLANS]
+        model = self.table.model
+        path_class = [0 if model.request_type(t).path_class is PathClass.SHORT else 1
+                      for t in self.table.types]
+        for _, b, k in top:
+            c = b.cands
+            for n in range(len(c.costs)):
+                if c.cnt[k, n] < 2:
+                    continue
+                lp2, origin = c.lp.with_group(n)
+                classes = [path_class[t] if any(n in r for r in c.lp.routes[t]) else -1
+                           for t in range(len(self.pi))]
+                vecs = group_vectors(c.p[c.vec[k]], origin, classes, self.opt.grid_steps)
+                vecs = vecs[all_nodes_used(lp2, vecs)]
+                if not len(vecs):
+                    continue
+                node_opts = self._allowed(c.lp.nodes[n])
+                allowed = [np.array([c.opt[k, x]]) for x in range(len(c.costs))] + [node_opts]
+                allowed[n] = node_opts
+                exp = Expansion(lp2, self.table, vecs, self.pi, self.budget, allowed, self.space.counts)
+                opt, vec, top_r, cnt = exp.rows(self.threshold())
+                self.counts.built += exp.rows_evaluated
+                self._band(exp, opt, vec, top_r, cnt)
+                self.stats.grouped += 1
+        self.ledger.drop("flow", f"two executor groups per node tried only around the best plan of the "
+                         f"{GROUP_PLANS} best logical plans", "heuristic", "logical plans",
+                         max(0, len(best) - GROUP_PLANS))
+
+    def _note_routing(self, exp: Expansion) -> None:
+        full = type_grid_size(exp.lp, self.opt.grid_steps)
+        if full > exp.n_vectors and full > self.opt.max_routings:
+            self.stats.tied_routing += 1
+            self.ledger.drop("flow", f"routing splits tied across types (per-type grid > "
+                             f"{self.opt.max_routings} vectors)", "heuristic", "routing vectors",
+                             full - exp.n_vectors, value=float(full),
+                             example=f"{exp.lp.describe()}: {exp.n_vectors} of {full:.3g} vectors")
+
+    def _monte_carlo(self, cands: Candidates) -> None:
+        st = self.stats
+        for k in range(0, len(cands), MC_CHUNK):
+            t = self.clock()
+            idx = np.arange(k, min(len(cands), k + MC_CHUNK))
+            idx = idx[cands.rate[idx] >= self.threshold()]
+            if not len(idx):
+                st.seconds["monte_carlo"] += self.clock() - t
+                continue
             sub = cands.take(idx)
             good, att = evaluate(sub, self.table, self.pi, self.slo, self.opt.alpha, self.transfer)
-            st.mc_evaluated += len(idx)
-            best = float((sub.rate * att[:, active].min(axis=1)).max())
-            st.threshold = max(st.threshold, (1 - self.opt.mc_tolerance) * best)
-            kept.append(Block(sub, good, att))
-        return kept
+            self.counts.monte_carlo += len(sub)
+            block = Block(sub, good, att)
+            self.pool.append(block)
+            st.seconds["monte_carlo"] += self.clock() - t
+            self.best_estimate = max(self.best_estimate, float(self.score(good, self.pi).max()))
+            size = sum(len(b.goodput) for b in self.pool)
+            if size > max(PARETO_EVERY, 2 * self._pruned_size):
+                self._prune_pool()
+                self._pruned_size = sum(len(b.goodput) for b in self.pool)
 
-    def _merge(self, blocks: list[Block]) -> None:
-        """Add Monte Carlo results to the pool; past ``2 x POOL`` keep the ``POOL`` best by
-        the selection score (the Pareto pruning itself runs once, in :meth:`finish`)."""
-        self.front.extend(blocks)
-        size = sum(len(b.goodput) for b in self.front)
-        if size > 2 * POOL:
-            self.front = self._trim(self.front, POOL)
+    # ---- simulation and the pool ---------------------------------------------------------------
+    def _simulate(self, block: Block, i: int) -> Simulated:
+        t = self.clock()
+        out = self.oracle.simulate(block.cands, i)
+        self.stats.seconds["simulate"] += self.clock() - t
+        lp = block.cands.lp
+        rec = Simulated(block, i, out, lp.describe(), self._ranks.get(id(lp), 0))
+        self._sim_keys.add(self._key(block.cands, i))
+        self.simulated.append(rec)
+        self.counts.simulated += 1
+        score = float(self.score(out.goodput[None, :], self.pi)[0])
+        self.stats.incumbent = max(self.stats.incumbent, score)
+        return rec
 
-    def _trim(self, blocks: list[Block], keep_n: int) -> list[Block]:
-        score = np.concatenate([self.score(b.goodput, self.pi) for b in blocks])
-        keep = np.zeros(len(score), dtype=bool)
-        keep[np.argsort(-score, kind="stable")[:keep_n]] = True
-        return self._keep(blocks, keep)
-
-    def finish(self) -> list[Block]:
-        """The Pareto front (with the Monte Carlo tolerance) of the pool."""
-        if not self.front:
-            return []
-        good = np.concatenate([b.goodput for b in self.front])
-        front = pareto_front(good, self.opt.mc_tolerance)
-        return self._trim(self.front, len(good)) if len(front) == len(good) else self._select(front)
-
-    def _select(self, rows: np.ndarray) -> list[Block]:
-        keep = np.zeros(sum(len(b.goodput) for b in self.front), dtype=bool)
-        keep[rows] = True
-        return self._keep(self.front, keep)
-
-    def _keep(self, blocks: list[Block], keep: np.ndarray) -> list[Block]:
-        """The rows of ``blocks`` (concatenated) that ``keep`` marks; a sample of the others
-        goes to the pruning cloud (Figure 7)."""
-        out, base = [], 0
-        for b in blocks:
-            mine = keep[base: base + len(b.goodput)]
-            base += len(b.goodput)
-            if self.want_cloud:
-                lost = np.nonzero(~mine)[0][:CLOUD_SAMPLE]
-                self.cloud.add(b.cands.rate[lost], b.goodput[lost], "monte_carlo")
-            idx = np.nonzero(mine)[0]
-            if len(idx):
-                out.append(Block(b.cands.take(idx), b.goodput[idx], b.attain[idx]))
+    def _ratio(self, lp: LogicalPlan) -> float | None:
+        """The highest simulated / estimated score among this logical plan's simulated plans
+        (None: none simulated yet): how far its estimates have erred upwards at best."""
+        out = None
+        for s in self.simulated:
+            if s.block.cands.lp is not lp:
+                continue
+            est = float(self.score(s.estimate[None, :], self.pi)[0])
+            sim = float(self.score(s.outcome.goodput[None, :], self.pi)[0])
+            r = sim / est if est > 0 else float("inf")
+            out = r if out is None else max(out, r)
         return out
 
-    def _cloud_flow(self, exp: Expansion) -> None:
-        """Monte Carlo goodput of a sample of the plans flow pruning removed (for Figure 7)."""
-        low = np.nonzero(exp.top < self.stats.threshold)[0]
-        if not len(low):
+    @staticmethod
+    def _key(c: Candidates, i: int) -> tuple[object, ...]:
+        return (id(c.lp), tuple(c.opt[i].tolist()), tuple(c.cnt[i].tolist()), int(c.vec[i]))
+
+    def _prune_pool(self) -> None:
+        """Drop pool rows below the threshold (their bound) or whose estimate is below the
+        estimate floor, then keep each logical plan's Pareto front on the estimate."""
+        if not self.pool:
             return
-        rng = np.random.default_rng(self.stats.logical_expanded)
-        pick = np.sort(rng.choice(low, size=min(CLOUD_SAMPLE, len(low)), replace=False))
-        sub = exp._elements(pick, 0.0)
-        top = np.isin(sub.rate, exp.top[pick])
-        sub = sub.take(np.nonzero(top)[0])
-        if len(sub):
-            good, _ = evaluate(sub, self.table, self.pi, self.slo, self.opt.alpha, self.transfer)
-            self.cloud.add(sub.rate, good, "flow")
+        t = self.clock()
+        thr, floor = self.threshold(), self.estimate_floor()
+        kind, rule = self._binding()
+        by_lp: dict[int, list[Block]] = {}
+        bounded = low = 0
+        for b in self.pool:
+            ok = b.cands.rate >= thr
+            bounded += int((~ok).sum())
+            est = self.score(b.goodput, self.pi)
+            good = ok & (est >= floor)
+            low += int((ok & ~good).sum())
+            if good.any():
+                by_lp.setdefault(id(b.cands.lp), []).append(b if good.all() else b.take(np.nonzero(good)[0]))
+            if (ok & ~good).any():
+                self._keep(b.take(np.nonzero(ok & ~good)[0]))
+        self.ledger.drop("monte_carlo", rule, kind, "physical plans", bounded)
+        self.ledger.drop("monte_carlo", f"estimate below (1 - {self.opt.mc_tolerance:g}) x the best estimate",
+                         "estimate", "physical plans", low)
+        out = []
+        dominated = 0
+        for blocks in by_lp.values():
+            merged = blocks[0] if len(blocks) == 1 else concat(blocks)
+            front = pareto_front(merged.goodput)
+            dominated += len(merged.goodput) - len(front)
+            lost = np.setdiff1d(np.arange(len(merged.goodput)), front)
+            if len(lost):
+                self._keep(merged.take(lost))
+            if self.want_cloud:
+                self.cloud.add(merged.cands.rate[lost[:CLOUD_SAMPLE]], merged.goodput[lost[:CLOUD_SAMPLE]],
+                               "monte_carlo")
+            out.append(merged.take(front))
+        self.ledger.drop("monte_carlo", "Pareto-dominated on the estimate within its logical plan",
+                         "estimate", "physical plans", dominated)
+        self.pool = out
+        self.stats.seconds["monte_carlo"] += self.clock() - t
 
-    def _option_sets(self, lp: LogicalPlan, n_vecs: int) -> list[list[np.ndarray]]:
-        """Configs each node may take. When the product of config choices and routing vectors
-        exceeds ``max_configs``, only the bottleneck needs every max batch: each node in turn
-        keeps all its configs while the others keep, per TP degree, the config with the most
-        capacity for the mix (docs/plan.md, "Config guard")."""
-        base = []
-        for n in lp.nodes:
-            nc = self.table.node(n)
-            tps = self.space.tp.get(n)
-            base.append(np.array([i for i, (tp, _) in enumerate(nc.options) if tps is None or tp in tps],
-                                 dtype=int))
-        if int(np.prod([len(b) for b in base])) * n_vecs <= self.opt.max_configs:
-            return [base]
-        self.stats.guarded += 1
-        best = []
-        for n, allowed in zip(lp.nodes, base, strict=True):
-            nc = self.table.node(n)
-            load = nc.s_full[allowed] @ self.pi
-            keep: dict[int, int] = {}
-            for i, o in enumerate(allowed):
-                tp = nc.options[o][0]
-                if tp not in keep or load[i] < load[keep[tp]]:
-                    keep[tp] = i
-            best.append(np.array(sorted(allowed[i] for i in keep.values()), dtype=int))
-        return [[base[k] if k == b else best[k] for k in range(len(base))] for b in range(len(base))]
+    def _keep(self, block: Block) -> None:
+        """Add estimate-dropped rows to their logical plan's reserve: its ``RESERVE`` best by
+        estimate, which spare ``max_simulated`` budget simulates after the survivors."""
+        key = id(block.cands.lp)
+        old = self.reserve.get(key)
+        merged = block if old is None else concat([old, block])
+        if len(merged.goodput) > RESERVE:
+            merged = merged.take(np.argsort(-self.score(merged.goodput, self.pi), kind="stable")[:RESERVE])
+        self.reserve[key] = merged
 
-    # ---- logical plans in priority order ----------------------------------------------------
-    def _ordered(self) -> Iterator[tuple[float, LogicalPlan]]:
-        n_types = len(self.pi)
-        if self.space.logical is not None:
-            self.stats.logical_total = len(self.space.logical)
-            for lp in self.space.logical:
-                yield math.inf, lp
+    def _finish(self) -> None:
+        """Simulate every survivor, best estimate first, unless its bound no longer beats the
+        best simulated plan (exact) or the budget is spent (a cut)."""
+        self._prune_pool()
+        rows = [(b, i) for b in self.pool for i in range(len(b.goodput))]
+        if not rows:
             return
-        simple = simple_subplans(self.table.model)
-        subs = simple + compound_subplans(self.table.model, simple, self.opt.k_c)
-        self.stats.subplans = len(subs)
-        bounds = [subplan_bound(s, self.table, self.pi, self.budget) for s in subs]
-        full = (1 << n_types) - 1
-        masks = np.array([sum(1 << t for t in s.covered) for s in subs], dtype=np.int64)
-        heap: list[tuple[float, int, int, float]] = []  # (-priority, i, j, ub); j = -1: single
-        for i, b in enumerate(bounds):
-            if masks[i] == full and b.priority > 0:
-                heap.append((-b.priority, i, -1, b.ub))
-        total = int((masks == full).sum())
-        if self.opt.k_s >= 2:  # side by side: simple subplans only (docs/plan.md, "Logical plans")
-            n = len(simple)
-            total += self._pairs(subs[:n], bounds[:n], masks[:n], full, heap)
-        self.stats.logical_total = total
-        heapq.heapify(heap)
-        while heap:
-            _, i, j, ub = heapq.heappop(heap)
-            parts: tuple[Subplan, ...] = (subs[i],) if j < 0 else (subs[i], subs[j])
-            yield ub, compose(parts, n_types)
-
-    def _pairs(self, subs: list[Subplan], bounds: list[SubplanBound], masks: np.ndarray, full: int,
-               heap: list[tuple[float, int, int, float]]) -> int:
-        """Push the best side-by-side pairs (by priority) onto the heap; return how many pairs
-        cover every type. Only the ``max_logical`` best pairs can ever be expanded."""
-        count = 0
-        best: list[tuple[float, int, int, float]] = []
-        for i in range(len(subs)):
-            js = np.arange(i, len(subs))
-            cover = (masks[i] | masks[js]) == full
-            js = js[cover]
-            count += len(js)
-            if not len(js):
+        est = np.concatenate([self.score(b.goodput, self.pi) for b in self.pool])
+        limit = self.opt.max_simulated
+        for k in np.argsort(-est, kind="stable"):
+            b, i = rows[int(k)]
+            if self._key(b.cands, i) in self._sim_keys:
                 continue
-            ub, prio = pair_bounds(bounds[i], [bounds[j] for j in js], self.pi, self.budget)
-            top = np.argsort(-prio)[: self.opt.max_logical]
-            for k in top:
-                if prio[k] > 0:
-                    item = (-float(prio[k]), i, int(js[k]), float(ub[k]))
-                    if len(best) < self.opt.max_logical:
-                        heapq.heappush(best, (-item[0], i, int(js[k]), item[3]))
-                    elif -item[0] > best[0][0]:
-                        heapq.heapreplace(best, (-item[0], i, int(js[k]), item[3]))
-        heap.extend((-p, i, j, ub) for p, i, j, ub in best)
-        return count
+            bound = float(self.goodput_bound(b.cands.rate[i]))
+            if bound < self.incumbent:
+                self.ledger.drop("simulate", "goodput bound below the best simulated plan", "exact",
+                                 "physical plans", 1)
+                continue
+            ratio = self._ratio(b.cands.lp)
+            if ratio is not None and float(est[k]) * ratio * (1 + self.opt.mc_tolerance) < self.incumbent:
+                self.ledger.drop("simulate", "estimate x its logical plan's best simulated / estimated "
+                                 f"ratio x (1 + {self.opt.mc_tolerance:g}) below the best simulated plan",
+                                 "estimate", "physical plans", 1, value=float(est[k]),
+                                 example=f"{b.cands.lp.describe()}: estimate {float(est[k]):.2f} x "
+                                         f"{ratio:.3f}")
+                continue
+            if self.out_of_time() or (limit is not None and self.counts.simulated >= limit):
+                rule = "time budget: survivors not simulated" if self.out_of_time() else \
+                    f"--max-simulated {limit}: survivors not simulated"
+                self.ledger.drop("simulate", rule, "budget", "physical plans", 1, value=float(est[k]),
+                                 example=f"{b.cands.lp.describe()}: estimate {float(est[k]):.2f} req/s")
+                continue
+            self._simulate(b, i)
+        self._spare()
 
-
-def _type_routings(lp: LogicalPlan, steps: int) -> int:
-    """Routing vectors with each type routed on its own (the paper's space, for counting)."""
-    out = 1
-    for rs in lp.routes:
-        if len(rs) > 1:
-            out *= math.comb(steps + len(rs) - 1, len(rs) - 1)
-    return out
+    def _spare(self) -> None:
+        """With ``max_simulated`` set and not spent, simulate the reserve (plans the estimate
+        rules dropped: Pareto-dominated or below the estimate floor), best estimate first, where
+        their bound still beats the best simulated plan: where the estimate misranks plans of
+        one logical plan (an overloaded LLM it scores too high), the simulator decides."""
+        limit = self.opt.max_simulated
+        if limit is None or not self.reserve:
+            return
+        rows = [(b, i) for b in self.reserve.values() for i in range(len(b.goodput))]
+        est = np.concatenate([self.score(b.goodput, self.pi) for b in self.reserve.values()])
+        for k in np.argsort(-est, kind="stable"):
+            if self.counts.simulated >= limit or self.out_of_time():
+                return
+            b, i = rows[int(k)]
+            seen = self._key(b.cands, i) in self._sim_keys
+            if seen or float(self.goodput_bound(b.cands.rate[i])) < self.incumbent:
+                continue
+            self._simulate(b, i)
+            self.stats.reserve_simulated += 1

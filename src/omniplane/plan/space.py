@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from omniplane.plan.disagg import Split
 from omniplane.plan.logical import LogicalPlan
 
 CountRule = Callable[[tuple[int, ...], int], tuple[int, ...] | None]
@@ -27,6 +28,7 @@ class Space:
     tp: Mapping[frozenset[str], tuple[int, ...]] = field(default_factory=dict)
     counts: CountRule | None = None
     approximation: str = ""
+    split: Split | None = None  # the space plans a derived model (prefill/decode split)
 
     @property
     def full(self) -> bool:

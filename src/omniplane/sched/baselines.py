@@ -6,14 +6,19 @@
 * **EDF** and **EDF+MPS** order the waiting requests by first-response deadline
   ``d = arrival + SLO(class)`` ("EDF orders eligible requests by first-response deadline while
   leaving GPU sharing unchanged"); nothing is hidden and no SM cap is set.
+* **Static split** and **EDF on the split** (attribution baselines, not in the paper): FCFS or
+  EDF with the shared stage held at ``S_cap`` SMs on every step, the split HorizonServe's
+  ladder tops out at, so that what SM *throttling* (moving the cap with memory pressure) adds
+  beyond a fixed split is measured (:class:`FixedSplit`).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Mapping
+from dataclasses import replace
 
-from omniplane.policy import SeqInfo, StepContext, StepDecision, StepOutcome
+from omniplane.policy import Policy, SeqInfo, StepContext, StepDecision, StepOutcome
 
 
 class EDF:
@@ -56,3 +61,30 @@ class EDF:
     def on_finish(self, rid: int, now: float) -> None:
         self._drop(rid)
         self._deadline.pop(rid, None)
+
+
+class FixedSplit:
+    """``inner``'s admission decisions with the shared stage's SM cap fixed at ``sm_cap``."""
+
+    def __init__(self, inner: Policy, sm_cap: int, *, name: str) -> None:
+        if sm_cap < 1:
+            raise ValueError(f"FixedSplit needs an SM cap >= 1, got {sm_cap}")
+        self.name = name
+        self.inner = inner
+        self.sm_cap = sm_cap
+        self._plain = StepDecision(sm_cap=sm_cap)
+
+    def on_arrival(self, info: SeqInfo, now: float) -> None:
+        self.inner.on_arrival(info, now)
+
+    def decide(self, ctx: StepContext) -> StepDecision:
+        d = self.inner.decide(ctx)
+        if not d.hidden and d.order is None:
+            return self._plain
+        return replace(d, sm_cap=self.sm_cap)
+
+    def on_step(self, outcome: StepOutcome) -> None:
+        self.inner.on_step(outcome)
+
+    def on_finish(self, rid: int, now: float) -> None:
+        self.inner.on_finish(rid, now)

@@ -11,7 +11,17 @@ name                policy                                      co-location mode
 ``edf-mps``         earliest deadline first                     ``mps``
 ``no-rotation``     HorizonServe without N:M path rotation      ``split``
 ``no-sm-throttle``  HorizonServe without SM throttling          ``mps``
+``static-split``    FCFS, shared stage fixed at ``S_cap`` SMs    ``split`` (fixed)
+``edf-split``       EDF, shared stage fixed at ``S_cap`` SMs     ``split`` (fixed)
+``horizon-hide-     HorizonServe, rotation hides non-phase      ``split`` (SM cap)
+always``            prefills even when the phase has no work
 ==================  ==========================================  =====================
+
+``static-split`` and ``edf-split`` are attribution baselines (not in the paper): the split
+HorizonServe's ladder tops out at, held on every step, so the difference to HorizonServe is
+what *moving* the cap (and the temporal scheduler) adds beyond a fixed split.
+``horizon-hide-always`` is the unconditional rotation of the paper's text (``RotationConfig.
+conserve = False``); ``horizon`` is work-conserving (:mod:`omniplane.sched.temporal`).
 
 Ablations (section 6.4) remove one side of the joint policy and keep the other:
 ``no-rotation`` removes shared-stage path rotation, section 4.3 (the N:M phases and with them
@@ -36,16 +46,19 @@ from dataclasses import replace
 from typing import Literal
 
 from omniplane.policy import FCFS, Policy
-from omniplane.sched.baselines import EDF
+from omniplane.sched.baselines import EDF, FixedSplit
 from omniplane.sched.horizon import HorizonConfig, HorizonServe
 from omniplane.sched.ladder import Ladder
 from omniplane.sched.profiler import ClassProfile
 
 Mode = Literal["split", "timeslice", "mps"]
 
-POLICIES = ("horizon", "vanilla", "edf", "mps", "edf-mps", "no-rotation", "no-sm-throttle")
-BASELINES = ("vanilla", "edf", "mps", "edf-mps")
+POLICIES = ("horizon", "vanilla", "edf", "mps", "edf-mps", "no-rotation", "no-sm-throttle",
+            "static-split", "edf-split", "horizon-hide-always")
+BASELINES = ("vanilla", "edf", "mps", "edf-mps")  # the paper's (section 6.1)
+ATTRIBUTION = ("static-split", "edf-split")  # fixed-split baselines (not in the paper)
 ABLATIONS = ("no-rotation", "no-sm-throttle")
+VARIANTS = ("horizon-hide-always",)
 ALIASES = {"fcfs": "vanilla"}  # vLLM's name for its own scheduling order
 
 
@@ -65,9 +78,15 @@ def make_policy(name: str, profiles: Mapping[str, ClassProfile], ladder: Ladder,
     cfg = config or HorizonConfig()
     if name in ("vanilla", "mps"):
         return FCFS(name), "timeslice" if name == "vanilla" else "mps"
-    if name in ("edf", "edf-mps"):
+    if name in ("edf", "edf-mps", "edf-split"):
         slo = {c: p.slo_s for c, p in profiles.items()}  # inf: a class without a deadline goes last
+        if name == "edf-split":
+            return FixedSplit(EDF(slo, name="edf"), ladder.s_cap, name=name), "split"
         return EDF(slo, name=name), "timeslice" if name == "edf" else "mps"
+    if name == "static-split":
+        return FixedSplit(FCFS("vanilla"), ladder.s_cap, name=name), "split"
+    if name == "horizon-hide-always":
+        cfg = replace(cfg, rotation=replace(cfg.rotation, conserve=False))
     if name == "no-rotation":
         cfg = replace(cfg, rotation=replace(cfg.rotation, rotate=False, cap_long=False))
     elif name == "no-sm-throttle":

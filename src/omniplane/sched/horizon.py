@@ -66,7 +66,9 @@ class HorizonServe:
         self.temporal.add(self.profiler.annotate(info, now))
 
     def decide(self, ctx: StepContext) -> StepDecision:
-        # step 1: refresh signals
+        # step 1: refresh signals (and reconcile with the engine's live requests)
+        if ctx.running or self.temporal.long_running():
+            self.temporal.sync({s.rid for s in ctx.running}, (s.rid for s in ctx.waiting))
         self.temporal.refresh(ctx.now)
         self.spatial.observe(ctx.bw_util)
         # step 2: the temporal view (re-polled while it would leave an idle stage empty)

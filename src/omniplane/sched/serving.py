@@ -16,6 +16,7 @@ model: a vLLM process that loads it loads no simulator or perf module.
     m: 2, n_min: 2, n_max: 8, long_cap: 2, rotate: true, cap_long: true     RotationConfig
     gamma: 0.4, b_sat: 0.93, throttle: true                                  SpatialConfig
     slo_multiplier: 5        SLO = multiplier x solo p95 (for the default profile below)
+    default_slo_s: S         the deadline of a class without an SLO (default below)
     profiles: {CLASS: {prefill_s_per_token, step_s, decode_s_per_token, decode_tokens,
                        downstream_s}}      measured class profiles (seconds), e.g. the
                                            "profiles" of ``OfflineCalibration.to_json()``
@@ -24,8 +25,10 @@ model: a vLLM process that loads it loads no simulator or perf module.
 A class without a measured profile gets ``r_hat = SLO / slo_multiplier`` while its prompt is
 not prefilled (assumption: the solo p95 the SLO was derived from, section 6.1, as the time to
 first response of a request that has not started) and nothing after; only waiting requests'
-``r_hat`` drives protection, since admitted ones are never hidden. A class without an SLO has no
-deadline (never protected; last in the long-path cap's deadline order).
+``r_hat`` drives protection, since admitted ones are never hidden. A class without an SLO gets
+a finite deadline, ``default_slo_s`` (default: the most lenient SLO of the table, or
+:data:`NO_SLO_DEFAULT_S` when no class has one; an assumption, so that such a class ages into
+protection and cannot starve behind rotation or the long-path cap while the engine has room).
 
 Without a ladder (no SM control on this GPU, or ``total_sms`` 0) or with ``throttle: false``
 no cap is published; rotation, the slack guard and the long-path cap still run.
@@ -41,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from omniplane.policy import PathClass, Policy
-from omniplane.sched.factory import Mode, make_policy
+from omniplane.sched.factory import ATTRIBUTION, Mode, make_policy
 from omniplane.sched.horizon import HorizonConfig
 from omniplane.sched.ladder import Ladder, PartitionRule
 from omniplane.sched.profiler import ClassProfile, ProfilerConfig
@@ -53,7 +56,8 @@ from omniplane.spec.slo import HORIZON_MULTIPLIER
 NO_LADDER = Ladder(2, (1,), PartitionRule(1, 1))
 _GROUPS: dict[str, type] = {"profiler": ProfilerConfig, "rotation": RotationConfig, "spatial": SpatialConfig}
 _CONFIG_KEYS = {f.name: group for group, cls in _GROUPS.items() for f in fields(cls)}
-_OTHER_KEYS = {"profiles", "calibration", "slo_multiplier"}
+_OTHER_KEYS = {"profiles", "calibration", "slo_multiplier", "default_slo_s"}
+NO_SLO_DEFAULT_S = 60.0  # assumption: a class-less table's deadline, far above any first response
 _PROFILE_KEYS = ("prefill_s_per_token", "step_s", "decode_s_per_token", "decode_tokens", "downstream_s")
 
 
@@ -97,11 +101,11 @@ def _measured_profiles(options: Mapping[str, Any], where: str) -> dict[str, Mapp
 
 
 def _profile(name: str, path: str, slo_s: float | None, measured: Mapping[str, Any] | None,
-             multiplier: float, where: str) -> ClassProfile:
-    slo = math.inf if slo_s is None else float(slo_s)
+             multiplier: float, default_slo_s: float, where: str) -> ClassProfile:
+    slo = default_slo_s if slo_s is None else float(slo_s)
     kind = PathClass(path)
     if measured is None:
-        step = 0.0 if math.isinf(slo) else slo / multiplier
+        step = slo / multiplier
         return ClassProfile(name, kind, slo, 0.0, step, 0.0, 0.0, 0.0)
     if not isinstance(measured, Mapping):
         raise ValueError(f"{where}: profiles.{name}: expected a mapping with {list(_PROFILE_KEYS)}")
@@ -121,11 +125,16 @@ def serving_profiles(classes: Mapping[str, tuple[PathClass, float | None]], opti
     multiplier = float(options.get("slo_multiplier", HORIZON_MULTIPLIER))
     if not multiplier > 0.0:
         raise ValueError(f"{where}: slo_multiplier must be > 0, got {multiplier}")
+    finite = [float(s) for _, s in classes.values() if s is not None and math.isfinite(s)]
+    default = options.get("default_slo_s", max(finite) if finite else NO_SLO_DEFAULT_S)
+    if isinstance(default, bool) or not isinstance(default, int | float) or not 0.0 < default < math.inf:
+        raise ValueError(f"{where}: default_slo_s: expected a finite number of seconds > 0, got {default!r}")
     measured = _measured_profiles(options, where)
     unknown = sorted(set(measured) - set(classes))
     if unknown:
         raise ValueError(f"{where}: profiles for unknown class(es) {unknown}; classes are {sorted(classes)}")
-    return {c: _profile(c, p, s, measured.get(c), multiplier, where) for c, (p, s) in classes.items()}
+    return {c: _profile(c, p, s, measured.get(c), multiplier, float(default), where)
+            for c, (p, s) in classes.items()}
 
 
 def policy_for_serving(name: str, classes: Mapping[str, tuple[PathClass, float | None]], total_sms: int,
@@ -138,6 +147,9 @@ def policy_for_serving(name: str, classes: Mapping[str, tuple[PathClass, float |
     profiles = serving_profiles(classes, options, where)
     if ladder is not None and ladder.total_sms != total_sms:
         raise ValueError(f"{where}: the SM ladder is for {ladder.total_sms} SMs, the GPU has {total_sms}")
+    if ladder is None and name in ATTRIBUTION:
+        raise ValueError(f"{where}: policy {name!r} holds the shared stage at S_cap SMs and needs an SM "
+                         f"ladder (settings total_sms and ladder.s_max or ladder.levels)")
     if ladder is None and config.spatial.throttle:
         config = HorizonConfig(config.profiler, config.rotation,
                                SpatialConfig(config.spatial.gamma, config.spatial.b_sat, throttle=False))

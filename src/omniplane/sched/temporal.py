@@ -5,7 +5,10 @@ only (they are restored after it: the base scheduler's queue is never reordered 
 
 * **N:M path rotation.** Steps are short-path phases and long-path phases, ``N`` short then
   ``M`` long per cycle. In a short-path phase the ordinary long-path prefills are hidden; in a
-  long-path phase the ordinary short-path prefills are. ``M = 2`` (fixed, section 4.3);
+  long-path phase the ordinary short-path prefills are, *if the phase's own path has visible
+  waiting work* (work conservation, ``conserve``, the default: the paper says non-phase
+  requests "can be hidden"; hiding them while the phase has nothing to admit only idles the
+  stage). ``conserve=False`` keeps the unconditional variant. ``M = 2`` (fixed, section 4.3);
   ``N = N_min + round(f (N_max - N_min))`` with ``f`` the fraction of waiting short-path
   requests that are protected, ``[N_min, N_max] = [2, 8]``. The paper writes the phase as
   ``k mod (N + M) < N``; with ``N`` changing between steps that can cut long phases short, so
@@ -52,6 +55,7 @@ class RotationConfig:
     long_cap: int = 2  # assumption: the paper gives no value; one per long-path phase step (= M)
     rotate: bool = True
     cap_long: bool = True
+    conserve: bool = True  # hide non-phase prefills only while the phase has visible work
 
     def __post_init__(self) -> None:
         if self.m < 1:
@@ -151,6 +155,28 @@ class TemporalScheduler:
             self._running_long.discard(rid)
             self._version += 1
 
+    def sync(self, running: set[int], waiting: Iterable[int]) -> None:
+        """Reconcile with the engine's live requests (every step, before :meth:`view`).
+
+        * A request the engine runs that is still tracked as waiting was admitted in a step
+          whose outcome has not been reported yet (vLLM's async scheduling reports a step late):
+          it is counted now, so the long-path cap cannot be exceeded.
+        * An ordinary long-path request counted against the cap that the engine holds neither
+          running nor waiting (preempted requests return to waiting) is gone: its finish was
+          missed, and it is forgotten so the cap's room is not lost for good.
+
+        ``waiting`` is read only when a counted request is not running (rare)."""
+        sig_of = self._sig
+        for rid in running:
+            sig = sig_of.get(rid)
+            if sig is not None and rid not in self._running_long and (
+                    rid in self._ordinary[sig.path] or _contains(self._protected, (sig.deadline, rid))):
+                self.admitted((rid,))
+        if len(self._running_long) and not self._running_long <= running:
+            live = running | set(waiting)
+            for rid in [r for r in self._running_long if r not in live]:
+                self.finished(rid)
+
     def refresh(self, now: float) -> None:
         """Step 1 of Algorithm 1 for waiting requests: those whose slack ratio fell below
         ``u_guard`` since the last step become protected."""
@@ -192,24 +218,38 @@ class TemporalScheduler:
         cached = self._views.get(phase)
         if cached is not None and cached[0] == self._version and cached[1] == n:
             return cached[2]
-        capped = 0
+        short_o, long_o = self._ordinary[PathClass.SHORT], self._ordinary[PathClass.LONG]
+        room = max(0, cfg.long_cap - len(self._running_long))
+        over = self._long_edf[room:] if cfg.cap_long and len(self._long_edf) > room else []
         if cfg.rotate and phase is PathClass.SHORT:
-            hidden = frozenset(self._ordinary[PathClass.LONG]) if self._ordinary[PathClass.LONG] else _EMPTY
+            # visible short-path work: ordinary or protected short-path requests
+            hide_long = bool(long_o) and (not cfg.conserve or bool(short_o) or self._protected_short > 0)
+            if hide_long:
+                hidden, capped = frozenset(long_o), 0
+            else:  # nothing of the phase to admit: the long-path prefills fall to the cap
+                hidden = frozenset(rid for _, rid in over) if over else _EMPTY
+                capped = len(over)
         else:
-            hide_short = cfg.rotate and bool(self._ordinary[PathClass.SHORT])
-            room = max(0, cfg.long_cap - len(self._running_long))
-            over = self._long_edf[room:] if cfg.cap_long and len(self._long_edf) > room else []
+            hide_short = cfg.rotate and bool(short_o) and (
+                not cfg.conserve or self._long_visible(len(over)))
             capped = len(over)
             if hide_short or over:
                 out = [rid for _, rid in over]
                 if hide_short:
-                    out.extend(self._ordinary[PathClass.SHORT])
+                    out.extend(short_o)
                 hidden = frozenset(out)
             else:
                 hidden = _EMPTY
         view = TemporalView(phase, n, hidden, frac, capped)
         self._views[phase] = (self._version, n, view)
         return view
+
+    def _long_visible(self, capped: int) -> bool:
+        """Whether a long-path phase has waiting long-path work the view shows: a protected
+        long-path request, or an ordinary one the admission cap lets through."""
+        if len(self._protected) > self._protected_short:
+            return True
+        return len(self._long_edf) > capped
 
 
 def _remove(items: list[tuple[float, int]], key: tuple[float, int]) -> bool:

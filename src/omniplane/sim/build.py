@@ -102,7 +102,10 @@ def build_topology(model: ModelSpec, plan: PlanSpec, gpu: GPUKind, cost: CostSou
         routes[t] = (list(np.cumsum([r.p for r in rlist])), maps)
     if setup.shared_gpu is not None:
         share(executors, setup.shared_gpu, cost)
-    return Topology(nodes, routes, plan.transfer_ms / 1e3, executors)
+    # prefill/decode disaggregation: the prefill phase's KV cache crosses the GPU link
+    kv_s = {c.name: c.size.kv_bytes_per_token() / gpu.link_bw
+            for c in model.components for e in c.edges if e.kv}
+    return Topology(nodes, routes, plan.transfer_ms / 1e3, executors, kv_s)
 
 
 def _engines(model: ModelSpec, comps: tuple[str, ...], cfg: Any, max_batch: int, cost: CostSource,
@@ -110,6 +113,7 @@ def _engines(model: ModelSpec, comps: tuple[str, ...], cfg: Any, max_batch: int,
              cpu: Callable[[str], float]) -> list[Engine]:
     llms = [c for c in comps if model.component(c).is_llm]
     kv_total = cost.kv_capacity_tokens(list(comps), cfg) if llms else 0
+    decode_only = {e.to for c in model.components for e in c.edges if e.kv}
     engines: list[Engine] = []
     for c in comps:
         comp = model.component(c)
@@ -119,7 +123,8 @@ def _engines(model: ModelSpec, comps: tuple[str, ...], cfg: Any, max_batch: int,
             # kv_capacity_tokens is per LLM: the footprint already shares the free memory so
             # that every co-hosted LLM holds that many tokens (omniplane.perf.memory.footprint)
             engines.append(LLMEngine(c, queue, cost, cfg, setup.max_seqs or max_batch, kv_capacity=kv_total,
-                                     token_budget=setup.token_budget, policy=policy))
+                                     token_budget=setup.token_budget, policy=policy,
+                                     kv_loaded=c in decode_only))
             continue
         args = (c, queue, cost, cfg, max_batch)
         if comp.kind is ComponentKind.ENCODER:

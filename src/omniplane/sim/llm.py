@@ -41,8 +41,12 @@ class LLMEngine(Engine):
 
     def __init__(self, comp: str, queue: JobQueue, cost: CostSource, cfg: Any, max_batch: int, *,
                  kv_capacity: int, token_budget: int = DEFAULT_TOKEN_BUDGET,
-                 policy: Policy | None = None) -> None:
+                 policy: Policy | None = None, kv_loaded: bool = False) -> None:
         super().__init__(comp, queue, cost, cfg, max_batch)
+        # a decode phase (prefill/decode disaggregation): prompts arrive as KV cache, so a job
+        # is admitted when its whole KV fits and takes no prefill tokens; its first token is
+        # sampled at the end of the iteration it joins
+        self.kv_loaded = kv_loaded
         self.kv_capacity = kv_capacity
         self.token_budget = token_budget
         self.policy: Policy = policy or FCFS()
@@ -78,6 +82,8 @@ class LLMEngine(Engine):
         job.prompt = job.target = max(1, int(w["prompt_tokens"]) - cut)
         job.out = int(w["output_tokens"])
         job.state, job.admit, job.computed, job.generated, job.dec_i0 = WAITING, 0, 0, 0, 0
+        if self.kv_loaded:
+            job.computed = job.prompt
         return job
 
     def add(self, job: Job, shared: bool) -> None:
@@ -181,7 +187,11 @@ class LLMEngine(Engine):
             for job in candidates:
                 if room <= 0 or budget <= 0 or kv_free <= 0:
                     break
-                n = min(job.target, budget, kv_free)
+                if job.computed:  # arrived as KV (a decode phase): all of it must fit
+                    if job.computed > kv_free:
+                        break
+                    kv_free -= job.computed
+                n = min(job.target - job.computed, budget, kv_free)
                 self._admits += 1
                 job.admit, job.state, job.engine = self._admits, PREFILL, self
                 prefilling.append(job)

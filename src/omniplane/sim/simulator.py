@@ -134,13 +134,16 @@ class Simulation:
 
     def _release(self, req: SimRequest, frm: str, to: str) -> None:
         nodes = req.nodes
-        if self._transfer > 0 and nodes[frm] != nodes[to]:
+        delay = self._transfer if nodes[frm] != nodes[to] else 0.0
+        if req.path.kv_from and req.path.kv_from.get(to) == frm:  # the prefill's KV cache moves
+            delay += self.topo.kv_seconds_per_token.get(frm, 0.0) * req.work[frm]["prompt_tokens"]
+        if delay > 0:
             name = nodes[to]
             if self._fixed[name] is None and not self.topo.nodes[name].shared_queue:
                 # the data goes to one executor of a merged node: it is chosen (and pinned) when
                 # the transfer starts, by the loads then, as the deployment's router does
                 self._seat(req, name)
-            self.loop.at(self.loop.now + self._transfer, self._released, (req, to), DISPATCH)
+            self.loop.at(self.loop.now + delay, self._released, (req, to), DISPATCH)
         elif req.release(to):
             self._ready(req, to)
 

@@ -99,6 +99,7 @@ class Topology:
     routes: dict[str, tuple[list[float], list[dict[str, str]]]]
     transfer_s: float = 0.0
     executors: list[Executor] = field(default_factory=list)
+    kv_seconds_per_token: dict[str, float] = field(default_factory=dict)  # prefill phase -> KV handover
 
     def pick_route(self, type_name: str, rnd: random.Random) -> dict[str, str]:
         cum, maps = self.routes[type_name]

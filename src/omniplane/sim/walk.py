@@ -53,6 +53,8 @@ class TypePath:
     # and when it also stands for the first output
     completes: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
     completes_first: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
+    kv_from: dict[str, str]  # decode phase -> the prefill phase handing it its KV cache
+    first_at: str  # the component whose first output is the first response (a decode phase's prefill)
 
     @staticmethod
     def of(model: ModelSpec, type_name: str) -> TypePath:
@@ -75,6 +77,8 @@ class TypePath:
         on_first = {c: tuple(s for s, st in succs[c] if st) for c in comps}
         on_done = {c: tuple(s for s, st in succs[c] if not st) for c in comps}
         ends_feed = {c: tuple(s for s, st in succs[c] if st and s in incremental) for c in comps}
+        kv_from = {e.to: c for c in comps for e in model.component(c).edges if e.kv and e.to in on}
+        sink = next(c for c in comps if not succs[c])
         return TypePath(
             name=type_name,
             components=comps,
@@ -92,6 +96,8 @@ class TypePath:
             joins={c: len(p) for c, p in preds.items() if len(p) > 1},
             completes={c: (on_done[c], ends_feed[c]) for c in comps},
             completes_first={c: (on_first[c] + on_done[c], ends_feed[c]) for c in comps},
+            kv_from=kv_from,
+            first_at=kv_from.get(sink, sink),  # prefill/decode split: the prefill's first token
         )
 
 
@@ -171,4 +177,4 @@ class Walk:
         """Time of the type's first response (None until it happened)."""
         if self.path.metric is FirstResponse.E2E:
             return max(self.done.values()) if self.finished else None
-        return self.first_out.get(self.path.sink)
+        return self.first_out.get(self.path.first_at)

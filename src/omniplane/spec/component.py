@@ -64,6 +64,14 @@ class Size(Sourced):
     frames_per_patch: Count | None = None
     tile_pixels: Width | None = None
     max_tiles: Count | None = None
+    # video frames as the serving stack's processor resizes them (Qwen's smart_resize: sides
+    # rounded to patch x merge, area kept within these bounds): per frame, and over all frames
+    frame_min_pixels: Width | None = None
+    frame_max_pixels: Width | None = None
+    video_max_pixels: Width | None = None
+    # encoder: embedding streams handed to the LLM per token, each of the LLM's hidden width
+    # (1, plus one per DeepStack tap of Qwen3 ViTs)
+    output_streams: Count | None = None
     # generator: codec frame rate, codebooks; DiT/VAE: pixels per latent token, latent channels
     frame_rate_hz: Ratio | None = None
     codebooks: Count | None = None
@@ -92,6 +100,10 @@ class Size(Sourced):
             raise ValueError("active_experts must be <= experts")
         if self.heads is not None and self.kv_heads is not None and self.kv_heads > self.heads:
             raise ValueError(f"kv_heads ({self.kv_heads}) must be <= heads ({self.heads})")
+        if (self.frame_min_pixels is not None and self.frame_max_pixels is not None
+                and self.frame_min_pixels > self.frame_max_pixels):
+            raise ValueError(f"frame_min_pixels ({self.frame_min_pixels}) must be <= frame_max_pixels "
+                             f"({self.frame_max_pixels})")
         mtp = (self.mtp_params, self.mtp_layers, self.mtp_hidden)
         if (any(v is not None for v in mtp) or self.mtp_steps is not None) and (
                 None in mtp or self.codebooks is None):
@@ -134,11 +146,15 @@ class Size(Sourced):
 class Edge(SpecModel):
     """A directed data edge. ``colocatable``: the runtime can run both ends in one executor.
     ``streaming``: the downstream component starts on the first chunk the upstream one emits
-    (e.g. a talker voicing thinker tokens as they come) instead of waiting for its whole output."""
+    (e.g. a talker voicing thinker tokens as they come) instead of waiting for its whole output.
+    ``kv``: prefill/decode disaggregation: both ends are one LLM's phases, the upstream prefills
+    and emits the first token (a text type's first response), then hands its KV cache over the
+    edge and the downstream decodes the rest without prefilling again."""
 
     to: Name
     colocatable: bool = False
     streaming: bool = False
+    kv: bool = False
 
 
 _REQUIRED_FOR_LLM = ("layers", "hidden", "heads", "kv_heads")

@@ -196,6 +196,15 @@ def _check_components(components: list[Component]) -> list[tuple[Loc, str]]:
             elif e.to in targets:
                 issues.append((loc, f"duplicate edge {c.name!r} -> {e.to!r}"))
             targets.add(e.to)
+            if e.kv and e.to in names:
+                to = next(x for x in components if x.name == e.to)
+                kv_loc: Loc = ("components", i, "edges", j, "kv")
+                if c.kind is not ComponentKind.LLM or to.kind is not ComponentKind.LLM:
+                    issues.append((kv_loc, f"a kv edge joins two LLM phases, but {c.name!r} is {c.kind} "
+                                           f"and {e.to!r} is {to.kind}"))
+                elif e.streaming or e.colocatable:
+                    issues.append((kv_loc, "a kv edge hands over a finished prefill: it is neither "
+                                           "streaming nor colocatable"))
     if not issues:
         ordered = set(_kahn(components))
         if len(ordered) < len(components):

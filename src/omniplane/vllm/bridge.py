@@ -173,20 +173,46 @@ class PolicyBridge:
         return decision if isinstance(decision, StepDecision) else NO_DECISION
 
     def hidden_requests(self, decision: StepDecision, hideable: list[Any]) -> list[Any]:
-        """The requests of ``hideable`` (this step's ``self.waiting``) the decision hides."""
+        """The requests of ``hideable`` (this step's ``self.waiting``) the decision hides (an
+        untracked request is never hidden; a failure here counts as a policy error and hides
+        nothing)."""
         if not decision.hidden:
             return []
+        found = self._guard("hidden_requests", self._hidden, decision.hidden, hideable)
+        return found if isinstance(found, list) else []
+
+    def _hidden(self, hidden: frozenset[int], hideable: list[Any]) -> list[Any]:
         by_id = self.by_id
-        return [r for r in hideable if by_id[r.request_id].rid in decision.hidden]
+        return [r for r in hideable if (t := by_id.get(r.request_id)) is not None and t.rid in hidden]
 
     def ordered(self, decision: StepDecision, visible: list[Any]) -> list[Any] | None:
         """``visible`` in the decision's order (None: keep FCFS); rids the decision does not
-        name keep their relative order after the named ones."""
+        name, and untracked requests, keep their relative order after the named ones."""
         if decision.order is None:
             return None
-        rank = {rid: i for i, rid in enumerate(decision.order)}
+        found = self._guard("ordered", self._ordered, decision.order, visible)
+        return found if isinstance(found, list) else None
+
+    def _ordered(self, order: tuple[int, ...], visible: list[Any]) -> list[Any]:
+        rank = {rid: i for i, rid in enumerate(order)}
         by_id, last = self.by_id, len(rank)
-        return sorted(visible, key=lambda r: rank.get(by_id[r.request_id].rid, last))
+
+        def key(r: Any) -> int:
+            t = by_id.get(r.request_id)
+            return last if t is None else rank.get(t.rid, last)
+
+        return sorted(visible, key=key)
+
+    def reconcile(self, live: Any, now: float) -> int:
+        """Finish every tracked request the scheduler no longer holds (``live``: its
+        ``requests`` mapping), so a finish vLLM never reported (an abort path, an engine error)
+        cannot hold the policy's state, e.g. the long-path cap's occupancy, for good. Returns
+        how many were reconciled (each is logged once)."""
+        gone = [i for i in self.by_id if i not in live]
+        for i in gone:
+            log.warning("omniplane: request %s left the scheduler without a finish report; finishing it", i)
+            self.finish(i, now)
+        return len(gone)
 
     def outcome(self, *, now: float, duration: float, prefill: list[str], sm_cap: int | None) -> None:
         """Report a step: ``prefill`` are the ids that got prompt tokens; a request's first

@@ -59,6 +59,15 @@ class OmniplaneState:
     def build(cls, settings: SchedulerSettings) -> OmniplaneState:
         control = StageControl(settings)
         ladder = control.ladder
+        factory_policy = not settings.policy.startswith("import:")
+        if ladder is not None and not settings.ladder.configured and factory_policy:
+            log.warning(
+                "omniplane: no SM ladder configured (ladder.s_max or ladder.levels): the default S_cap "
+                "would be %d of %d SMs, nearly the whole GPU, the regime HorizonServe calls unsafe "
+                "(section 4.4); policy %s will not throttle. Set ladder.s_max from a fixed-SM sweep "
+                "(omniplane calibrate).", ladder.s_cap, settings.total_sms, settings.policy,
+            )
+            ladder = None
         policy = scheduler_policy(settings.policy, PolicyInputs.from_settings(settings, ladder))
         state = cls(settings, PolicyBridge(policy, settings), control)
         log.info(
@@ -110,6 +119,7 @@ class PolicySchedulerMixin:
         op, bridge, control = self.omniplane, self.omniplane.bridge, self.omniplane.control
         sched: Any = self
         now = bridge.clock()
+        bridge.reconcile(sched.requests, now)  # finishes vLLM never reported (O(requests))
         waiting = list(sched.waiting)
         ctx = bridge.context(
             list(getattr(sched, "kv_holding_waiting", ())) + waiting,

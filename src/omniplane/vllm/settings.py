@@ -82,6 +82,11 @@ class LadderSettings(SpecModel):
     s_max: PositiveInt | None = None
     step: PositiveInt | None = None
 
+    @property
+    def configured(self) -> bool:
+        """Whether the ladder's top (S_cap) was set; the default tops out near the whole GPU."""
+        return self.levels is not None or self.s_max is not None
+
     def spec(self) -> LadderSpec:
         return LadderSpec(
             None if self.levels is None else tuple(self.levels), self.s_min, self.s_max, self.step

@@ -1,4 +1,7 @@
-"""One streamed chat completion against an OpenAI-compatible endpoint, timed chunk by chunk."""
+"""One streamed request against an OpenAI-compatible endpoint, timed chunk by chunk:
+``/v1/chat/completions`` (``api="chat"``: a chunk carries output when its delta has text or
+audio) or ``/v1/completions`` (``api="completions"``, e.g. token-id prompts to a server without a
+tokenizer: every chunk with a choice carries one output token, whatever its text)."""
 
 from __future__ import annotations
 
@@ -37,10 +40,22 @@ def _delta(chunk: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
+PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+# vLLM's per-request histograms on /metrics (seconds): name -> key in PointMetrics.server_s
+SERVER_HISTOGRAMS = {
+    "vllm:request_queue_time_seconds": "queue",
+    "vllm:request_prefill_time_seconds": "prefill",
+    "vllm:request_decode_time_seconds": "decode",
+    "vllm:time_to_first_token_seconds": "ttft",
+    "vllm:inter_token_latency_seconds": "itl",
+    "vllm:e2e_request_latency_seconds": "e2el",
+}
+
+
 async def stream_chat(client: httpx.AsyncClient, url: str, payload: dict[str, Any], worker: int,
-                      sample_rate: int = 24000) -> RequestRecord:
-    """POST ``payload`` with ``stream: true`` and time every chunk; failures become a record with
-    ``error`` set (never an exception)."""
+                      sample_rate: int = 24000, api: str = "chat") -> RequestRecord:
+    """POST ``payload`` with ``stream: true`` to the ``api``'s path and time every chunk;
+    failures become a record with ``error`` set (never an exception)."""
     start = time.monotonic()
     first_token = first_audio = None
     chunks: list[float] = []
@@ -49,7 +64,7 @@ async def stream_chat(client: httpx.AsyncClient, url: str, payload: dict[str, An
     usage_in: int | None = None
     audio = 0.0
     try:
-        async with client.stream("POST", f"{url}/v1/chat/completions", json=payload) as resp:
+        async with client.stream("POST", f"{url}{PATHS[api]}", json=payload) as resp:
             if resp.status_code != 200:
                 body = (await resp.aread()).decode(errors="replace")[:200]
                 return RequestRecord(worker, start, time.monotonic(),
@@ -73,7 +88,7 @@ async def stream_chat(client: httpx.AsyncClient, url: str, payload: dict[str, An
                     usage_in = usage.get("prompt_tokens", usage_in)
                 delta = _delta(chunk)
                 got = False
-                if delta.get("content"):
+                if (api == "completions" and chunk.get("choices")) or delta.get("content"):
                     first_token = first_token if first_token is not None else now
                     tokens += 1
                     got = True
@@ -94,26 +109,41 @@ async def stream_chat(client: httpx.AsyncClient, url: str, payload: dict[str, An
                          int(usage_in) if usage_in is not None else None, audio)
 
 
-async def queue_time_totals(client: httpx.AsyncClient, url: str) -> tuple[float, float] | None:
-    """(sum, count) of the server's request queue-time histogram (vLLM's Prometheus metric
-    ``vllm:request_queue_time_seconds``), or ``None`` when the server does not report it."""
+async def server_totals(client: httpx.AsyncClient, url: str) -> dict[str, tuple[float, float]] | None:
+    """``{key: (sum, count)}`` of the server's per-request histograms (vLLM's Prometheus metrics
+    in :data:`SERVER_HISTOGRAMS`, summed over label sets), or ``None`` when the server has no
+    ``/metrics``. Keys the server does not report are absent."""
     try:
         resp = await client.get(f"{url}/metrics", timeout=5.0)
     except httpx.HTTPError:
         return None
     if resp.status_code != 200:
         return None
-    total = count = 0.0
-    found = False
+    sums: dict[str, float] = {}
+    counts: dict[str, float] = {}
     for line in resp.text.splitlines():
         name = line.split("{", 1)[0].split(" ", 1)[0]
+        base, _, part = name.rpartition("_")
+        key = SERVER_HISTOGRAMS.get(base)
+        if key is None or part not in ("sum", "count"):
+            continue
         try:
             value = float(line.rsplit(" ", 1)[-1])
         except ValueError:
             continue
-        if name == "vllm:request_queue_time_seconds_sum":
-            total += value
-            found = True
-        elif name == "vllm:request_queue_time_seconds_count":
-            count += value
-    return (total, count) if found else None
+        target = sums if part == "sum" else counts
+        target[key] = target.get(key, 0.0) + value
+    return {k: (sums[k], counts.get(k, 0.0)) for k in sums} or None
+
+
+def server_means(before: dict[str, tuple[float, float]] | None,
+                 after: dict[str, tuple[float, float]] | None) -> dict[str, float]:
+    """Mean of each histogram over the requests finished between two readings."""
+    if before is None or after is None:
+        return {}
+    out = {}
+    for key, (s1, c1) in after.items():
+        s0, c0 = before.get(key, (0.0, 0.0))
+        if c1 > c0:
+            out[key] = (s1 - s0) / (c1 - c0)
+    return out

@@ -8,7 +8,9 @@ audio duration).
 Steady state: with ``c`` closed-loop workers, the window opens when every worker has completed
 its first request (ramp-up: the server's batch is filling) and closes when the first worker
 finishes its last request (drain: fewer than ``c`` requests in flight). Only requests that start
-and end inside the window count.
+and end inside the window count. A burst point (``c`` requests sent at once, repeated) counts
+every request: its decode phase is a batch of exactly ``c``, its TTFT includes the burst's own
+prefills.
 """
 
 from __future__ import annotations
@@ -91,14 +93,32 @@ class PointMetrics:
     n_total: int
     n_errors: int
     metrics: dict[str, dict[str, float]] = field(default_factory=dict)  # name -> mean/median/p99 (s)
-    request_throughput: float = 0.0  # completed requests per second in the window
-    output_throughput: float = 0.0  # output tokens per second in the window
-    queue_time_s: float | None = None  # mean queueing the server reported, if it did
+    request_throughput: float = 0.0  # requests completed in the window per second of it
+    output_throughput: float = 0.0  # output tokens of the window's requests per second of it
+    # means over the point of the server's own per-request timings, when it reports them
+    # (vLLM: queue, prefill, decode, ttft, itl, e2el; omniplane.perf.profiler.client)
+    server_s: dict[str, float] = field(default_factory=dict)
     prompt_tokens: float | None = None  # median prompt tokens (server's count when reported)
     output_tokens: float = 0.0  # median output tokens
+    chunk_per_token: bool = False  # every output chunk carried one token (ITL = one iteration)
 
     def median(self, name: str) -> float | None:
         return self.metrics.get(name, {}).get("median")
+
+    @property
+    def queue_time_s(self) -> float | None:
+        """Mean queueing the server reported, if it did."""
+        return self.server_s.get("queue")
+
+    @property
+    def frontend_s(self) -> float | None:
+        """Client TTFT (median) minus the server's queueing and prefill (means): what the HTTP
+        hop and the server's front end add to a request's first token, when the server reports
+        both (meaningful at concurrency 1, where nothing else runs)."""
+        ttft, queue, prefill = self.median("ttft"), self.server_s.get("queue"), self.server_s.get("prefill")
+        if ttft is None or queue is None or prefill is None:
+            return None
+        return ttft - queue - prefill
 
     def to_json(self) -> dict[str, object]:
         return {"request": self.request, "concurrency": self.concurrency, "window_s": self.window_s,
@@ -107,16 +127,20 @@ class PointMetrics:
                                for k, d in self.metrics.items()},
                 "request_throughput": self.request_throughput, "output_throughput": self.output_throughput,
                 "queue_time_ms": None if self.queue_time_s is None else round(self.queue_time_s * 1e3, 4),
-                "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens}
+                "server_ms": {k: round(v * 1e3, 4) for k, v in self.server_s.items()},
+                "frontend_ms": None if self.frontend_s is None else round(self.frontend_s * 1e3, 4),
+                "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens,
+                "chunk_per_token": self.chunk_per_token}
 
 
 def point_metrics(request: str, concurrency: int, records: Sequence[RequestRecord],
-                  queue_time_s: float | None) -> PointMetrics:
+                  server_s: dict[str, float] | None = None, burst: bool = False) -> PointMetrics:
     ok = [r for r in records if r.ok]
     errors = len(records) - len(ok)
+    server = dict(server_s or {})
     if not ok:
-        return PointMetrics(request, concurrency, 0.0, 0, len(records), errors, queue_time_s=queue_time_s)
-    lo, hi = steady_window(ok)
+        return PointMetrics(request, concurrency, 0.0, 0, len(records), errors, server_s=server)
+    lo, hi = (min(r.start for r in ok), max(r.end for r in ok)) if burst else steady_window(ok)
     win = [r for r in ok if r.start >= lo and r.end <= hi]
     span = hi - lo
     metrics: dict[str, dict[str, float]] = {}
@@ -133,9 +157,10 @@ def point_metrics(request: str, concurrency: int, records: Sequence[RequestRecor
     prompts = [float(r.prompt_tokens) for r in win if r.prompt_tokens is not None]
     return PointMetrics(
         request, concurrency, span, len(win), len(records), errors, metrics,
-        len(win) / span if span > 0 else 0.0,
+        sum(1 for r in ok if lo <= r.end <= hi) / span if span > 0 else 0.0,
         sum(r.output_tokens for r in win) / span if span > 0 else 0.0,
-        queue_time_s,
+        server,
         statistics.median(prompts) if prompts else None,
         statistics.median([float(r.output_tokens) for r in win]) if win else 0.0,
+        bool(win) and all(len(r.chunk_times) == r.output_tokens for r in win),
     )

@@ -45,6 +45,7 @@ FREE: dict[str, tuple[Free, ...]] = {
         Free("vocoder_call_s", 0.0, 0.5, 0.01),
         Free("encoder_s_per_mpx", 0.0, 1.0, 0.05),
         Free("encoder_s_per_audio_s", 0.0, 0.1, 0.005),
+        Free("encoder_s_per_output_mb", 0.0, 0.05, 1e-3),
     ),
 }
 
@@ -89,6 +90,7 @@ WHY: dict[str, str] = {
     "vocoder_call_s": "fixed time per vocoder call",
     "encoder_s_per_mpx": "encoder host preprocessing per megapixel",
     "encoder_s_per_audio_s": "encoder host preprocessing per second of audio",
+    "encoder_s_per_output_mb": "encoder output embeddings handed to the LLM, per MB",
 }
 
 

@@ -1,0 +1,103 @@
+"""HorizonServe on a live vLLM engine: one seeded mixed bursty stream (the tiny fixture's
+``tiny-qwen2-mixed`` workload: short text requests, bursty long prompts) replayed against vLLM's
+own scheduler (``bare``) and omniplane's scheduler class running ``fcfs`` and ``horizon``, each
+on a freshly started engine (vLLM's CPU build, .venv-vllm). Per class: TTFT p50/p95 and SLO
+attainment; per run: throughput, exactly-once completion against the engine's own counters,
+and (``--capacity S``) the engine's closed-loop capacity, whose bare-vs-wrapped ratio is the
+wrapper's throughput cost at saturation.
+
+The machine is shared: runs of one policy far apart in time see different loads. Policies run
+in rotating order for ``--repeats`` rounds so that each one meets the same spread of loads;
+``uptime`` is recorded before and after every run.
+
+    .venv-vllm/bin/python bench/bench_vllm_live.py [--rate 3] [--duration 60] [--repeats 2] \\
+        [--capacity 20] [--out out/vllm-live.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+try:
+    import vllm  # noqa: F401
+except ImportError:
+    print("bench_vllm_live: skipped: needs vLLM (run it with .venv-vllm/bin/python; make vllm-extra)")
+    sys.exit(0)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from omniplane.fidelity.fixture import ensure_model_dir
+from omniplane.fidelity.schedlive import POLICIES, LiveSchedOptions, class_table, run_one
+from omniplane.spec import load_workload
+from omniplane.workload import generate
+
+DATA = Path(__file__).resolve().parents[1] / "src" / "omniplane" / "fidelity" / "data"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rate", type=float, default=3.0)
+    ap.add_argument("--duration", type=float, default=60.0)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--capacity", type=float, default=0.0, help="capacity window, seconds (0: skip)")
+    ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--out", type=Path, default=Path("out/vllm-live.json"))
+    a = ap.parse_args()
+    wl = load_workload(DATA / "tiny-qwen2-mixed.yaml")
+    opts = LiveSchedOptions(str(ensure_model_dir()), wl, a.rate, a.duration, capacity_s=a.capacity,
+                            log_dir=a.out.parent / "vllm-live-logs")
+    opts.log_dir.mkdir(parents=True, exist_ok=True)  # type: ignore[union-attr]
+    slo_s, table = class_table(wl, opts.long_types)
+    requests = generate(wl, duration_s=a.duration, rate=a.rate, seed=0)
+    policies = a.policies.split(",")
+    runs: list[dict[str, Any]] = []
+    for rep in range(a.repeats):
+        order = policies[rep % len(policies):] + policies[:rep % len(policies)]
+        for p in order:
+            load = os.getloadavg()
+            r = run_one(p, opts, requests, table, slo_s, lambda m: print(m, flush=True))
+            r.update(repeat=rep, load_before=load, load_after=os.getloadavg())
+            runs.append(r)
+            show(r)
+    summary = {}
+    for p in policies:
+        mine = [r for r in runs if r["policy"] == p]
+        summary[p] = {
+            "exactly_once": all(r["exactly_once"]["ok"] for r in mine),
+            "throughput_rps": statistics.median(r["overall"]["throughput_rps"] for r in mine),
+            "capacity_rps": _median([r.get("capacity_rps") for r in mine]),
+            "per_class": {c: {k: _median([r["per_class"][c][k] for r in mine])
+                              for k in ("p50_ttft_ms", "p95_ttft_ms", "attainment")}
+                          for c in mine[0]["per_class"]},
+        }
+    doc = {"workload": wl.spec.name, "rate": a.rate, "duration_s": a.duration, "requests": len(requests),
+           "slo_ms": {k: v * 1e3 for k, v in slo_s.items()}, "runs": runs, "summary": summary}
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(json.dumps(summary, indent=2))
+
+
+def _median(xs: list[Any]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return statistics.median(vals) if vals else None
+
+
+def show(r: dict[str, Any]) -> None:
+    o = r["overall"]
+    load = f"{r['load_before'][0]:.1f} -> {r['load_after'][0]:.1f}"
+    print(f"{r['policy']} (repeat {r['repeat']}, load {load}): "
+          f"exactly once {r['exactly_once']['ok']}, {o['throughput_rps']:.2f} req/s, capacity "
+          f"{r.get('capacity_rps')}")
+    for c, m in r["per_class"].items():
+        print(f"  {c}: TTFT p50 {m['p50_ttft_ms']:.0f} ms, p95 {m['p95_ttft_ms']:.0f} ms, "
+              f"attainment {m['attainment']:.1%} (SLO {m['slo_ms']:.0f} ms)", flush=True)
+
+
+if __name__ == "__main__":
+    main()

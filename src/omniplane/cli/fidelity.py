@@ -1,0 +1,202 @@
+"""``omniplane fidelity``: how far the simulator is from a real engine (docs/fidelity.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from omniplane.cli import options as opt
+from omniplane.cli.files import Outputs
+from omniplane.cli.output import console, err_console, fail, print_json
+from omniplane.fidelity.compare import METRICS, TARGETS, errors, within_targets
+
+FIXTURE_DATA = Path(__file__).resolve().parents[1] / "fidelity" / "data"
+DEFAULT_WORKLOAD = FIXTURE_DATA / "tiny-qwen2-fidelity.yaml"
+LATE_MS = 50.0  # assumption: sends later than this at p99 mean the machine, not the engine, was measured
+LABELS = {"throughput_rps": "throughput req/s", "ttft_p50_ms": "TTFT p50 ms", "ttft_p95_ms": "TTFT p95 ms",
+          "tpot_p50_ms": "TPOT p50 ms", "tpot_p95_ms": "TPOT p95 ms", "e2e_p50_ms": "E2E p50 ms"}
+
+
+def fixture_model_dir(python: str) -> Path:
+    """The fixture's folder, built on first use by ``python`` (it needs torch and transformers,
+    which come with vLLM)."""
+    code = "from omniplane.fidelity.fixture import ensure_model_dir; print(ensure_model_dir())"
+    if python == sys.executable:
+        from omniplane.fidelity.fixture import ensure_model_dir
+
+        try:
+            return ensure_model_dir()
+        except RuntimeError as exc:
+            fail(str(exc))
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True)
+    if out.returncode != 0:
+        fail(f"building the fixture with {python} failed:\n{out.stderr.strip()[-2000:]}")
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}" if abs(x) < 100 else f"{x:.0f}"
+
+
+def _err(x: float | None, limit: float | None) -> str:
+    if x is None:
+        return "-"
+    text = f"{x:+.1%}"
+    if limit is None:
+        return text
+    return f"[green]{text}[/]" if abs(x) <= limit else f"[red]{text}[/]"
+
+
+def _spread(doc: dict[str, Any]) -> list[dict[str, float | None]]:
+    """Per load and metric, (max - min) / median over repeated replays (the noise floor)."""
+    out = []
+    for detail in doc["engine"].get("loads", []):
+        runs = [r["summary"] for r in detail.get("repeats", [])]
+        if len(runs) < 2:
+            return []
+        row: dict[str, float | None] = {}
+        for k in METRICS:
+            vals = sorted(v for r in runs if (v := r.get(k)) is not None)
+            mid = vals[len(vals) // 2] if vals else None
+            row[k] = (vals[-1] - vals[0]) / mid if vals and mid else None
+        out.append(row)
+    return out
+
+
+def show_report(doc: dict[str, Any]) -> None:
+    eng = doc["engine"]
+    console.print(f"engine {eng.get('url')} ({eng.get('model')}, vLLM {eng.get('vllm_version') or '?'}): "
+                  f"max_num_seqs {eng.get('max_num_seqs')}, max_num_batched_tokens "
+                  f"{eng.get('max_num_batched_tokens')}, KV {eng.get('kv_cache_tokens')} tokens; capacity "
+                  f"{_fmt(eng.get('capacity_measured_rps'))} req/s measured, "
+                  f"{_fmt(eng.get('capacity_simulated_rps'))} simulated; front end "
+                  f"{_fmt(eng.get('frontend_ms'))} ms")
+    for w in eng.get("warnings", []):
+        err_console.print(f"[yellow]warning:[/] {w}")
+    spread = _spread(doc)
+    table = Table(title="predicted (simulator) vs measured (engine)")
+    table.add_column("offered req/s")
+    table.add_column("metric")
+    for col in ("measured", "simulated", "error") + (("repeats spread",) if spread else ()):
+        table.add_column(col, justify="right")
+    for j, load in enumerate(doc["loads"]):
+        err = errors(load["measured"], load["simulated"])
+        for i, k in enumerate(METRICS):
+            row = [_fmt(load["offered_rps"]) if i == 0 else "", LABELS[k], _fmt(load["measured"][k]),
+                   _fmt(load["simulated"][k]), _err(err[k], TARGETS.get(k))]
+            if spread:
+                row.append(_err(spread[j].get(k), None))
+            table.add_row(*row)
+        table.add_section()
+    console.print(table)
+    for detail in eng.get("loads", []):
+        for rep in detail.get("repeats", [detail]):
+            late = (rep.get("send_late_ms") or {}).get("p99")
+            if late is not None and late > LATE_MS:
+                frac = detail.get("fraction", 0)
+                err_console.print(f"[yellow]warning:[/] load {frac:.0%}: the load generator sent 1% of "
+                                  f"requests more than {late:.0f} ms late: the machine stalled the client, "
+                                  "not only the engine (measure on a quieter machine)")
+    ok = within_targets(doc["loads"])
+    console.print("targets (every load): " + ", ".join(
+        f"{LABELS[k]} within {TARGETS[k]:.0%}: {'yes' if v else 'NO'}" for k, v in ok.items()))
+
+
+def fidelity(
+    url: Annotated[str | None, opt.url_opt("--url", help="A live OpenAI-compatible vLLM endpoint.")] = None,
+    fixture: Annotated[bool, typer.Option(
+        "--fixture", help="Start vLLM serving the tiny test fixture on 127.0.0.1 (and stop it).")] = False,
+    workload: Annotated[Path | None, opt.file_opt(
+        "--workload", help="Workload spec (default with --fixture: the fixture's fidelity workload).")
+    ] = None,
+    loads: Annotated[str, typer.Option(
+        metavar="F,F,...", help="Offered loads as fractions of the measured capacity.")] = "0.3,0.6,0.9",
+    duration: Annotated[float, opt.float_opt("--duration", help="Seconds of arrivals per load.", lo=1,
+                                             hi=opt.MAX_SECONDS, metavar="SECONDS")] = 60.0,
+    seed: Annotated[int | None, opt.seed_opt("Random seed (default: the workload's).")] = None,
+    repeats: Annotated[int, opt.int_opt(
+        "--repeats", help="Replays of each load (the same requests); measured = each metric's median.",
+        lo=1, hi=100)] = 1,
+    component: Annotated[str, typer.Option(
+        metavar="NAME", help="The LLM the requests exercise (default: the only one).")] = "",
+    quick: Annotated[bool, typer.Option("--quick", help="A short profile (tests, smoke runs).")] = False,
+    max_num_seqs: Annotated[int | None, opt.int_opt(
+        "--max-num-seqs", help="If the engine does not report it.", lo=1, hi=1_000_000)] = None,
+    max_num_batched_tokens: Annotated[int | None, opt.int_opt(
+        "--max-num-batched-tokens", help="If the engine does not report it.", lo=1, hi=100_000_000)] = None,
+    vllm_python: Annotated[str, typer.Option(
+        metavar="PYTHON",
+        help="--fixture: the Python with vLLM installed (builds the fixture, runs the server).")
+    ] = sys.executable,
+    server_log: Annotated[Path | None, opt.out_opt(
+        "--server-log", help="--fixture: where the server writes its log.")] = None,
+    table: Annotated[Path | None, opt.out_opt("--table", help="Write the profile table (CSV) here.")] = None,
+    out: Annotated[Path | None, opt.out_opt("--out", help="Write the JSON document here.")] = None,
+    report: Annotated[Path | None, opt.file_opt(
+        "--report", help="Only print the table of an earlier --out file.")] = None,
+    json_out: Annotated[bool, opt.json_opt("Print the JSON document.")] = False,
+) -> None:
+    """Profile a live engine, simulate a workload on its profile, replay the workload against
+    it, and print predicted vs measured (throughput, TTFT, TPOT, E2E) at several loads."""
+    if report is not None:
+        try:
+            show_report(json.loads(report.read_text()))
+        except (OSError, ValueError, KeyError) as exc:
+            fail(f"{report}: not a fidelity document ({exc})")
+        return
+    if (url is None) == (not fixture):
+        fail("give exactly one of --url URL and --fixture")
+    try:
+        fractions = tuple(float(x) for x in loads.split(","))
+    except ValueError:
+        fail(f"--loads must be comma-separated fractions, got {loads!r}")
+    if not fractions or any(not 0 < f <= 2 for f in fractions):
+        fail(f"--loads must be fractions of the capacity in (0, 2], got {loads!r}")
+    from omniplane.fidelity.engine import EngineConfigError
+    from omniplane.fidelity.loop import FidelityOptions, ProfilePlan, run_fidelity
+    from omniplane.fidelity.server import ServerError, ServerSpec, VllmServer
+    from omniplane.spec import SpecError, load_workload
+
+    wl_path = workload or (DEFAULT_WORKLOAD if fixture else None)
+    if wl_path is None:
+        fail("--workload is required with --url (a workload spec whose model is the served one)")
+    try:
+        wl = load_workload(wl_path)
+    except (SpecError, OSError) as exc:
+        fail(str(exc))
+    given = {k: v for k, v in (("max_num_seqs", max_num_seqs),
+                               ("max_num_batched_tokens", max_num_batched_tokens)) if v is not None}
+    with ExitStack() as stack:
+        if fixture:
+            model_dir = fixture_model_dir(vllm_python)
+            err_console.print(f"starting vLLM on the fixture {model_dir} (about a minute)")
+            try:
+                server = stack.enter_context(VllmServer(ServerSpec(
+                    str(model_dir), served_name=wl.model.name, python=vllm_python, log=server_log)))
+            except ServerError as exc:
+                fail(str(exc))
+            url = server.url
+        assert url is not None
+        opts = FidelityOptions(url, wl, fractions, duration, seed, component,
+                               ProfilePlan.quick() if quick else ProfilePlan(), given, table, repeats=repeats)
+        try:
+            doc = run_fidelity(opts, say=lambda msg: err_console.print(msg, highlight=False))
+        except (EngineConfigError, ValueError, RuntimeError) as exc:
+            fail(str(exc))
+    if out is not None:
+        with Outputs() as files:
+            files.text(out, json.dumps(doc, indent=2) + "\n")
+            files.commit()
+    if json_out:
+        print_json(doc)
+    else:
+        show_report(doc)
+        if out is not None:
+            console.print(f"wrote {out}")

@@ -1,0 +1,126 @@
+"""Against a real vLLM (the CPU build in .venv-vllm, marker ``vllm``) serving the tiny fixture on
+127.0.0.1: the fixture, the engine's own config, a short fidelity loop, and HorizonServe inside
+the engine. Two engines for the module, started together: vLLM's own scheduler (fidelity) and
+omniplane's scheduler class running ``horizon`` (the live scheduling test). Behaviour only
+(schema, exactly-once completion, errors computed, nothing lost); the timings themselves are
+benchmarks (docs/fidelity.md)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("vllm")
+pytestmark = pytest.mark.vllm
+
+from omniplane.control import ControlRecord  # noqa: E402
+from omniplane.fidelity.compare import METRICS, errors  # noqa: E402
+from omniplane.fidelity.engine import read_engine_config  # noqa: E402
+from omniplane.fidelity.fixture import FIXTURE, build, ensure_model_dir  # noqa: E402
+from omniplane.fidelity.loop import FidelityOptions, ProfilePlan, run_fidelity  # noqa: E402
+from omniplane.fidelity.schedlive import (  # noqa: E402
+    LiveSchedOptions,
+    class_table,
+    measure_stream,
+    server_spec,
+)
+from omniplane.fidelity.server import ServerSpec, VllmServer  # noqa: E402
+from omniplane.spec import load_workload  # noqa: E402
+from omniplane.workload import generate  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[2] / "src" / "omniplane" / "fidelity" / "data"
+FIDELITY = load_workload(DATA / "tiny-qwen2-fidelity.yaml")
+MIXED = load_workload(DATA / "tiny-qwen2-mixed.yaml")
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("vllm-logs")
+
+
+@pytest.fixture(scope="module")
+def servers(logs: Path) -> Iterator[dict[str, VllmServer]]:
+    model_dir = str(ensure_model_dir())
+    opts = LiveSchedOptions(model_dir, MIXED, rate=1.0, log_dir=logs)
+    _, table = class_table(MIXED, opts.long_types)
+    specs = {"bare": ServerSpec(model_dir, served_name=FIXTURE.name, log=logs / "vllm-bare.log"),
+             "horizon": server_spec("horizon", opts, table)}
+    live = {k: VllmServer(s) for k, s in specs.items()}
+    try:
+        with ThreadPoolExecutor(len(live)) as pool:  # both start-ups at once
+            for f in [pool.submit(s.start) for s in live.values()]:
+                f.result()
+        yield live
+    finally:
+        for s in live.values():
+            s.stop()
+
+
+def test_the_fixture_is_seeded_and_built_locally(tmp_path: Path) -> None:
+    cached = ensure_model_dir()
+    build(FIXTURE, tmp_path)
+    digest = [hashlib.sha256((d / "model.safetensors").read_bytes()).hexdigest() for d in (cached, tmp_path)]
+    assert digest[0] == digest[1]
+    cfg = json.loads((cached / "config.json").read_text())
+    assert cfg["num_hidden_layers"] == 4 and cfg["vocab_size"] == FIXTURE.vocab_size
+    assert not (cached / "tokenizer.json").exists()  # token-id prompts, no tokenizer
+
+
+def test_the_engine_config_is_read_from_the_engine(servers: dict[str, VllmServer]) -> None:
+    cfg = read_engine_config(servers["bare"].url)
+    assert cfg.sources["max_num_seqs"] == "GET /server_info"
+    assert cfg.max_num_seqs >= 1 and cfg.max_num_batched_tokens >= 1 and cfg.kv_tokens > 0
+    assert cfg.chunked_prefill and cfg.scheduler_cls is None and cfg.model == FIXTURE.name
+    horizon = read_engine_config(servers["horizon"].url)
+    assert horizon.scheduler_cls == "omniplane.vllm.scheduler.OmniplaneScheduler"
+
+
+def test_a_short_fidelity_loop_measures_and_predicts_every_load(servers: dict[str, VllmServer],
+                                                                 tmp_path: Path) -> None:
+    opts = FidelityOptions(servers["bare"].url, FIDELITY, (0.3, 0.6, 0.9), duration_s=4.0,
+                           plan=ProfilePlan.quick(), table=tmp_path / "profile.csv")
+    doc = run_fidelity(opts)
+    assert set(doc) == {"engine", "loads"}
+    assert len(doc["loads"]) == 3
+    for load, detail in zip(doc["loads"], doc["engine"]["loads"], strict=True):
+        assert set(load) == {"offered_rps", "measured", "simulated"}
+        assert set(load["measured"]) == set(load["simulated"]) == set(METRICS)
+        assert all(v is not None and v > 0 for v in (*load["measured"].values(), *load["simulated"].values()))
+        assert all(e is not None for e in errors(load["measured"], load["simulated"]).values())
+        assert detail["completed"] == detail["requests"] and detail["lost"] == detail["failed"] == 0
+    rates = [load["offered_rps"] for load in doc["loads"]]
+    assert rates == sorted(rates) and rates[0] == pytest.approx(0.3 * doc["engine"]["capacity_measured_rps"])
+    step = doc["engine"]["step_model"]
+    assert step["rows"] and step["limits"]["token_budget"] == doc["engine"]["max_num_batched_tokens"]
+    assert (tmp_path / "profile.csv").read_text().startswith("component,gpu,tp,op")
+    json.dumps(doc)
+
+
+def test_horizon_runs_inside_the_engine_and_every_request_completes_once(
+        servers: dict[str, VllmServer], logs: Path) -> None:
+    url = servers["horizon"].url
+    slo_s, _ = class_table(MIXED, ("long",))
+    requests = generate(MIXED, duration_s=6.0, rate=2.0, seed=3)
+    out = measure_stream(url, MIXED.model, requests, slo_s)
+    once = out["exactly_once"]
+    assert once["ok"], once
+    assert once["engine_finished"] == once["sent"] == len(requests)
+    classes = out["per_class"]
+    assert set(classes) == {r.type for r in requests}
+    for c in classes.values():
+        assert c["completed"] == c["sent"] and c["lost"] == 0 and 0.0 <= c["attainment"] <= 1.0
+        assert c["p95_ttft_ms"] >= c["p50_ttft_ms"] > 0
+    # the scheduler class ran every step inside the engine core, with the HorizonServe policy
+    with ControlRecord.open("live-horizon", directory=logs, create=False) as rec:
+        after = rec.read(0)
+    assert after is not None and after.pid not in (0, servers["horizon"].proc and servers["horizon"].proc.pid)
+    assert after.step > len(requests)  # at least a prefill step per request (and the warm-up's)
+    info = read_engine_config(url)
+    assert info.scheduler_cls == "omniplane.vllm.scheduler.OmniplaneScheduler"
+    assert "Using custom scheduler class omniplane.vllm.scheduler.OmniplaneScheduler" in (
+        servers["horizon"].log_path.read_text())
