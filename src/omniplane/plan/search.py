@@ -267,6 +267,7 @@ class Search:
         model = self.table.model
         path_class = [0 if model.request_type(t).path_class is PathClass.SHORT else 1
                       for t in self.table.types]
+        same = 0
         for _, b, k in top:
             c = b.cands
             for n in range(len(c.costs)):
@@ -285,11 +286,21 @@ class Search:
                 exp = Expansion(lp2, self.table, vecs, self.pi, self.budget, allowed, self.space.counts)
                 opt, vec, top_r, cnt = exp.rows(self.threshold())
                 self.counts.built += exp.rows_evaluated
-                self._band(exp, opt, vec, top_r, cnt)
+                # Mixed configs only: (a, b) and (b, a) are one plan with the split mirrored (the
+                # grid holds both splits), so one order is kept (exact); two groups of one config
+                # are left out (a cut, in the ledger below).
+                g1, g2 = opt[:, n], opt[:, len(c.costs)]
+                same += int(np.count_nonzero(g1 == g2))
+                keep = np.nonzero(g1 < g2)[0]
+                self._band(exp, opt[keep], vec[keep], top_r[keep], cnt[keep])
                 self.stats.grouped += 1
         self.ledger.drop("flow", f"two executor groups per node tried only around the best plan of the "
                          f"{GROUP_PLANS} best logical plans", "heuristic", "logical plans",
                          max(0, len(best) - GROUP_PLANS))
+        if same:
+            self.ledger.drop("flow", "two executor groups of the same config (a type-partitioned split of "
+                             "identical executors) not explored: groups mix configs (Cornfigurator 4.2)",
+                             "heuristic", "plans", same)
 
     def _note_routing(self, exp: Expansion) -> None:
         full = type_grid_size(exp.lp, self.opt.grid_steps)
