@@ -230,6 +230,17 @@ def calibrated_ladder(total_sms: int, s_cap: int, rule: PartitionRule, *, levels
     return build_ladder(total_sms, rule, LadderSpec(s_min=min(lo, cap), s_max=cap, count=levels))
 
 
+def sweep_ladder(points: tuple[SweepPoint, ...], total_sms: int, rule: PartitionRule, *,
+                 tolerance: float = SCAP_TOLERANCE, slowdown: float = S_MIN_SLOWDOWN,
+                 levels: int = LADDER_LEVELS) -> Ladder:
+    """The ladder of a fixed-SM sweep: S_cap (:func:`choose_s_cap`) and S_min
+    (:func:`choose_s_min`, at least as tolerant as S_cap's bound) of the same points. The one rule
+    for the simulated and the deployed ladder (``omniplane calibrate``, :mod:`omniplane.gpu.calibrate`)."""
+    s_cap = choose_s_cap(points, tolerance)
+    s_min = choose_s_min(points, max(slowdown, tolerance))
+    return calibrated_ladder(total_sms, s_cap, rule, levels=levels, s_min=s_min)
+
+
 @dataclass(frozen=True)
 class OfflineCalibration:
     """Everything online serving looks up (section 4.2): SLO table, class profiles, SM ladder."""
@@ -278,7 +289,6 @@ def calibrate(model: ModelSpec, gpu: GPUKind, cost: CostModel | None = None, *,
         sweep = simulated_sm_sweep(model, cost, gpu, colocation=colocation, rule=rule)
         source = (f"simulated: omniplane.perf.ColocationModel, decode batch {SWEEP_DECODE_BATCH} at "
                   f"{SWEEP_CONTEXT_PER_SEQ} tokens of context per sequence")
-    s_cap = choose_s_cap(sweep, tolerance)
-    s_min = choose_s_min(sweep, max(slowdown, tolerance))
-    ladder = calibrated_ladder(gpu.sms, s_cap, rule or gpu_rule(gpu), levels=levels, s_min=s_min)
+    ladder = sweep_ladder(sweep, gpu.sms, rule or gpu_rule(gpu), tolerance=tolerance, slowdown=slowdown,
+                          levels=levels)
     return OfflineCalibration(model.name, gpu.name, table, profiles, ladder, sweep, source)
