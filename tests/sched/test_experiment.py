@@ -97,6 +97,10 @@ def test_cli_refuses_bad_options() -> None:
     assert res.exit_code == 2 and "--policies: unknown sjf" in res.output
     res = CliRunner().invoke(app, ["experiment", "horizon", "--sweep", "long-fraction", "--xs", "0.5,1.5"])
     assert res.exit_code == 2 and "--xs" in res.output and "fractions must be in [0, 1]" in res.output
+    res = CliRunner().invoke(app, ["experiment", "horizon", "--first-audio", "half"])
+    assert res.exit_code == 2 and "--first-audio" in res.output
+    res = CliRunner().invoke(app, ["experiment", "horizon", "--token-budget", "0"])
+    assert res.exit_code == 2 and "--token-budget" in res.output
 
 
 def test_cli_calibrates_s_cap_from_a_real_sweep_file(tmp_path: Path) -> None:
