@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from omniplane.cli.app import app
 from omniplane.gpu.calibrate import calibrate
 from omniplane.perf.colocation_validation import load_fit
-from omniplane.sched.calibration import calibrated_ladder, gpu_rule
+from omniplane.sched.calibration import S_MIN_SLOWDOWN, gpu_rule
 from omniplane.spec import load_gpus
 
 EXAMPLE = Path(str(files("omniplane.gpu") / "data" / "gpu_check_synthetic.json"))
@@ -37,10 +37,17 @@ def test_fit_recovers_the_generating_parameters() -> None:
     # of 132; the 2% noise decides which step)
     assert 40 <= lad["s_cap"] <= 80 and lad["levels"][-1] == lad["s_cap"]
     assert lad["kernel"] == "membound"
-    # the offline calibration's ladder for that S_cap: S_min = 40% of 132 SMs on H200's partitions
+    # the offline calibration's rule on the same sweep: S_min = the fewest SMs within 10% of the
+    # best solo time (at most S_cap), every level one of H200's partitions
     h200 = load_gpus().get("H200")
-    assert lad["levels"] == list(calibrated_ladder(132, lad["s_cap"], gpu_rule(h200)).levels)
-    assert lad["s_min"] == 48 and all(s % 8 == 0 for s in lad["levels"])
+    solo: dict[int, float] = {}
+    for p in json.loads(EXAMPLE.read_text())["points"]:
+        if p["kernel"] == "membound" and not p.get("corun") and p.get("time_ms") is not None:
+            solo[int(p["sms"])] = min(solo.get(int(p["sms"]), float("inf")), float(p["time_ms"]))
+    best = min(solo.values())
+    within = [s for s, t in solo.items() if t <= (1 + S_MIN_SLOWDOWN) * best]
+    assert lad["s_min"] == gpu_rule(h200).snap_down(min(within)) <= lad["s_cap"]
+    assert all(s % 8 == 0 for s in lad["levels"]) and lad["levels"][0] == lad["s_min"]
 
 
 def test_cli_writes_a_fit_perf_can_load(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from omniplane.sched.calibration import (
     calibrate,
     calibrated_ladder,
     choose_s_cap,
+    choose_s_min,
     gpu_rule,
     load_solo_p95,
     simulated_sm_sweep,
@@ -59,6 +60,28 @@ def test_s_cap_is_the_smallest_count_within_tolerance_of_the_best() -> None:
     assert choose_s_cap(pts, 0.05) == 64  # 4.9 <= 1.05 x 4.8; 5.2 is not
     assert choose_s_cap(pts, 0.10) == 48
     assert choose_s_cap(pts, 0.0) == 80
+
+
+def test_s_min_is_the_fewest_sms_within_the_slowdown_bound() -> None:
+    pts = tuple(SweepPoint(s, t) for s, t in [(32, 9.0), (48, 5.2), (64, 4.9), (80, 4.8), (120, 5.6)])
+    assert choose_s_min(pts, 0.10) == 48  # 5.2 <= 1.10 x 4.8; 9.0 is not
+    assert choose_s_min(pts, 1.0) == 32
+    with pytest.raises(ValueError, match="slowdown"):
+        choose_s_min(pts, -0.1)
+
+
+def test_calibrated_ladder_has_several_levels_from_the_sweep(qwen_cal: object) -> None:
+    """S_min (within 10% of the best decode) lies below S_cap (within 5%) on the simulated
+    sweep, so throttling has levels to move between (issue 15: one level made it a split)."""
+    from omniplane.sched.calibration import S_MIN_SLOWDOWN, OfflineCalibration
+
+    assert isinstance(qwen_cal, OfflineCalibration)
+    lad, pts = qwen_cal.ladder, qwen_cal.sweep
+    assert len(lad.levels) >= 2 and lad.s_cap == choose_s_cap(pts)
+    best = min(p.time_s for p in pts)
+    at = {p.sms: p.time_s for p in pts}
+    assert at[lad.s_min] <= (1 + S_MIN_SLOWDOWN) * best  # every level keeps decode within the bound
+    assert all(t > (1 + S_MIN_SLOWDOWN) * best for s, t in at.items() if s < lad.s_min)
 
 
 def test_s_cap_from_the_papers_figure_4_sweep_file() -> None:

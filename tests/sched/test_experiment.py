@@ -97,6 +97,10 @@ def test_cli_refuses_bad_options() -> None:
     assert res.exit_code == 2 and "--policies: unknown sjf" in res.output
     res = CliRunner().invoke(app, ["experiment", "horizon", "--sweep", "long-fraction", "--xs", "0.5,1.5"])
     assert res.exit_code == 2 and "--xs" in res.output and "fractions must be in [0, 1]" in res.output
+    res = CliRunner().invoke(app, ["experiment", "horizon", "--first-audio", "half"])
+    assert res.exit_code == 2 and "--first-audio" in res.output
+    res = CliRunner().invoke(app, ["experiment", "horizon", "--token-budget", "0"])
+    assert res.exit_code == 2 and "--token-budget" in res.output
 
 
 def test_cli_calibrates_s_cap_from_a_real_sweep_file(tmp_path: Path) -> None:
@@ -110,3 +114,33 @@ def test_cli_calibrates_s_cap_from_a_real_sweep_file(tmp_path: Path) -> None:
     bad.write_text('{"kind": "omniplane-sm-sweep", "gpu": "RTX6000Ada", "works": {}, "points": []}')
     res = CliRunner().invoke(app, ["experiment", "horizon", "--requests", "10", "--sm-sweep", str(bad)])
     assert res.exit_code == 2 and "sweep.json: points:" in res.output  # names the file and the field
+
+
+def test_first_audio_at_the_first_chunk_streams_into_the_vocoder(testbed: SingleGPU) -> None:
+    """The paper's TTFO is the first audio chunk: the testbed's speech classes stream the talker
+    into token2wav, their SLO follows the same 5 x solo p95 rule and is shorter than the
+    whole-utterance one, the text classes' are unchanged."""
+    from omniplane.sched.experiment import first_audio_model
+
+    base = load_model("qwen2.5-omni")
+    chunk = first_audio_model(base, "chunk")
+    assert not any(e.streaming for e in base.component("talker").edges)
+    assert all(e.streaming for e in chunk.component("talker").edges if e.to == "token2wav")
+    assert not any(e.streaming for e in chunk.component("thinker").edges)  # only into the vocoder
+    assert first_audio_model(base, "whole") is base
+    whole = single_gpu("qwen2.5-omni", "rtx6000ada", 1, None, "whole")
+    assert testbed.first_audio == "chunk"
+    ch, wh = testbed.calibration.slo, whole.calibration.slo
+    assert ch.slo_s("t2t") == wh.slo_s("t2t")
+    assert ch.slo_s("t2a") < wh.slo_s("t2a")
+    with pytest.raises(ValueError, match="first_audio"):
+        first_audio_model(base, "half")
+
+
+def test_token_budget_is_vllms_default_for_the_gpu(testbed: SingleGPU) -> None:
+    from omniplane.sched.experiment import vllm_token_budget
+
+    assert testbed.token_budget == 2048  # 48 GB: vLLM's 2048 for the OpenAI server
+    assert vllm_token_budget(load_gpus().get("RTXPRO6000")) == 8192  # >= 70 GiB
+    with pytest.raises(ValueError, match="token_budget"):
+        SingleGPU("qwen2.5-omni", "rtx6000ada", token_budget=0)

@@ -96,6 +96,13 @@ def horizon(
                                          "(vLLM-Omni stock: 1).", lo=1, hi=4096)] = 1,
     sm_sweep: Annotated[Path | None, opt.file_opt(
         "--sm-sweep", help="A real fixed-SM sweep (perf sweep format) for S_cap.")] = None,
+    first_audio: Annotated[str, opt.choice_opt(
+        "--first-audio", help="Speech TTFO at the first audio chunk (talker streams into the "
+        "vocoder; the paper's definition) or at the whole utterance (the catalog's hand-over).",
+        choices=("chunk", "whole"), what="first-audio definition")] = "chunk",
+    token_budget: Annotated[int | None, opt.int_opt(
+        "--token-budget", help="max_num_batched_tokens of each LLM stage (default: vLLM's for the "
+        "GPU: 2048 below 70 GiB, else 8192).", lo=1, hi=1_000_000)] = None,
     jobs: Annotated[int, opt.int_opt("--jobs", help="Worker processes.", lo=1, hi=256)] = 1,
     figures: Annotated[Path | None, opt.out_dir_opt("--figures", help="Write Figures 8-11 here.")] = None,
     points: Annotated[Path | None, opt.out_opt(
@@ -124,12 +131,14 @@ def horizon(
         fail("--xs: rates must be > 0")
     sweep_file = str(sm_sweep) if sm_sweep is not None else None
     try:
-        testbed = ex.single_gpu(model, gpu, max_seqs, sweep_file)
+        testbed = ex.single_gpu(model, gpu, max_seqs, sweep_file, first_audio, token_budget)
     except ValueError as exc:
         fail(f"--sm-sweep: {exc}" if sweep_file else str(exc))
-    spec = ex.SweepSpec(model, gpu, sweep, values, names, duration, requests, seed, max_seqs, sweep_file)
+    spec = ex.SweepSpec(model, gpu, sweep, values, names, duration, requests, seed, max_seqs, sweep_file,
+                        first_audio, token_budget)
     settings = {"model": model, "gpu": gpu, "sweep": sweep, "xs": values, "policies": names,
                 "duration": duration, "requests": requests, "seed": seed, "max_seqs": max_seqs,
+                "first_audio": first_audio, "token_budget": token_budget,
                 "sm_sweep": sweep_file and Path(sweep_file).read_bytes().hex()}
     key = sweep_key("horizon", settings)
     log = PointLog(points or default_path("horizon", key), key)
@@ -179,6 +188,7 @@ def _document(spec: Any, results: Any, testbed: Any, trace: Any, wall: float) ->
     cal = testbed.calibration
     doc["meta"] = {
         "model": spec.model, "gpu": testbed.gpu.name, "sweep": spec.sweep, "max_num_seqs": spec.max_seqs,
+        "first_audio": spec.first_audio, "max_num_batched_tokens": testbed.token_budget,
         "requests_per_point": [spec.n_requests(spec.point(x)[0]) for x in spec.xs], "seed": spec.seed,
         "fixed": {"long_fraction": 0.3} if spec.sweep == "rate" else {"rate": 0.35},
         "slo_s": cal.slo.as_dict(), "slo_source": cal.slo.source, "ladder": list(cal.ladder.levels),

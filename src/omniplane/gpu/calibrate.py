@@ -2,8 +2,8 @@
 by :func:`omniplane.perf.fit_colocation` (the same fit as ``omniplane perf colocation-fit``) and
 the SM ladder HorizonServe's spatial controller uses (section 4.2: ``S_cap`` = the smallest SM
 count that reaches near-best time of the memory-bound kernel), derived exactly as the offline
-calibration derives it from a simulated sweep (``omniplane.sched.calibration.choose_s_cap`` and
-``calibrated_ladder``, the one ladder builder), so the deployed ladder is the simulated one.
+calibration derives it from a simulated sweep (``omniplane.sched.calibration.sweep_ladder``, the
+one ladder rule), so the deployed ladder is the simulated one.
 
 The GPU check's file is a fixed-SM sweep in perf's format (docs/perf.md) with extra fields the
 fit ignores (granted SM counts, NVML samples, the ladder backend); ``synthetic: true`` marks a
@@ -18,7 +18,7 @@ from typing import Any
 
 from omniplane.perf.colocation_fit import Sweep, fit_colocation, parse_sweep
 from omniplane.perf.colocation_validation import NEAR_BEST
-from omniplane.sched.calibration import SweepPoint, calibrated_ladder, choose_s_cap, gpu_rule
+from omniplane.sched.calibration import SweepPoint, gpu_rule, sweep_ladder
 
 
 def memory_bound_kernel(sweep: Sweep) -> str:
@@ -39,8 +39,8 @@ def ladder_from_sweep(
         raise ValueError(f"{sweep.file}: points: no solo time of kernel {kernel!r} to derive S_cap from")
     times = {s: min(v) for s, v in solo.items()}
     best = min(times.values())
-    s_cap = choose_s_cap(tuple(SweepPoint(int(s), t / 1e3) for s, t in times.items()), near_best - 1.0)
-    ladder = calibrated_ladder(sweep.gpu.sms, s_cap, gpu_rule(sweep.gpu))
+    points = tuple(SweepPoint(int(s), t / 1e3) for s, t in times.items())
+    ladder = sweep_ladder(points, sweep.gpu.sms, gpu_rule(sweep.gpu), tolerance=near_best - 1.0)
     return {
         "kernel": kernel,
         "s_min": ladder.s_min,

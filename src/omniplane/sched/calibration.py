@@ -12,6 +12,8 @@
   3.3, so the smallest near-best count is too). The sweep is simulated with the co-location
   model (:func:`simulated_sm_sweep`) or read from a real GPU sweep in the perf sweep format
   (:func:`sweep_from_file`, docs/perf.md).
+* **S_min** = the fewest SM count whose decode time is within ``S_MIN_SLOWDOWN`` (10%) of the
+  sweep's best (the same sweep; the paper gives no rule for S_min).
 * **Ladder**: ``levels`` counts evenly spaced in ``[S_min, S_cap]``, each a green-context
   partition of the GPU's compute capability (:mod:`omniplane.sched.ladder`, the builder the GPU
   backends use too); ``S_aggr`` (no downstream active) defaults to the whole GPU (Figure 7, t0:
@@ -43,7 +45,10 @@ from omniplane.spec.yamlio import load_yaml
 
 SLO_MULTIPLIER = HORIZON_MULTIPLIER  # section 6.1: "5x its isolated p95 first-response latency"
 SCAP_TOLERANCE = 0.05  # assumption: "near-best" decode TPOT (Fig. 4b: 64 SMs within 3.2% of the best)
-S_MIN_FRACTION = 0.40  # assumption: Figure 7 illustrates 40% of SMs for the shared stage at mid pressure
+# assumption: the ladder's bottom keeps the shared stage's decode within 10% of its best (the
+# paper's Table 3 claims throttling leaves shared-stage TPOT unchanged; the issue's bound is 10%)
+S_MIN_SLOWDOWN = 0.10
+S_MIN_FRACTION = 0.40  # assumption (legacy rule, ``s_min_rule="fraction"``): Figure 7 draws 40% of SMs
 LADDER_LEVELS = 4  # assumption: the paper does not give the ladder's size
 # assumption (from the perf sweep of Figure 4, data/horizonserve_fig4.json): decode batch 8 at
 # 600 tokens of context per sequence for the simulated fixed-SM sweep
@@ -207,14 +212,33 @@ def choose_s_cap(points: tuple[SweepPoint, ...], tolerance: float = SCAP_TOLERAN
     return min(p.sms for p in points if p.time_s <= (1.0 + tolerance) * best)
 
 
+def choose_s_min(points: tuple[SweepPoint, ...], slowdown: float = S_MIN_SLOWDOWN) -> int:
+    """The fewest SMs at which the sweep's decode time stays within ``slowdown`` of its best."""
+    if not slowdown >= 0.0:
+        raise ValueError(f"slowdown must be >= 0, got {slowdown}")
+    return choose_s_cap(points, slowdown)
+
+
 def calibrated_ladder(total_sms: int, s_cap: int, rule: PartitionRule, *, levels: int = LADDER_LEVELS,
                       s_min: int | None = None) -> Ladder:
-    """``levels`` partitions evenly spaced in ``[S_min, S_cap]`` (S_min: 40% of the SMs rounded
-    down to the alignment; it collapses onto S_cap when the sweep's cap is below it), built by
-    the one ladder builder (:func:`omniplane.sched.ladder.build_ladder`)."""
+    """``levels`` partitions evenly spaced in ``[S_min, S_cap]`` (S_min: given, normally
+    :func:`choose_s_min` of the sweep; without one, 40% of the SMs rounded down to the alignment;
+    it collapses onto S_cap when above it), built by the one ladder builder
+    (:func:`omniplane.sched.ladder.build_ladder`)."""
     cap = rule.snap_down(s_cap)
     lo = rule.snap_down(round(S_MIN_FRACTION * total_sms) if s_min is None else s_min)
     return build_ladder(total_sms, rule, LadderSpec(s_min=min(lo, cap), s_max=cap, count=levels))
+
+
+def sweep_ladder(points: tuple[SweepPoint, ...], total_sms: int, rule: PartitionRule, *,
+                 tolerance: float = SCAP_TOLERANCE, slowdown: float = S_MIN_SLOWDOWN,
+                 levels: int = LADDER_LEVELS) -> Ladder:
+    """The ladder of a fixed-SM sweep: S_cap (:func:`choose_s_cap`) and S_min
+    (:func:`choose_s_min`, at least as tolerant as S_cap's bound) of the same points. The one rule
+    for the simulated and the deployed ladder (``omniplane calibrate``, :mod:`omniplane.gpu.calibrate`)."""
+    s_cap = choose_s_cap(points, tolerance)
+    s_min = choose_s_min(points, max(slowdown, tolerance))
+    return calibrated_ladder(total_sms, s_cap, rule, levels=levels, s_min=s_min)
 
 
 @dataclass(frozen=True)
@@ -249,7 +273,8 @@ class OfflineCalibration:
 def calibrate(model: ModelSpec, gpu: GPUKind, cost: CostModel | None = None, *,
               slo: SLOTable | None = None, sweep_file: Path | None = None,
               colocation: ColocationModel | None = None, tolerance: float = SCAP_TOLERANCE,
-              levels: int = LADDER_LEVELS, rule: PartitionRule | None = None) -> OfflineCalibration:
+              levels: int = LADDER_LEVELS, rule: PartitionRule | None = None,
+              slowdown: float = S_MIN_SLOWDOWN) -> OfflineCalibration:
     """Offline preprocessing for one model-platform pair."""
     cost = cost or CostModel(model, runtime="vllm")  # HorizonServe runs on vLLM-Omni
     table = slo or slo_from_solo(model, cost, gpu)
@@ -264,6 +289,6 @@ def calibrate(model: ModelSpec, gpu: GPUKind, cost: CostModel | None = None, *,
         sweep = simulated_sm_sweep(model, cost, gpu, colocation=colocation, rule=rule)
         source = (f"simulated: omniplane.perf.ColocationModel, decode batch {SWEEP_DECODE_BATCH} at "
                   f"{SWEEP_CONTEXT_PER_SEQ} tokens of context per sequence")
-    s_cap = choose_s_cap(sweep, tolerance)
-    ladder = calibrated_ladder(gpu.sms, s_cap, rule or gpu_rule(gpu), levels=levels)
+    ladder = sweep_ladder(sweep, gpu.sms, rule or gpu_rule(gpu), tolerance=tolerance, slowdown=slowdown,
+                          levels=levels)
     return OfflineCalibration(model.name, gpu.name, table, profiles, ladder, sweep, source)

@@ -21,6 +21,22 @@ and vllm_omni/entrypoints/omni_stage.py at that commit, v0.12.0rc1; the paper's 
 stored). Each point runs one Poisson stream of ``requests`` requests with the same seed for
 every policy (common random numbers): ``rate x 900 s`` of arrivals (the paper runs each point
 for 15 minutes), drained to the end.
+
+The testbed's runtime, not the policies (section 6.1 runs every policy in one vLLM-Omni
+runtime):
+
+* **First audio** (``first_audio``): ``"chunk"`` (the default) measures a speech class's TTFO at
+  its first audio chunk, the paper's definition (section 2.3: "TTFO for the first audio chunk";
+  section 2.2: speech requests pass a talker and code2wav "before the first audio chunk is
+  available"): the LLM -> vocoder edge streams (vLLM-Omni's async-chunk talker -> code2wav), so
+  the first chunk is the talker's first codes through the vocoder, the simulator walk's
+  first-response milestone. ``"whole"`` keeps the catalog model's whole-output hand-over (the
+  first audio is the whole utterance). The SLO table is calibrated on the same model, so the
+  rule (5 x solo p95) is the same for every class either way.
+* **Chunked prefill** (``token_budget``): vLLM's ``max_num_batched_tokens`` default for the
+  OpenAI server, by GPU memory (``EngineArgs.get_batch_defaults``: 8192 at >= 70 GiB, 2048
+  below): 2048 on RTX 6000 Ada (48 GB), 8192 on RTX PRO 6000 (96 GB).
+* **Memory-activity signal**: NVML-style (:mod:`omniplane.sched.memsignal`).
 """
 
 from __future__ import annotations
@@ -39,8 +55,19 @@ from omniplane.perf import CostModel
 from omniplane.sched.calibration import OfflineCalibration, calibrate
 from omniplane.sched.factory import make_policy
 from omniplane.sched.horizon import HorizonServe
+from omniplane.sched.memsignal import MemoryActivity
 from omniplane.sim import RunSetup, SharedGPU, simulate
-from omniplane.spec import GPUKind, ModelSpec, PathClass, PlanSpec, ResolvedPlan, load_gpus, load_model, parse
+from omniplane.spec import (
+    GeneratorKind,
+    GPUKind,
+    ModelSpec,
+    PathClass,
+    PlanSpec,
+    ResolvedPlan,
+    load_gpus,
+    load_model,
+    parse,
+)
 from omniplane.spec.load import resolve_workload
 from omniplane.spec.workload import WorkloadSpec
 from omniplane.workload import generate
@@ -56,6 +83,31 @@ FIXED_RATE = 0.35  # Figure 8: the long-path sweep's offered load
 FIG10_RATE, FIG10_LONG = 0.3, 0.4  # section 6.4: "lambda = 0.3 with 40% audio traffic"
 STOCK_MAX_SEQS = 1  # vLLM-Omni stock stage configs (module docstring)
 POINT_S = 900.0  # section 6.1: "runs each plotted point for 15 minutes" (of Poisson arrivals here)
+FIRST_AUDIO = ("chunk", "whole")  # module docstring
+GiB = 1024**3
+
+
+def vllm_token_budget(gpu: GPUKind) -> int:
+    """vLLM's default ``max_num_batched_tokens`` for the OpenAI server on ``gpu`` (vLLM
+    ``EngineArgs.get_batch_defaults``: 8192 on GPUs with >= 70 GiB that are not an A100, else 2048)."""
+    return 8192 if gpu.memory_bytes >= 70 * GiB and "a100" not in gpu.name.lower() else 2048
+
+
+def first_audio_model(model: ModelSpec, first_audio: str) -> ModelSpec:
+    """``model`` with its LLM -> vocoder edges streaming (``"chunk"``) or as catalogued (``"whole"``)."""
+    if first_audio not in FIRST_AUDIO:
+        raise ValueError(f"first_audio must be one of {FIRST_AUDIO}, got {first_audio!r}")
+    if first_audio == "whole":
+        return model
+    vocoders = {c.name for c in model.components if c.generator is GeneratorKind.VOCODER}
+    data = model.model_dump(mode="json", exclude_unset=True)
+    changed = False
+    for comp in data["components"]:
+        if model.component(comp["name"]).is_llm:
+            for edge in comp.get("edges", []):
+                if edge["to"] in vocoders and not edge.get("streaming", False):
+                    edge["streaming"], changed = True, True
+    return parse(ModelSpec, data) if changed else model
 
 
 @dataclass(frozen=True)
@@ -115,13 +167,19 @@ class SingleGPU:
     """One model on one GPU kind, calibrated once; runs any policy at any load point."""
 
     def __init__(self, model: str, gpu: str, *, max_seqs: int = STOCK_MAX_SEQS,
-                 sm_sweep: Path | None = None) -> None:
+                 sm_sweep: Path | None = None, first_audio: str = "chunk",
+                 token_budget: int | None = None) -> None:
         """``sm_sweep``: a real fixed-SM sweep (perf sweep format) for S_cap instead of the
-        co-location model's."""
+        co-location model's; ``first_audio`` and ``token_budget`` (default: vLLM's for the GPU):
+        the module docstring."""
         if max_seqs < 1:
             raise ValueError(f"max_seqs must be >= 1, got {max_seqs}")
-        self.model = load_model(model)
+        self.model = first_audio_model(load_model(model), first_audio)
+        self.first_audio = first_audio
         self.gpu = load_gpus().get(GPUS.get(gpu, gpu))
+        self.token_budget = vllm_token_budget(self.gpu) if token_budget is None else token_budget
+        if self.token_budget < 1:
+            raise ValueError(f"token_budget must be >= 1, got {self.token_budget}")
         self.cost = CostModel(self.model, runtime="vllm")  # HorizonServe runs on vLLM-Omni
         self.calibration: OfflineCalibration = calibrate(self.model, self.gpu, self.cost, sweep_file=sm_sweep)
         self.plan = deployment(self.model, self.gpu)
@@ -148,7 +206,9 @@ class SingleGPU:
         setup = RunSetup(
             policy_for=lambda ex, c: policy if c == self.shared else None,
             max_seqs=self.max_seqs,  # vLLM max_num_seqs of every LLM stage
-            shared_gpu=SharedGPU("stage0/0.0", self.downstream, mode),
+            token_budget=self.token_budget,  # vLLM max_num_batched_tokens (chunked prefill)
+            shared_gpu=SharedGPU("stage0/0.0", self.downstream, mode,
+                                 MemoryActivity() if mode != "timeslice" else None),
         )
         slo = self.calibration.slo.as_dict()
         requests = self.requests(rate, long_fraction, n, seed)
@@ -191,8 +251,12 @@ class SweepSpec:
     seed: int = 0
     max_seqs: int = STOCK_MAX_SEQS
     sm_sweep: str | None = None  # a real fixed-SM sweep file for S_cap
+    first_audio: str = "chunk"  # module docstring
+    token_budget: int | None = None  # None: vLLM's default for the GPU
 
     def __post_init__(self) -> None:
+        if self.first_audio not in FIRST_AUDIO:
+            raise ValueError(f"first_audio must be one of {FIRST_AUDIO}, got {self.first_audio!r}")
         if self.sweep not in SWEEPS:
             raise ValueError(f"sweep must be one of {SWEEPS}, got {self.sweep!r}")
         if not self.xs or not self.policies:
@@ -211,15 +275,18 @@ class SweepSpec:
 
 
 @lru_cache(maxsize=4)
-def single_gpu(model: str, gpu: str, max_seqs: int, sm_sweep: str | None = None) -> SingleGPU:
+def single_gpu(model: str, gpu: str, max_seqs: int, sm_sweep: str | None = None,
+               first_audio: str = "chunk", token_budget: int | None = None) -> SingleGPU:
     """One calibrated testbed per process and configuration (worker processes build their own)."""
-    return SingleGPU(model, gpu, max_seqs=max_seqs, sm_sweep=Path(sm_sweep) if sm_sweep else None)
+    return SingleGPU(model, gpu, max_seqs=max_seqs, sm_sweep=Path(sm_sweep) if sm_sweep else None,
+                     first_audio=first_audio, token_budget=token_budget)
 
 
 def _run_point(args: tuple[SweepSpec, str, float]) -> RunResult:
     spec, policy, x = args
     rate, frac = spec.point(x)
-    testbed = single_gpu(spec.model, spec.gpu, spec.max_seqs, spec.sm_sweep)
+    testbed = single_gpu(spec.model, spec.gpu, spec.max_seqs, spec.sm_sweep, spec.first_audio,
+                         spec.token_budget)
     n = spec.n_requests(rate)
     window = spec.duration_s if spec.requests is None else n / rate
     return testbed.run(policy, rate, frac, n, spec.seed, window_s=window)
