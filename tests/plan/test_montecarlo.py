@@ -7,10 +7,10 @@ import pytest
 
 from omniplane.perf import ExecutorConfig
 from omniplane.perf.solo import request_latency
+from omniplane.plan.costs import FILLS
 from omniplane.plan.enumerate import subplan_of
 from omniplane.plan.flow import Candidates
 from omniplane.plan.logical import compose
-from omniplane.plan.costs import FILLS
 from omniplane.plan.montecarlo import admission_queue, node_states, route_latency
 from omniplane.plan.routing import node_share
 from tests.plan.conftest import table

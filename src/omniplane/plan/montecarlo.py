@@ -141,7 +141,8 @@ def _occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArray
         m1 = (w * arr.residence[np.maximum(pk, 0)]).sum(axis=1)
         m2 = (w * arr.residence2[np.maximum(pk, 0)]).sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            cs2 = np.where(m1 > 0, m2 * np.maximum(w.sum(axis=1), 1e-12) / np.maximum(m1, 1e-300) ** 2 - 1, 1.0)
+            mean2 = np.maximum(m1, 1e-300) ** 2
+            cs2 = np.where(m1 > 0, m2 * np.maximum(w.sum(axis=1), 1e-12) / mean2 - 1, 1.0)
             waits[c] = np.where(lam_c > 0, queue / np.maximum(lam_c, 1e-300), 0.0) * (ca2 + cs2) / 2
     return levels, betas, steps, held, waits
 
