@@ -303,9 +303,9 @@ def _print(cmp: Any, plan_spec: Any, meta: dict[str, Any], out: Path | None, wri
     if explain:
         console.print(res.ledger.render(), highlight=False)
     if doc.get("seeded_from"):
+        own = res.extra["search_best_total"]
         console.print(f"[bold yellow]the plan is the {doc['seeded_from']} baseline's[/] (inside the "
-                      f"planner's space; the search's own best simulated {res.extra['search_best_total']:.2f} "
-                      "req/s)",
+                      f"planner's space; the search's own best simulated {own:.2f} req/s)",
                       highlight=False)
     mean = err["mean_abs_total"]
     console.print(f"planning {res.seconds:.1f} s (profile and targets {meta['profile_seconds']:.1f} s); "
