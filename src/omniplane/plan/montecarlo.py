@@ -20,8 +20,13 @@ along every route of their type and their first-response latency is composed ove
 * an encoder's CPU preprocessing overlaps that wait (section 5.2, CPU-GPU overlap): it adds
   ``max(cpu, wait)``; two encoders of one request on one executor run one after the other.
 
-Queueing beyond the step in progress is not modelled (as in the paper); the simulator phase
-refines it. Attainment of type ``t`` is the route-probability-weighted share of samples within
+* when the executor component's batch limit is full the request waits for a slot: the mean
+  admission queue of a birth-death chain of the requests it holds (:func:`admission_queue`,
+  an approximation: M/M/c with occupancy-dependent service, Allen-Cunneen's ``(c_a^2 +
+  c_s^2) / 2`` for the arrival and service variability); the paper models no queueing.
+
+The simulator phase refines the rest (inter-type interactions, bursts beyond the chain).
+Attainment of type ``t`` is the route-probability-weighted share of samples within
 ``L_t``; goodput ``g_t = alpha R_d pi_t attainment_t``.
 """
 
