@@ -19,7 +19,6 @@ along every route of their type and their first-response latency is composed ove
   their mean turn;
 * an encoder's CPU preprocessing overlaps that wait (section 5.2, CPU-GPU overlap): it adds
   ``max(cpu, wait)``; two encoders of one request on one executor run one after the other.
-
 * when the executor component's batch limit is full the request waits for a slot: the mean
   admission queue of a birth-death chain of the requests it holds (:func:`admission_queue`,
   an approximation: M/M/c with occupancy-dependent service, Allen-Cunneen's ``(c_a^2 +
