@@ -48,8 +48,8 @@ def test_planner_is_never_below_a_baseline_of_its_own_space() -> None:
     assert inside
     assert cmp.planner.total >= max(b.total for b in inside)
     doc = to_json(cmp)
-    seeded = doc["seeded_from"]
     search = doc["plan"]["meta"]["search"]
+    seeded = search["seeded_from"]
     if seeded is None:
         assert search["search_best_total"] is None
     else:

@@ -71,7 +71,8 @@ def seeded(planner: Entry, baselines: Sequence[Entry]) -> Entry:
     one of Algorithm 1's simple subplans; its TP degrees and counts are a subset), so its plan
     is a candidate the planner's own search may have dropped on its estimate. The planner's
     answer is then never below such a baseline by construction of the comparison, and says so
-    (``extra["seeded_from"]``, ``meta.search.seeded_from`` and ``seeded_from`` in ``--json``)."""
+    (``extra["seeded_from"]``; in ``--json`` ``plan.meta.seeded_from`` and ``plan.meta.search``'s
+    ``seeded_from`` and ``search_best_total``)."""
     best = max(baselines, key=lambda e: e.total, default=None)
     if best is None or best.result.best is None or best.total <= planner.total:
         return planner
@@ -122,7 +123,6 @@ def to_json(cmp: Comparison) -> dict[str, Any]:
         "counts": main.result.counts.to_json(),
         "estimate_error": estimate_error(cmp),
         "cuts": main.result.cuts,
-        "seeded_from": main.result.extra.get("seeded_from"),
         "phases": {k: {"count": v.count, "seconds": v.seconds} for k, v in main.result.phases.items()},
         "seconds": main.result.seconds,
     }
