@@ -37,3 +37,22 @@ def test_replan_reuses_the_profile_for_a_new_budget_and_mix() -> None:
     assert again.best.spec.total_gpus <= 2
     assert again.problem.gpus == 2 and again.problem.mix["t2t"] == pytest.approx(0.9)
     assert again.targets is first.targets  # same latency targets, not re-derived
+
+
+def test_planner_is_never_below_a_baseline_of_its_own_space() -> None:
+    """Baselines on the planner's own model are restrictions of its space: the comparison's
+    planner answer is at least each of them, and says when it is a baseline's plan."""
+    planner = Planner(problem("tiny", 3), options=SMALL)
+    cmp = compare(planner)
+    inside = [b for b in cmp.baselines if b.result.best is not None and b.name != "epd"]
+    assert inside
+    assert cmp.planner.total >= max(b.total for b in inside)
+    doc = to_json(cmp)
+    search = doc["plan"]["meta"]["search"]
+    seeded = search["seeded_from"]
+    if seeded is None:
+        assert search["search_best_total"] is None
+    else:
+        assert cmp.planner.total == next(b.total for b in inside if b.name == seeded)
+        assert search["search_best_total"] < cmp.planner.total
+        assert doc["plan"]["meta"]["seeded_from"] == seeded

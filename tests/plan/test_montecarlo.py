@@ -7,10 +7,11 @@ import pytest
 
 from omniplane.perf import ExecutorConfig
 from omniplane.perf.solo import request_latency
+from omniplane.plan.costs import FILLS
 from omniplane.plan.enumerate import subplan_of
 from omniplane.plan.flow import Candidates
 from omniplane.plan.logical import compose
-from omniplane.plan.montecarlo import node_states, route_latency
+from omniplane.plan.montecarlo import admission_queue, node_states, route_latency
 from omniplane.plan.routing import node_share
 from tests.plan.conftest import table
 
@@ -67,3 +68,53 @@ def test_latency_grows_with_load_and_stays_positive() -> None:
         meds.append(float(np.median(route_latency(tab, cands, state, ti, (0,), 0.010))))
     assert all(m > 0 for m in meds)
     assert meds == sorted(meds)
+
+
+def _erlang_c_queue(c: int, a: float) -> float:
+    """Mean queue length of M/M/c with offered load ``a`` (closed form)."""
+    import math
+
+    rho = a / c
+    head = sum(a**k / math.factorial(k) for k in range(c))
+    tail = a**c / math.factorial(c) / (1 - rho)
+    return float(tail / (head + tail) * rho / (1 - rho))
+
+
+@pytest.mark.parametrize(("c", "a"), [(1, 0.5), (1, 0.9), (4, 3.0), (16, 12.0), (64, 60.0)])
+def test_admission_queue_is_the_m_m_c_queue_when_residence_is_constant(c: int, a: float) -> None:
+    """A component whose residence does not depend on its occupancy is an M/M/c queue with c
+    = the batch limit: the chain gives Erlang C's mean queue length exactly."""
+    conc = np.full((1, len(FILLS)), a)  # lambda x residence, the same at every occupancy level
+    got = float(admission_queue(conc, np.array([float(c)]))[0])
+    assert got == pytest.approx(_erlang_c_queue(c, a), rel=1e-9)
+
+
+def test_admission_queue_grows_with_load_and_is_infinite_when_overloaded() -> None:
+    """The queue grows with the load of the batch limit, is 0 far below it and infinite at or
+    above it; a step that grows in proportion to the batch (processor-sharing-like) holds
+    fewer requests at the same per-request load, so it queues less for admission (its
+    latency grows through the residence instead)."""
+    b = 32.0
+    queues = [float(admission_queue(np.full((1, len(FILLS)), f * b), np.array([b]))[0])
+              for f in (0.3, 0.6, 0.8, 0.95)]
+    assert queues == sorted(queues) and queues[-1] > 0
+    assert np.isinf(admission_queue(np.full((1, len(FILLS)), 1.01 * b), np.array([b]))[0])
+    assert admission_queue(np.full((1, len(FILLS)), 0.01 * b), np.array([b]))[0] == 0.0
+    shared = 0.8 * np.maximum(1.0, b * FILLS)[None, :]
+    assert admission_queue(shared, np.array([b]))[0] < queues[2]
+
+
+def test_queueing_only_adds_waiting() -> None:
+    """The admission queue never shortens a wait (the SLO resolver's isolated latencies use
+    none), and near the flow bound it adds some."""
+    tab = table("qwen3-vl-servegen")
+    model = tab.model
+    nodes = (frozenset(["vision_encoder", "llm"]),)
+    cands = _single(tab, nodes, [tab.node(nodes[0]).options.index((1, 32))])
+    uniform = np.full(len(model.type_names), 1 / len(model.type_names))
+    capacity = 1 / float(cands.costs[0].s_full[cands.opt[0, 0]] @ uniform)
+    rate = np.full((1, 1, len(model.type_names)), 0.95 * capacity / len(model.type_names))
+    with_q = node_states(cands, tab, rate)
+    without = node_states(cands, tab, rate, queueing=False)
+    added = [float(with_q[k][1][0] - without[k][1][0]) for k in with_q]
+    assert min(added) >= 0.0 and max(added) > 0.0

@@ -302,6 +302,12 @@ def _print(cmp: Any, plan_spec: Any, meta: dict[str, Any], out: Path | None, wri
         console.print("no heuristic or budget cut changed what was explored", highlight=False)
     if explain:
         console.print(res.ledger.render(), highlight=False)
+    seed = res.extra.get("seeded_from")
+    if seed:
+        own = res.extra["search_best_total"]
+        console.print(f"[bold yellow]the plan is the {seed} baseline's[/] (inside the "
+                      f"planner's space; the search's own best simulated {own:.2f} req/s)",
+                      highlight=False)
     mean = err["mean_abs_total"]
     console.print(f"planning {res.seconds:.1f} s (profile and targets {meta['profile_seconds']:.1f} s); "
                   f"flow + Monte Carlo vs simulator, total goodput: mean abs. error "

@@ -186,6 +186,12 @@ class CostTable:
         return self._parts[pid]
 
 
+def _cv2(x: np.ndarray) -> float:
+    """Squared coefficient of variation of a part's per-sample times (0 for constant ones)."""
+    m = float(np.mean(x))
+    return float(np.var(x)) / m**2 if m > 0 else 0.0
+
+
 @dataclass
 class PartArrays:
     first: np.ndarray  # [P, K]
@@ -193,6 +199,7 @@ class PartArrays:
     cpu: np.ndarray  # [P, K]
     step: np.ndarray  # [P]
     residence: np.ndarray  # [P]
+    residence2: np.ndarray  # [P] mean square of the time until done (the queue's service variability)
     cost: np.ndarray  # [P]
     steps_first: np.ndarray  # [P, K]
     steps_done: np.ndarray  # [P, K]
@@ -211,7 +218,7 @@ class PartArrays:
     def stack(parts: list[Part]) -> PartArrays:
         if not parts:
             z = np.zeros((0, 1))
-            return PartArrays(z, z, z, np.zeros(0), np.zeros(0), np.zeros(0), z, z, np.zeros(0),
+            return PartArrays(z, z, z, np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0), z, z, np.zeros(0),
                               np.zeros((0, 5, 1), dtype=np.float32))
         k = max(len(p.first) for p in parts)
 
@@ -225,5 +232,7 @@ class PartArrays:
         sd = np.stack([pad(p.steps_done) for p in parts])
         packed = np.stack([cpu, first, done, sf - 1, sd - 1], axis=1).astype(np.float32)
         return PartArrays(first, done, cpu, np.array([p.step for p in parts]),
-                          np.array([p.residence for p in parts]), np.array([p.cost for p in parts]), sf, sd,
+                          np.array([p.residence for p in parts]),
+                          np.array([p.residence ** 2 * (1.0 + _cv2(p.done)) for p in parts]),
+                          np.array([p.cost for p in parts]), sf, sd,
                           np.array([float(p.steps_done.mean()) for p in parts]), packed)

@@ -19,9 +19,13 @@ along every route of their type and their first-response latency is composed ove
   their mean turn;
 * an encoder's CPU preprocessing overlaps that wait (section 5.2, CPU-GPU overlap): it adds
   ``max(cpu, wait)``; two encoders of one request on one executor run one after the other.
+* when the executor component's batch limit is full the request waits for a slot: the mean
+  admission queue of a birth-death chain of the requests it holds (:func:`admission_queue`,
+  an approximation: M/M/c with occupancy-dependent service, Allen-Cunneen's ``(c_a^2 +
+  c_s^2) / 2`` for the arrival and service variability); the paper models no queueing.
 
-Queueing beyond the step in progress is not modelled (as in the paper); the simulator phase
-refines it. Attainment of type ``t`` is the route-probability-weighted share of samples within
+The simulator phase refines the rest (inter-type interactions, bursts beyond the chain).
+Attainment of type ``t`` is the route-probability-weighted share of samples within
 ``L_t``; goodput ``g_t = alpha R_d pi_t attainment_t``.
 """
 
@@ -60,7 +64,7 @@ def evaluate(cands: Candidates, table: CostTable, pi: np.ndarray, slo_s: np.ndar
     return good, attain
 
 
-def node_states(cands: Candidates, table: CostTable, lam: np.ndarray) -> State:
+def node_states(cands: Candidates, table: CostTable, lam: np.ndarray, *, queueing: bool = True) -> State:
     """Per (node instance, component): occupancy level [C], wait before service [C] and the
     delay other hosted components add between two of its steps [C], given ``lam[C, m, T]``
     arrivals per second per executor.
@@ -76,13 +80,16 @@ def node_states(cands: Candidates, table: CostTable, lam: np.ndarray) -> State:
     arr = table.arrays()
     n_c = len(cands)
     rows = np.arange(n_c)
+    ca2 = arrival_cv2(table)
     state: State = {}
     for n, nc in enumerate(cands.costs):
         opt = cands.opt[:, n]
         lam_n = lam[:, n, :]
         turns = {c: np.zeros(n_c) for c in nc.comps}
-        for _ in range(TURN_PASSES if len(nc.comps) > 1 else 1):
-            levels, betas, steps, held = _occupancy(nc, opt, lam_n, arr, rows, turns)
+        passes = TURN_PASSES if len(nc.comps) > 1 else 1
+        for k in range(passes):  # the admission queue does not feed back: computed on the last pass
+            levels, betas, steps, held, queue = _occupancy(nc, opt, lam_n, arr, rows, turns, ca2,
+                                                           queueing and k == passes - 1)
             turns = {c: sum((held[j] * steps[j] for j in nc.comps if j != c), np.zeros(n_c))
                      for c in nc.comps}
         rho = sum(betas.values(), np.zeros(n_c))
@@ -92,7 +99,7 @@ def node_states(cands: Candidates, table: CostTable, lam: np.ndarray) -> State:
         loaded = np.minimum(rho, 1.0)
         for c in nc.comps:
             own = betas[c] / np.maximum(rho, 1e-12)  # the step in progress is c's own
-            wait = residual + loaded * (1.0 + own) / 2 * turns[c]
+            wait = residual + loaded * (1.0 + own) / 2 * turns[c] + queue[c]
             state[(n, c)] = (levels[c], wait, turns[c])
     return state
 
@@ -101,13 +108,17 @@ TURN_PASSES = 3  # fixed-point passes of occupancy and turns on merged executors
 
 
 def _occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays, rows: np.ndarray,
-               turns: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], ...]:
-    """Per hosted component: occupancy level, busy share, mean step and requests held, with
-    each request's residence lengthened by ``turns[c]`` per further step."""
+               turns: dict[str, np.ndarray], ca2: float, queueing: bool) -> tuple[dict[str, np.ndarray], ...]:
+    """Per hosted component: occupancy level (the smallest whose room holds the requests in
+    service, Little's law), busy share, mean step, requests held and, with ``queueing``, the
+    mean wait for admission (:func:`admission_queue`, Allen-Cunneen: the M/M queue's wait
+    times ``(c_a^2 + c_s^2) / 2``), with each request's residence lengthened by ``turns[c]``
+    per further step."""
     levels: dict[str, np.ndarray] = {}
     betas: dict[str, np.ndarray] = {}
     steps: dict[str, np.ndarray] = {}
     held: dict[str, np.ndarray] = {}
+    waits: dict[str, np.ndarray] = {}
     for c in nc.comps:
         pid = nc.part[c][opt]  # [C, T, L]
         safe = np.maximum(pid, 0)
@@ -116,9 +127,12 @@ def _occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArray
         bmax = np.maximum(nc.bmax[c][opt], 1)  # [C, T]
         conc = np.einsum("ct,ctl->cl", lam_n, res)  # requests in service at each level
         served = lam_n * (pid[:, :, 0] >= 0)
-        share = served / np.maximum(served.sum(axis=1, keepdims=True), 1e-300)
-        room = np.maximum(1.0, (share * bmax).sum(axis=1)[:, None] * FILLS[None, :])  # [C, L]
+        lam_c = served.sum(axis=1)
+        share = served / np.maximum(lam_c[:, None], 1e-300)
+        slots = (share * bmax).sum(axis=1)
+        room = np.maximum(1.0, slots[:, None] * FILLS[None, :])  # [C, L]
         fits = conc <= room
+        queue = admission_queue(conc, slots) if queueing else np.zeros(len(rows))
         k = np.where(fits.any(axis=1), fits.argmax(axis=1), len(FILLS) - 1)
         levels[c] = k
         pk = pid[rows, :, k]  # [C, T]
@@ -127,7 +141,70 @@ def _occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArray
         w = np.where(ok, lam_n, 0.0)
         steps[c] = (w * arr.step[np.maximum(pk, 0)]).sum(axis=1) / np.maximum(w.sum(axis=1), 1e-12)
         held[c] = 1.0 - np.exp(-conc[rows, k])
-    return levels, betas, steps, held
+        # service variability c_s^2 of the residence, mixed over the types served
+        m1 = (w * arr.residence[np.maximum(pk, 0)]).sum(axis=1)
+        m2 = (w * arr.residence2[np.maximum(pk, 0)]).sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            mean2 = np.maximum(m1, 1e-300) ** 2
+            cs2 = np.where(m1 > 0, m2 * np.maximum(w.sum(axis=1), 1e-12) / mean2 - 1, 1.0)
+            waits[c] = np.where(lam_c > 0, queue / np.maximum(lam_c, 1e-300), 0.0) * (ca2 + cs2) / 2
+    return levels, betas, steps, held, waits
+
+
+def arrival_cv2(table: CostTable) -> float:
+    """Squared CV of inter-arrival times, taken for every executor (an assumption: a node's
+    arrivals are a thinned, delayed copy of the workload's): the workload's gamma or Weibull
+    ``cv``, else 1 (Poisson, piecewise windows, traces)."""
+    wl = table.problem.workload
+    cv = getattr(wl.spec.arrival, "cv", None) if wl is not None else None
+    return float(cv) ** 2 if isinstance(cv, int | float) else 1.0
+
+
+CHAIN_MAX = 1024  # states of the occupancy chain below the batch limit (larger batches: the limit)
+CHAIN_FLOOR = 0.05  # below this load of the batch limit at full occupancy the admission queue is taken as 0
+
+
+def admission_queue(conc: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """Mean requests waiting for admission ``[C]`` of an executor component, from a birth-death
+    chain of the requests it holds (an approximation: exponential arrivals and departures, the
+    stationary law of an M/M/c queue whose service rate depends on the occupancy).
+
+    With ``n`` requests held, ``min(n, B)`` are in service (``B = slots``, the batch limit) and
+    each leaves at rate ``1 / residence(n)``, interpolated linearly between the occupancy levels
+    around ``n`` (``conc[:, l] = lambda residence`` at level ``l``, room ``max(1, B FILLS[l])``),
+    so ``p(n) / p(n - 1) = lambda residence(n) / min(n, B)``. A component whose step hardly grows
+    with the batch behaves like ``M/M/inf``, one whose step grows in proportion like processor
+    sharing; above ``B`` the queue is geometric with ratio ``conc_full / B``, and at or above 1
+    the component is overloaded (infinite queue). Rows whose ratio is below ``CHAIN_FLOOR``
+    are taken as 0 (their tail above ``B`` is negligible)."""
+    n_c = len(conc)
+    out = np.zeros(n_c)
+    b_all = np.clip(np.floor(slots), 1, CHAIN_MAX).astype(int)
+    r_all = conc[:, -1] / b_all  # queue ratio above B
+    out[r_all >= 1.0] = np.inf
+    sel = np.flatnonzero((r_all >= CHAIN_FLOOR) & (r_all < 1.0))
+    if not len(sel):
+        return out
+    conc, b, r = conc[sel], b_all[sel], r_all[sel]
+    m = len(sel)
+    n = np.arange(1, int(b.max()) + 1)  # [N]
+    frac = n[None, :] / np.maximum(slots[sel], 1.0)[:, None]  # [m, N]
+    hi = np.where(n[None, :] <= 1, 0, np.searchsorted(FILLS, frac, side="left"))
+    hi = np.minimum(hi, len(FILLS) - 1)
+    lo = np.maximum(hi - 1, 0)
+    room = np.maximum(1.0, slots[sel][:, None] * FILLS[None, :])
+    r_hi, r_lo = np.take_along_axis(room, hi, axis=1), np.take_along_axis(room, lo, axis=1)
+    f = np.clip((n[None, :] - r_lo) / np.maximum(r_hi - r_lo, 1e-12), 0.0, 1.0)
+    x = (1 - f) * np.take_along_axis(conc, lo, axis=1) + f * np.take_along_axis(conc, hi, axis=1)
+    inside = n[None, :] <= b[:, None]
+    logr = np.where(inside, np.log(np.maximum(x, 1e-300)) - np.log(n[None, :]), 0.0)
+    logp = np.concatenate([np.zeros((m, 1)), np.cumsum(logr, axis=1)], axis=1)  # n = 0..N
+    logp = np.where(np.concatenate([np.ones((m, 1), bool), inside], axis=1), logp, -np.inf)
+    p = np.exp(logp - logp.max(axis=1, keepdims=True))
+    p_b = p[np.arange(m), b]
+    z = p.sum(axis=1) + p_b * r / (1.0 - r)  # with the mass above B
+    out[sel] = p_b * r / (1.0 - r) ** 2 / z  # E[(N - B)^+]
+    return out
 
 
 def route_latency(table: CostTable, cands: Candidates, state: State, t: int, route: tuple[int, ...],

@@ -22,7 +22,7 @@ from omniplane.plan.emit import to_spec
 from omniplane.plan.explain import Ledger
 from omniplane.plan.flow import Candidates
 from omniplane.plan.options import PlannerOptions
-from omniplane.plan.pool import Cloud, Counts, SearchStats
+from omniplane.plan.pool import Cloud, Counts, SearchStats, Simulated
 from omniplane.plan.problem import Problem
 from omniplane.plan.progress import NO_PROGRESS, Progress
 from omniplane.plan.refine import SampleRunner, SimOutcome
@@ -48,25 +48,6 @@ class Phase:
 
 
 @dataclass
-class Simulated:
-    """One plan run through the simulator."""
-
-    spec: PlanSpec
-    rate: float  # R_d, requests/s (flow bound)
-    mc: np.ndarray  # [T] flow + Monte Carlo goodput estimate at alpha x R_d
-    sim: SimOutcome  # simulated at alpha x R_d
-    logical: str
-    rank: int = 0  # expansion rank of its logical plan
-
-    @property
-    def error(self) -> float:
-        """Relative error of the estimate's total goodput against the simulator's."""
-        sim = float(self.sim.goodput.sum())
-        est = float(self.mc.sum())
-        return (est - sim) / sim if sim > 0 else (0.0 if est == 0 else float("inf"))
-
-
-@dataclass
 class PlanResult:
     space: str
     problem: Problem
@@ -89,11 +70,11 @@ class PlanResult:
     def per_type(self) -> dict[str, float]:
         if self.best is None:
             return dict.fromkeys(self.types, 0.0)
-        return {t: float(g) for t, g in zip(self.types, self.best.sim.goodput, strict=True)}
+        return {t: float(g) for t, g in zip(self.types, self.best.outcome.goodput, strict=True)}
 
     @property
     def total(self) -> float:
-        return float(self.best.sim.goodput.sum()) if self.best else 0.0
+        return float(self.best.outcome.goodput.sum()) if self.best else 0.0
 
     @property
     def cuts(self) -> list[dict[str, Any]]:
@@ -101,7 +82,7 @@ class PlanResult:
 
     def accuracy(self) -> dict[str, float | int]:
         """Flow + Monte Carlo total goodput vs the simulator's over every simulated plan."""
-        errs = [abs(s.error) for s in self.simulated if s.sim.goodput.sum() > 0]
+        errs = [abs(s.error) for s in self.simulated if s.outcome.goodput.sum() > 0]
         if not errs:
             return {"plans": 0}
         return {"plans": len(errs), "mean_abs_error": float(np.mean(errs)),
@@ -205,13 +186,14 @@ class Planner:
         oracle = SimOracle(self, space)
         found = Search(self.problem, self.table, space, self.options, slo, self.transfer_s, self.score,
                        oracle, self.progress, cloud).run()
-        simulated = [Simulated(oracle.specs[(id(r.block.cands), r.i)], r.rate, r.estimate, r.outcome,
-                               r.logical, r.rank) for r in found.simulated]
+        simulated = found.simulated
+        for r in simulated:
+            r.spec = oracle.specs[(id(r.block.cands), r.i)]
         best = self._select(simulated)
         st, counts = found.stats, found.counts
         if cloud:
             for sim in simulated:
-                found.cloud.add(np.array([sim.rate]), sim.sim.goodput[None, :],
+                found.cloud.add(np.array([sim.rate]), sim.outcome.goodput[None, :],
                                 "selected" if sim is best else "simulated")
         sec = st.seconds
         phases = {
@@ -227,29 +209,29 @@ class Planner:
     def _select(self, simulated: list[Simulated]) -> Simulated | None:
         if not simulated:
             return None
-        good = np.stack([s.sim.goodput for s in simulated])
+        good = np.stack([s.outcome.goodput for s in simulated])
         front = pareto_front(good)
         score = self.score(good[front], self.problem.pi())
         best = simulated[int(front[int(np.argmax(score))])]
-        best.spec = best.spec.model_copy(update={"meta": self._meta(best, simulated), "slo": self.targets,
+        best.spec = best.plan.model_copy(update={"meta": self._meta(best, simulated), "slo": self.targets,
                                                  "prediction": self._prediction(best)})
         return best
 
     def _prediction(self, best: Simulated) -> Prediction:
         """The typed ``prediction`` of the plan file: the load simulated and its goodput."""
         types = self.problem.types
-        per = {t: round(float(g), 4) for t, g in zip(types, best.sim.goodput, strict=True)}
+        per = {t: round(float(g), 4) for t, g in zip(types, best.outcome.goodput, strict=True)}
         return Prediction(workload=workload_ref(self.problem.workload),
                           mix={t: round(float(f), 6) for t, f in self.problem.mix.items()},
-                          offered_rps=round(best.sim.rate, 6), requests=self.options.sim_requests,
+                          offered_rps=round(best.outcome.rate, 6), requests=self.options.sim_requests,
                           seed=self.options.seed,
-                          goodput_rps=PredictedGoodput(total=round(float(best.sim.goodput.sum()), 4),
+                          goodput_rps=PredictedGoodput(total=round(float(best.outcome.goodput.sum()), 4),
                                                        per_type=per))
 
     def _meta(self, best: Simulated, simulated: list[Simulated]) -> dict[str, Any]:
         wl = self.problem.workload
         return {
-            "monte_carlo_goodput_rps": round(float(best.mc.sum()), 4),
+            "monte_carlo_goodput_rps": round(float(best.estimate.sum()), 4),
             "flow_bound_rps": round(best.rate, 4),
             "provenance": {
                 "planner": f"omniplane {__version__} (Cornfigurator, arXiv plan pipeline)",

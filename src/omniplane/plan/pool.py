@@ -10,6 +10,7 @@ import numpy as np
 from omniplane.plan.explain import Ledger
 from omniplane.plan.flow import Candidates
 from omniplane.plan.refine import SimOutcome
+from omniplane.spec import PlanSpec
 
 
 @dataclass
@@ -26,21 +27,39 @@ class Block:
 
 @dataclass
 class Simulated:
-    """One candidate run through the simulator."""
+    """One candidate run through the simulator: what the search found (``block``, ``i``) and,
+    once the pipeline has emitted it, its plan file (``spec``). The one record of a simulated
+    plan for the search, the pipeline and the comparison."""
 
     block: Block
     i: int
-    outcome: SimOutcome
+    outcome: SimOutcome  # simulated at alpha x R_d
     logical: str
     rank: int  # expansion rank of its logical plan (1-based)
+    spec: PlanSpec | None = None  # the emitted plan (set by the pipeline)
 
     @property
     def rate(self) -> float:
+        """R_d, requests/s (flow bound)."""
         return float(self.block.cands.rate[self.i])
 
     @property
     def estimate(self) -> np.ndarray:
+        """[T] flow + Monte Carlo goodput estimate at alpha x R_d."""
         return np.asarray(self.block.goodput[self.i])
+
+    @property
+    def error(self) -> float:
+        """Relative error of the estimate's total goodput against the simulator's."""
+        sim = float(self.outcome.goodput.sum())
+        est = float(self.estimate.sum())
+        return (est - sim) / sim if sim > 0 else (0.0 if est == 0 else float("inf"))
+
+    @property
+    def plan(self) -> PlanSpec:
+        if self.spec is None:
+            raise ValueError("this simulated candidate has no emitted plan yet")
+        return self.spec
 
 
 @dataclass

@@ -1,0 +1,86 @@
+"""Flow + Monte Carlo against the simulator, per plan and per type, on every plan a planning run
+simulates (the planner's space and, with --baselines, the baselines'): the diagnostic behind
+docs/plan.md "Accuracy" (session 4).
+
+    .venv/bin/python scripts/estimate_vs_sim.py --gpus 8 --workload qwen3-omni-servegen --baselines
+
+Each simulated candidate is re-estimated (the same candidate, profile and targets) and printed
+with its simulated total and per-type attainment beside the estimate's, and the Monte Carlo
+phase's wait before service per hosted component (step in progress, turns, admission queue).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import ClassVar
+
+import numpy as np
+
+from omniplane.plan import montecarlo as mc
+from omniplane.plan import pipeline
+from omniplane.plan.baselines import baseline_spaces
+from omniplane.plan.emit import describe
+from omniplane.plan.flow import Candidates
+from omniplane.plan.options import PlannerOptions
+from omniplane.plan.problem import make_problem
+from omniplane.plan.refine import SimOutcome
+from omniplane.plan.slo import target_array
+from omniplane.plan.space import FULL
+from omniplane.spec import PlanSpec, find_catalog_workload, load_gpus, load_workload
+
+
+class Recording(pipeline.SimOracle):
+    """The pipeline's simulator oracle, keeping every simulated candidate."""
+
+    seen: ClassVar[list[tuple[str, Candidates, SimOutcome, PlanSpec]]] = []
+
+    def simulate(self, cands: Candidates, i: int) -> SimOutcome:
+        out = super().simulate(cands, i)
+        self.seen.append((self.space.name, cands.take(np.array([i])), out, self.specs[(id(cands), i)]))
+        return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="qwen3-omni")
+    ap.add_argument("--gpus", type=int, default=8)
+    ap.add_argument("--gpu", default="A100-80GB")
+    ap.add_argument("--workload", default="qwen3-omni-servegen")
+    ap.add_argument("--baselines", action="store_true", help="also the baselines' spaces")
+    ap.add_argument("--max-simulated", type=int, default=None)
+    args = ap.parse_args()
+    path = find_catalog_workload(args.workload)
+    if path is None:
+        ap.error(f"--workload {args.workload!r}: no catalog workload of that name")
+    wl = load_workload(path)
+    if wl.model.name != args.model:
+        ap.error(f"--workload {args.workload!r} is for model {wl.model.name!r}, not {args.model!r}")
+    pb = make_problem(wl, load_gpus().get(args.gpu), args.gpus)
+    planner = pipeline.Planner(pb, options=PlannerOptions(max_simulated=args.max_simulated))
+    pipeline.SimOracle = Recording  # type: ignore[misc]
+    spaces = [FULL] + (list(baseline_spaces(pb.model)) if args.baselines else [])
+    for space in spaces:
+        if space.split is None:  # a derived model (EPD) has its own profile: not re-estimated here
+            planner.run(space)
+    slo = target_array(planner.targets, pb.types)
+    tab, alpha, pi = planner.table, planner.options.alpha, pb.pi()
+    errors: dict[str, list[float]] = {}
+    for name, c, out, spec in Recording.seen:
+        good, att = mc.evaluate(c, tab, pi, slo, alpha, planner.transfer_s)
+        est, sim = float(good.sum()), float(out.goodput.sum())
+        err = (est - sim) / sim if sim > 0 else float("inf")
+        errors.setdefault(name, []).append(err)
+        print(f"[{name}] estimate {est:.3f} simulated {sim:.3f} ({err:+.1%})  {describe(spec)}")
+        lam = (alpha * c.rate)[:, None, None] * c.share[c.vec] * pi[None, None, :] / c.cnt[:, :, None]
+        state = mc.node_states(c, tab, lam)
+        for n, nc in enumerate(c.costs):
+            waits = " ".join(f"{comp} {state[(n, comp)][1][0] * 1e3:.0f} ms" for comp in nc.comps)
+            print(f"    {nc.name} x{c.cnt[0, n]}: wait before service {waits}")
+        print("    attainment (estimate / simulated): " + ", ".join(
+            f"{t} {att[0, k]:.2f}/{out.attainment[k]:.2f}" for k, t in enumerate(pb.types) if pi[k] > 0))
+    for name, errs in errors.items():
+        print(f"{name}: mean abs. error {np.mean(np.abs(errs)):.1%} over {len(errs)} simulated plans")
+
+
+if __name__ == "__main__":
+    main()
