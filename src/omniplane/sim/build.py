@@ -24,7 +24,7 @@ from omniplane.sim.eventloop import EventLoop
 from omniplane.sim.executor import Executor
 from omniplane.sim.job import Job, JobQueue
 from omniplane.sim.llm import DEFAULT_TOKEN_BUDGET, LLMEngine
-from omniplane.sim.metrics import ExecutorStats
+from omniplane.sim.stats import ExecutorStats
 from omniplane.sim.topology import Group, Node, Topology
 from omniplane.spec import ComponentKind, GeneratorKind, ModelSpec, PlanSpec
 from omniplane.spec.gpu import GPUKind

@@ -54,6 +54,9 @@ class LLMEngine(Engine):
         self.prefilling: list[Job] = []
         self.decoding: dict[int, Job] = {}
         self._finish_heap: list[tuple[int, int, Job]] = []
+        # (-admit, job) per admission: the top entry that is still running is the most recently
+        # admitted running sequence (preemption's victim); stale entries are skipped lazily
+        self._latest: list[tuple[int, Job]] = []
         self.iters = 0
         self._ctx_const = 0  # sum over decoding of (prompt + 1 - i0)
         self._pf_computed = 0  # sum over prefilling of computed: the partial prefills' KV tokens
@@ -127,10 +130,15 @@ class LLMEngine(Engine):
         self._ctx_const -= job.prompt + 1 - job.dec_i0
 
     def _preempt_latest(self) -> bool:
-        running = list(self.prefilling) + list(self.decoding.values())
-        if not running:
+        heap = self._latest
+        while heap:
+            key, victim = heap[0]
+            if victim.admit == -key and (victim.state == PREFILL or victim.state == DECODE):
+                break
+            heapq.heappop(heap)  # finished, or preempted since (it has a newer admission)
+        else:
             return False
-        victim = max(running, key=lambda j: j.admit)
+        heapq.heappop(heap)
         if victim.state == DECODE:
             victim.generated = self._generated(victim)
             self._leave_decode(victim)  # its heap entry is skipped lazily (state check)
@@ -184,6 +192,10 @@ class LLMEngine(Engine):
         if room > 0 and budget > 0 and kv_free > 0 and (self._private or self._shared):
             candidates = self.queue.in_order() if self.fast else self._visible(decision)
             taken: set[int] = set()
+            latest = self._latest
+            if len(latest) > 64 + 2 * (decode_n + len(prefilling)):  # drop what finished
+                latest[:] = [e for e in latest if e[1].admit == -e[0] and e[1].state in (PREFILL, DECODE)]
+                heapq.heapify(latest)
             for job in candidates:
                 if room <= 0 or budget <= 0 or kv_free <= 0:
                     break
@@ -194,6 +206,7 @@ class LLMEngine(Engine):
                 n = min(job.target - job.computed, budget, kv_free)
                 self._admits += 1
                 job.admit, job.state, job.engine = self._admits, PREFILL, self
+                heapq.heappush(latest, (-self._admits, job))
                 prefilling.append(job)
                 chunks.append((job, n))
                 taken.add(id(job))
