@@ -14,6 +14,7 @@ iterations and running sums of context make each iteration O(1) plus the sequenc
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from typing import Any
 
 from omniplane.perf.span import TableSpan
@@ -61,6 +62,11 @@ class LLMEngine(Engine):
         self._ctx_const = 0  # sum over decoding of (prompt + 1 - i0)
         self._pf_computed = 0  # sum over prefilling of computed: the partial prefills' KV tokens
         self._span_of = getattr(self.cost, "llm_decode_span", None)
+        # one iteration's time by (prefill tokens, prefill context, prefill requests, decode
+        # batch, decode context): the cost source's own function where it offers one (exact)
+        fn = getattr(self.cost, "llm_iteration_fn", None)
+        self._price: Callable[[int, int, int, int, int], float] = (
+            fn(comp, cfg) if fn is not None else self._keyword_price)
         self._admits = 0
         self.step_no = 0
         self.preemptions = 0
@@ -70,6 +76,10 @@ class LLMEngine(Engine):
         self._decode_n = 0
         self._span = 1  # decode iterations the step in flight covers
         self._sm_cap: int | None = None
+
+    def _keyword_price(self, pt: int, pc: int, pr: int, db: int, dc: int) -> float:
+        return self.cost.llm_iteration_time(self.comp, self.cfg, prefill_tokens=pt, prefill_context=pc,
+                                            prefill_requests=pr, decode_batch=db, decode_context=dc)
 
     # ---- bookkeeping ------------------------------------------------------------------
     def prepare(self, req: SimRequest, now: float) -> Job:
@@ -219,9 +229,7 @@ class LLMEngine(Engine):
         tokens = chunks[0][1] if len(chunks) == 1 else sum(n for _, n in chunks)
         requests = max(1, len(chunks))
         context = self._ctx_const + decode_n * self.iters if decode_n else 0
-        t = self.cost.llm_iteration_time(self.comp, self.cfg, prefill_tokens=tokens,
-                                         prefill_context=prefill_ctx, prefill_requests=requests,
-                                         decode_batch=decode_n, decode_context=context)
+        t = self._price(tokens, prefill_ctx, requests, decode_n, context)
         self._chunks, self._decode_n, self._sm_cap = chunks, decode_n, decision.sm_cap
         kind = "mixed" if chunks and decode_n else ("prefill" if chunks else "decode")
         step = Step(t, len(chunks) + decode_n, kind, sm_cap=decision.sm_cap)

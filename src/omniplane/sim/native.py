@@ -179,6 +179,8 @@ def build() -> Path:
         with chdir(TOP):
             args = [f"--cache-dir={Path(tmp) / 'cache'}", *(f"omniplane/sim/{m}.py" for m in MODULES)]
             exts = mypycify(args, opt_level="3", group_name=GROUP, target_dir=str(Path(tmp) / "c"))
+            for ext in exts if sys.platform != "win32" else ():  # no fused multiply-add (doubles as Python's)
+                ext.extra_compile_args = [*(ext.extra_compile_args or []), "-ffp-contract=off"]
             dist = Distribution({"name": GROUP, "ext_modules": exts, "script_name": "setup.py"})
             cmd = dist.get_command_obj("build_ext")
             cmd.build_lib, cmd.build_temp, cmd.inplace = str(out), str(Path(tmp) / "obj"), False
