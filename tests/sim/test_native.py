@@ -72,24 +72,64 @@ def _run(pure: bool) -> dict[str, object]:
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-@pytest.mark.skipif(not native.active(), reason="the compiled modules are not built (make native)")
 def test_compiled_and_plain_python_give_identical_results() -> None:
+    if not native.active():
+        if os.environ.get(native.PURE_ENV, "") not in ("", "0"):
+            pytest.skip(f"{native.PURE_ENV} is set: plain Python only")
+        failed = native.failure()
+        if failed is not None and failed[0] == native.COMPILE:  # a toolchain exists: a defect
+            pytest.fail(f"the simulator no longer compiles: {failed[1]}")
+        why = failed[1] if failed else "no build for these sources (make test / make run build one)"
+        pytest.skip(f"the compiled modules are not available: {why}")
     compiled, plain = _run(pure=False), _run(pure=True)
     assert compiled.pop("native") is True and plain.pop("native") is False
     assert compiled == plain
 
 
-def test_a_build_for_other_sources_is_not_used(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(native.sys, "prefix", str(tmp_path))
+def _fake_build(where: Path, files: list[Path]) -> None:
+    (where / "omniplane" / "sim").mkdir(parents=True)
+    (where / "SOURCES").write_text("".join(f"{f.relative_to(native.TOP).as_posix()}\n" for f in files))
+    (where / "STAMP").write_text(where.name + "\n")
+
+
+def test_a_build_is_used_only_for_the_sources_it_was_made_from(monkeypatch: pytest.MonkeyPatch,
+                                                                tmp_path: Path) -> None:
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
     monkeypatch.delenv(native.PURE_ENV, raising=False)
-    old = tmp_path / "omniplane-native" / "0123456789abcdef0123"  # built from other sources
-    (old / "omniplane" / "sim").mkdir(parents=True)
-    (old / "STAMP").write_text("0123456789abcdef0123\n")
+    files = native.sources()
+    _fake_build(tmp_path / "omniplane-native" / "0123456789abcdef0123", files)  # other sources
     path: list[str] = []
     assert not native.activate(path) and path == []
     here = native.location()  # one for these sources is used
-    (here / "omniplane" / "sim").mkdir(parents=True)
-    (here / "STAMP").write_text(native.stamp() + "\n")
+    _fake_build(here, files)
+    assert native.current() == here
     assert native.activate(path) and path == [str(here / "omniplane" / "sim")]
     monkeypatch.setenv(native.PURE_ENV, "1")  # unless plain Python is asked for
     assert not native.activate([])
+    monkeypatch.delenv(native.PURE_ENV)
+    (here / "SOURCES").write_text("omniplane/sim/walk.py\n")  # one file listed: its hash differs
+    assert native.current() is None and not native.activate([])
+
+
+def test_a_build_depends_on_what_the_compiled_modules_import() -> None:
+    names = {f.relative_to(native.TOP).as_posix() for f in native.sources()}
+    assert {f"omniplane/sim/{m}.py" for m in native.MODULES} <= names
+    # imported by the compiled modules, directly (llm -> perf.span, policy) or not
+    assert {"omniplane/perf/span.py", "omniplane/policy.py", "omniplane/spec/work.py",
+            "omniplane/sim/__init__.py", "omniplane/__init__.py"} <= names
+    assert "omniplane/cli/app.py" not in names and "omniplane/plan/search.py" not in names
+
+
+def test_a_failed_build_is_loud_and_falls_back(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    monkeypatch.delenv(native.PURE_ENV, raising=False)
+    monkeypatch.setattr(native, "missing_toolchain", lambda: "no C compiler ('cc' is not on PATH)")
+    assert native.main([]) == 0  # make run / make test go on, as plain Python
+    err = capsys.readouterr().err
+    assert "NOT available: no C compiler" in err and "plain Python" in err
+    assert native.failure() == (native.TOOLCHAIN, "no C compiler ('cc' is not on PATH)")
+    assert native.main([]) == 0 and "NOT available" in capsys.readouterr().err  # said every time
+    assert native.main(["--strict"]) == 1 and "NOT available" in capsys.readouterr().err  # make sim-compiled
+    _fake_build(native.location(), native.sources())
+    assert native.main([]) == 0 and capsys.readouterr() == ("", "")  # up to date: silent

@@ -179,6 +179,21 @@ class CostModel:
             return max(t_pf + t_dec - co.fixed_s, t_pf, t_dec)
         return t_pf + t_dec
 
+    def llm_iteration_fn(self, component: str,
+                         cfg: ExecutorConfig) -> Callable[[int, int, int, int, int], float]:
+        """:meth:`llm_iteration_time` of ``component`` on ``cfg`` as a positional function of
+        ``(prefill_tokens, prefill_context, prefill_requests, decode_batch, decode_context)``, for
+        a caller pricing every iteration of one executor (the simulator): the same numbers without
+        the per-call lookups (under the roofline it is the coefficients' own ``time``)."""
+        co = self._coeffs(component, cfg)
+        if not self._profiled:
+            return co.time
+
+        def price(pt: int, pc: int, pr: int, db: int, dc: int) -> float:
+            return self.llm_iteration_time(component, cfg, prefill_tokens=pt, prefill_context=pc,
+                                           prefill_requests=pr, decode_batch=db, decode_context=dc)
+        return price
+
     def llm_decode_span(self, component: str, cfg: ExecutorConfig, batch: int, context: int,
                         iterations: int) -> DecodeSpan:
         """``iterations`` consecutive decode-only iterations of ``batch`` sequences whose KV

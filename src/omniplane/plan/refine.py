@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from omniplane.perf import CostModel
-from omniplane.sim import simulate
+from omniplane.sim import RunSetup, simulate
+from omniplane.sim.costs import PriceBook
 from omniplane.spec import GPUCatalog, ModelSpec, PlanSpec, ResolvedWorkload, resolve_plan
 from omniplane.spec.work import ResolvedWork
 from omniplane.workload import Request, generate
@@ -47,6 +48,7 @@ class SampleRunner:
         use = {t: f for t, f in mix.items() if f > 0}
         self.base: list[Request] = generate(workload, n=n, rate=1.0, seed=seed, mix=use)
         self.cost = cost
+        self.prices = PriceBook(cost)  # step prices kept across the plans and rates simulated
         self.gpus = gpus
         self.targets = dict(targets_s)
         self.seed = seed
@@ -59,7 +61,7 @@ class SampleRunner:
         same request types) priced by ``cost``: a baseline that splits a component
         (prefill/decode, plan.disagg)."""
         other = copy.copy(self)
-        other.model, other.cost = model, cost
+        other.model, other.cost, other.prices = model, cost, PriceBook(cost)
         other.base = [Request(r.id, r.arrival, r.type, work(r.work), r.meta) for r in self.base]
         return other
 
@@ -81,7 +83,8 @@ class SampleRunner:
 
     def run(self, spec: PlanSpec, rate: float) -> SimOutcome:
         plan = resolve_plan(spec, self.model, self.gpus)
-        res = simulate(plan, self.at_rate(rate), self.cost, slo_s=self.targets, seed=self.seed)
+        res = simulate(plan, self.at_rate(rate), self.cost, slo_s=self.targets, seed=self.seed,
+                       setup=RunSetup(prices=self.prices))
         self.runs += 1
         self.requests += len(self.base)
         good = np.zeros(len(self.types))

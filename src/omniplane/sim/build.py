@@ -18,13 +18,13 @@ import numpy as np
 
 from omniplane.policy import Policy
 from omniplane.sim.colocate import SharedGPU, share
-from omniplane.sim.costs import CostSource
+from omniplane.sim.costs import CostSource, PriceBook
 from omniplane.sim.engines import DiTEngine, EncoderEngine, Engine, VAEEngine, VocoderEngine
 from omniplane.sim.eventloop import EventLoop
 from omniplane.sim.executor import Executor
 from omniplane.sim.job import Job, JobQueue
 from omniplane.sim.llm import DEFAULT_TOKEN_BUDGET, LLMEngine
-from omniplane.sim.metrics import ExecutorStats
+from omniplane.sim.stats import ExecutorStats
 from omniplane.sim.topology import Group, Node, Topology
 from omniplane.spec import ComponentKind, GeneratorKind, ModelSpec, PlanSpec
 from omniplane.spec.gpu import GPUKind
@@ -49,7 +49,8 @@ class RunSetup:
     ``max_num_seqs``; None: the plan's ``max_batch``). ``shared_gpu`` co-locates executors on one
     GPU. ``cpu_seconds(component)`` is CPU preprocessing per input item (default: the model's
     executor types). ``spans=False`` simulates every decode iteration as its own event (for the
-    span-equivalence check). Executor names are ``node/group.index`` (e.g. ``thinker/0.2``).
+    span-equivalence check). ``prices`` keeps step prices across runs priced by its cost source
+    (exact; the planner's many runs). Executor names are ``node/group.index`` (e.g. ``thinker/0.2``).
     """
 
     policy_for: PolicyFor | None = None
@@ -60,6 +61,7 @@ class RunSetup:
     make_cfg: CfgFactory = default_cfg
     spans: bool = True
     trace: bool = False
+    prices: PriceBook | None = None
 
     def __post_init__(self) -> None:
         if self.max_seqs is not None and self.max_seqs < 1:
@@ -112,7 +114,8 @@ def _engines(model: ModelSpec, comps: tuple[str, ...], cfg: Any, max_batch: int,
              shared: dict[str, deque[Job]], name: str, setup: RunSetup,
              cpu: Callable[[str], float]) -> list[Engine]:
     llms = [c for c in comps if model.component(c).is_llm]
-    kv_total = cost.kv_capacity_tokens(list(comps), cfg) if llms else 0
+    book = setup.prices if setup.prices is not None and setup.prices.cost is cost else None
+    kv_total = (book or cost).kv_capacity_tokens(list(comps), cfg) if llms else 0
     decode_only = {e.to for c in model.components for e in c.edges if e.kv}
     engines: list[Engine] = []
     for c in comps:
@@ -136,4 +139,7 @@ def _engines(model: ModelSpec, comps: tuple[str, ...], cfg: Any, max_batch: int,
         else:
             rate = comp.size.frame_rate_hz
             engines.append(VocoderEngine(*args, frame_seconds=1.0 / rate if rate else DEFAULT_FRAME_S))
+    if book is not None:
+        for e in engines:
+            e.prices = book.table(e.comp, cfg)
     return engines

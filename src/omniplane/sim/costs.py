@@ -32,3 +32,27 @@ class CostSource(Protocol):
     def vae_time(self, component: str, cfg: Any, batch: int, pixels: float) -> float: ...
 
     def kv_capacity_tokens(self, components: Sequence[str], cfg: Any) -> int: ...
+
+
+class PriceBook:
+    """Step prices one cost source gave, kept across the runs that share it: the planner
+    simulates many plans (and each at several rates) on one request sample with one cost model,
+    and the same components on the same executor configs see the same step sizes again. The
+    cost model is a pure function of its arguments, so a remembered price is exact. Given to a
+    run as ``RunSetup(prices=...)``; used only by runs priced by ``cost`` itself."""
+
+    def __init__(self, cost: CostSource) -> None:
+        self.cost = cost
+        self._tables: dict[tuple[str, Any], dict[tuple[Any, ...], float]] = {}
+        self._kv: dict[tuple[tuple[str, ...], Any], int] = {}
+
+    def table(self, component: str, cfg: Any) -> dict[tuple[Any, ...], float]:
+        """The prices of ``component``'s steps on ``cfg`` by size (an engine's ``prices``)."""
+        return self._tables.setdefault((component, cfg), {})
+
+    def kv_capacity_tokens(self, components: Sequence[str], cfg: Any) -> int:
+        key = (tuple(components), cfg)
+        hit = self._kv.get(key)
+        if hit is None:
+            hit = self._kv[key] = self.cost.kv_capacity_tokens(components, cfg)
+        return hit

@@ -74,16 +74,19 @@ class Engine:
         self.executor: Any = None  # set by the executor that owns this engine
         self.want_work = False  # co-located engines also report each step's roofline work
         self._private, self._shared = queue.private, queue.shared  # has_work reads them directly
-        self._prices: dict[tuple[Any, ...], float] = {}
+        # step prices by size; a run given a PriceBook (RunSetup.prices) shares them across runs
+        self.prices: dict[tuple[Any, ...], float] = {}
 
     def priced(self, op: Any, *size: Any) -> float:
-        """``op(component, cfg, *size)``, remembered per size: the cost model is a pure function of
-        its arguments, so this is exact. Bounded: forgotten after ``PRICES`` sizes."""
-        t = self._prices.get(size)
+        """``op(component, cfg, *size)``, remembered per size (an engine prices one op): the cost
+        model is a pure function of its arguments, so this is exact. Bounded: forgotten after
+        ``PRICES`` sizes."""
+        prices = self.prices
+        t = prices.get(size)
         if t is None:
-            if len(self._prices) >= PRICES:
-                self._prices.clear()
-            t = self._prices[size] = op(self.comp, self.cfg, *size)
+            if len(prices) >= PRICES:
+                prices.clear()
+            t = prices[size] = op(self.comp, self.cfg, *size)
         return t
 
     def prepare(self, req: SimRequest, now: float) -> Job:

@@ -19,7 +19,7 @@ from omniplane.sim.job import Job
 
 if TYPE_CHECKING:
     from omniplane.sim.gpu import GPUSlot
-    from omniplane.sim.metrics import ExecutorStats
+    from omniplane.sim.stats import ExecutorStats
 
 
 class Executor:

@@ -14,6 +14,7 @@ iterations and running sums of context make each iteration O(1) plus the sequenc
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from typing import Any
 
 from omniplane.perf.span import TableSpan
@@ -54,10 +55,18 @@ class LLMEngine(Engine):
         self.prefilling: list[Job] = []
         self.decoding: dict[int, Job] = {}
         self._finish_heap: list[tuple[int, int, Job]] = []
+        # (-admit, job) per admission: the top entry that is still running is the most recently
+        # admitted running sequence (preemption's victim); stale entries are skipped lazily
+        self._latest: list[tuple[int, Job]] = []
         self.iters = 0
         self._ctx_const = 0  # sum over decoding of (prompt + 1 - i0)
         self._pf_computed = 0  # sum over prefilling of computed: the partial prefills' KV tokens
         self._span_of = getattr(self.cost, "llm_decode_span", None)
+        # one iteration's time by (prefill tokens, prefill context, prefill requests, decode
+        # batch, decode context): the cost source's own function where it offers one (exact)
+        fn = getattr(self.cost, "llm_iteration_fn", None)
+        self._price: Callable[[int, int, int, int, int], float] = (
+            fn(comp, cfg) if fn is not None else self._keyword_price)
         self._admits = 0
         self.step_no = 0
         self.preemptions = 0
@@ -67,6 +76,10 @@ class LLMEngine(Engine):
         self._decode_n = 0
         self._span = 1  # decode iterations the step in flight covers
         self._sm_cap: int | None = None
+
+    def _keyword_price(self, pt: int, pc: int, pr: int, db: int, dc: int) -> float:
+        return self.cost.llm_iteration_time(self.comp, self.cfg, prefill_tokens=pt, prefill_context=pc,
+                                            prefill_requests=pr, decode_batch=db, decode_context=dc)
 
     # ---- bookkeeping ------------------------------------------------------------------
     def prepare(self, req: SimRequest, now: float) -> Job:
@@ -127,10 +140,15 @@ class LLMEngine(Engine):
         self._ctx_const -= job.prompt + 1 - job.dec_i0
 
     def _preempt_latest(self) -> bool:
-        running = list(self.prefilling) + list(self.decoding.values())
-        if not running:
+        heap = self._latest
+        while heap:
+            key, victim = heap[0]
+            if victim.admit == -key and (victim.state == PREFILL or victim.state == DECODE):
+                break
+            heapq.heappop(heap)  # finished, or preempted since (it has a newer admission)
+        else:
             return False
-        victim = max(running, key=lambda j: j.admit)
+        heapq.heappop(heap)
         if victim.state == DECODE:
             victim.generated = self._generated(victim)
             self._leave_decode(victim)  # its heap entry is skipped lazily (state check)
@@ -184,6 +202,10 @@ class LLMEngine(Engine):
         if room > 0 and budget > 0 and kv_free > 0 and (self._private or self._shared):
             candidates = self.queue.in_order() if self.fast else self._visible(decision)
             taken: set[int] = set()
+            latest = self._latest
+            if len(latest) > 64 + 2 * (decode_n + len(prefilling)):  # drop what finished
+                latest[:] = [e for e in latest if e[1].admit == -e[0] and e[1].state in (PREFILL, DECODE)]
+                heapq.heapify(latest)
             for job in candidates:
                 if room <= 0 or budget <= 0 or kv_free <= 0:
                     break
@@ -194,6 +216,7 @@ class LLMEngine(Engine):
                 n = min(job.target - job.computed, budget, kv_free)
                 self._admits += 1
                 job.admit, job.state, job.engine = self._admits, PREFILL, self
+                heapq.heappush(latest, (-self._admits, job))
                 prefilling.append(job)
                 chunks.append((job, n))
                 taken.add(id(job))
@@ -206,9 +229,7 @@ class LLMEngine(Engine):
         tokens = chunks[0][1] if len(chunks) == 1 else sum(n for _, n in chunks)
         requests = max(1, len(chunks))
         context = self._ctx_const + decode_n * self.iters if decode_n else 0
-        t = self.cost.llm_iteration_time(self.comp, self.cfg, prefill_tokens=tokens,
-                                         prefill_context=prefill_ctx, prefill_requests=requests,
-                                         decode_batch=decode_n, decode_context=context)
+        t = self._price(tokens, prefill_ctx, requests, decode_n, context)
         self._chunks, self._decode_n, self._sm_cap = chunks, decode_n, decision.sm_cap
         kind = "mixed" if chunks and decode_n else ("prefill" if chunks else "decode")
         step = Step(t, len(chunks) + decode_n, kind, sm_cap=decision.sm_cap)
