@@ -52,7 +52,7 @@ from omniplane.perf import ProfileSet
 from omniplane.perf.profiler import PointMetrics, ProfileRun, SweepResult, run_profile
 from omniplane.perf.profiler.client import server_means, server_totals
 from omniplane.perf.profiles import ProfileRow
-from omniplane.perf.steptime import StepModel, fit_step_model, holdout_fits
+from omniplane.perf.steptime import RowFit, StepModel, fit_step_model, holdout_fits
 from omniplane.sim import EventLoop, RunSetup, Simulation, build_topology
 from omniplane.spec import ExecutorGroup, GPUKind, ModelSpec, PlanNode, PlanSpec, ResolvedWorkload, Route
 from omniplane.workload import Request, generate
@@ -102,7 +102,7 @@ class Calibration:
     step: StepModel
     frontend_s: float
     delivery: Delivery
-    holdout: tuple[Any, ...]
+    holdout: tuple[RowFit, ...]
     drift: float | None
     probes: tuple[int, ...]
 
