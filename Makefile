@@ -117,7 +117,7 @@ pytest-vllm: $(VVENV)/.test
 
 # The fidelity loop against vLLM serving the tiny fixture (docs/fidelity.md): profile, simulate,
 # replay at 30/60/90% of the measured capacity; prints the table, writes out/fidelity.json.
-FIDELITY_ARGS ?= --duration 60 --repeats 2
+FIDELITY_ARGS ?= --duration 40 --repeats 2
 fidelity: $(VVENV)/.test
 	HF_HUB_OFFLINE=1 $(VVENV)/bin/omniplane fidelity --fixture --out out/fidelity.json \
 	  --table out/fidelity-profile.csv --server-log out/fidelity-vllm.log $(FIDELITY_ARGS)

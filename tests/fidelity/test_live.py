@@ -19,10 +19,11 @@ pytest.importorskip("vllm")
 pytestmark = pytest.mark.vllm
 
 from omniplane.control import ControlRecord  # noqa: E402
+from omniplane.fidelity.calibrate import ProbePlan  # noqa: E402
 from omniplane.fidelity.compare import METRICS, errors  # noqa: E402
 from omniplane.fidelity.engine import read_engine_config  # noqa: E402
 from omniplane.fidelity.fixture import FIXTURE, build, ensure_model_dir  # noqa: E402
-from omniplane.fidelity.loop import FidelityOptions, ProfilePlan, run_fidelity  # noqa: E402
+from omniplane.fidelity.loop import FidelityOptions, run_fidelity  # noqa: E402
 from omniplane.fidelity.schedlive import (  # noqa: E402
     LiveSchedOptions,
     class_table,
@@ -83,7 +84,7 @@ def test_the_engine_config_is_read_from_the_engine(servers: dict[str, VllmServer
 def test_a_short_fidelity_loop_measures_and_predicts_every_load(servers: dict[str, VllmServer],
                                                                  tmp_path: Path) -> None:
     opts = FidelityOptions(servers["bare"].url, FIDELITY, (0.3, 0.6, 0.9), duration_s=4.0,
-                           plan=ProfilePlan.quick(), table=tmp_path / "profile.csv")
+                           plan=ProbePlan.quick(), table=tmp_path / "profile.csv", repeats=1)
     doc = run_fidelity(opts)
     assert set(doc) == {"engine", "loads"}
     assert len(doc["loads"]) == 3
@@ -97,6 +98,9 @@ def test_a_short_fidelity_loop_measures_and_predicts_every_load(servers: dict[st
     assert rates == sorted(rates) and rates[0] == pytest.approx(0.3 * doc["engine"]["capacity_measured_rps"])
     step = doc["engine"]["step_model"]
     assert step["rows"] and step["limits"]["token_budget"] == doc["engine"]["max_num_batched_tokens"]
+    # each load is calibrated on the probes just before and after its replay, never on the replay
+    assert [d["calibration"]["probes"] for d in doc["engine"]["loads"]] == [[1, 2], [2, 3], [3, 4]]
+    assert all(d["calibration"]["holdout"]["rows"] for d in doc["engine"]["loads"])
     assert (tmp_path / "profile.csv").read_text().startswith("component,gpu,tp,op")
     json.dumps(doc)
 

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from omniplane.fidelity.calibrate import (
+    Delivery,
+    ProbePlan,
+    capacity_spec,
+    decode_streams,
+    fit_delivery,
+    frontend_latency,
+    probe_drift,
+    probe_rows,
+    probe_specs,
+)
 from omniplane.fidelity.compare import summarize
 from omniplane.fidelity.engine import EngineConfig
-from omniplane.fidelity.loop import (
-    ProfilePlan,
-    capacity,
-    frontend_latency,
-    profile_specs,
-    simulate_engine,
-)
+from omniplane.fidelity.loop import capacity, simulate_engine
 from omniplane.perf.profiler import PointMetrics, SweepResult
 from omniplane.perf.steptime import StepModel
 from omniplane.spec import ModelSpec, load_model
@@ -77,26 +83,68 @@ def test_an_overloaded_engine_saturates_at_its_capacity(model: ModelSpec) -> Non
     assert heavy["ttft_p95_ms"] > light["ttft_p95_ms"]  # type: ignore[operator]
 
 
-def test_profile_specs_stay_inside_the_engine_limits() -> None:
+def test_the_delivery_cost_is_added_per_token_with_the_streams_in_flight(model: ModelSpec) -> None:
+    cfg = engine()
+    reqs = [req(0, 0.0, 10, 11)]
+    [bare] = simulate_engine(model, cfg, step_model(cfg), reqs, 0.0)
+    [slow] = simulate_engine(model, cfg, step_model(cfg), reqs, 0.0, Delivery(0.002, 0.001))
+    assert slow.first == pytest.approx(bare.first)  # the first token is the front end's constant
+    assert slow.end - bare.end == pytest.approx(10 * (0.002 + 0.001 * 1))  # alone: one stream
+    two = [req(0, 0.0, 10, 11), req(1, 0.0, 10, 11)]
+    slow2 = simulate_engine(model, cfg, step_model(cfg), two, 0.0, Delivery(0.0, 0.001))
+    bare2 = simulate_engine(model, cfg, step_model(cfg), two, 0.0)
+    ends = [t.end - u.end for t, u in zip(slow2, bare2, strict=True)]
+    assert ends == pytest.approx([10 * 0.002] * 2)  # two streams decoding together
+
+
+def test_decode_streams_counts_the_overlap() -> None:
+    first, finish = np.array([0.0, 1.0, 5.0]), np.array([2.0, 3.0, 5.0])
+    assert decode_streams(first, finish) == pytest.approx([1.5, 1.5, 1.0])
+
+
+def test_probe_specs_stay_inside_the_engine_limits() -> None:
     cfg = engine(max_seqs=16, budget=512)
-    specs, cap = profile_specs(ProfilePlan(), cfg, [(64, 24), (200, 8)], 64)
+    specs = probe_specs(ProbePlan(), cfg, 64, capacity=True)
     prefills = [s for s in specs if s.name.startswith("prefill-")]
-    assert all(s.prompt_tokens <= 512 and s.concurrency == (1,) for s in prefills)
+    assert prefills and all(s.prompt_tokens <= 512 and s.concurrency == (1,) for s in prefills)
     bursts = [s for s in specs if s.burst]
     assert bursts and all(max(s.concurrency) <= 16 for s in bursts)
-    assert {s.prompt_tokens for s in bursts} == {64, 1024}  # two contexts: decode_ctx is identified
+    # every burst's prompts fit one iteration: its decode iterations carry no prefill
+    assert all(s.prompt_tokens * s.concurrency[0] <= 512 for s in bursts)
+    assert len({s.prompt_tokens for s in bursts}) >= 2  # two contexts: decode_ctx is identified
+    assert {s.concurrency[0] for s in probe_specs(ProbePlan(), engine(), 64, capacity=True)} >= {64, 128}
+    assert max(s.concurrency[0] for s in probe_specs(ProbePlan(), engine(), 64)) == 32
+    cap = capacity_spec(ProbePlan(), cfg, [(64, 24), (200, 8)])
     assert cap.concurrency == (16,) and cap.sizes == ((64, 24), (200, 8)) and cap.duration_s > 0
 
 
-def test_front_end_and_capacity_come_from_the_profile() -> None:
-    def pt(name: str, c: int, ttft: float, queue: float, prefill: float, thr: float = 0.0) -> PointMetrics:
-        return PointMetrics(name, c, 1.0, 3, 3, 0, {"ttft": {"median": ttft}}, thr, 0.0,
-                            {"queue": queue, "prefill": prefill})
+def _pt(name: str, c: int, ttft: float, queue: float, prefill: float, thr: float = 0.0,
+        tpot: float | None = None, itl: float | None = None, prompt: float = 16.0) -> PointMetrics:
+    metrics = {"ttft": {"median": ttft}} | ({"tpot": {"median": tpot}} if tpot is not None else {})
+    server = {"queue": queue, "prefill": prefill} | ({"itl": itl} if itl is not None else {})
+    return PointMetrics(name, c, 1.0, 3, 3, 0, metrics, thr, 0.0, server, prompt, 32.0 if tpot else 1.0)
 
-    res = SweepResult([pt("prefill-16", 1, 0.030, 0.001, 0.020), pt("prefill-256", 1, 0.100, 0.001, 0.087),
-                       pt("prefill-1024", 1, 0.500, 0.001, 0.480),
-                       pt("capacity", 128, 9.0, 1.0, 0.5, 12.5)], [])
-    assert frontend_latency(res) == pytest.approx(0.012)  # median of 9, 12, 19 ms
+
+def test_front_end_and_capacity_come_from_the_profile() -> None:
+    res = SweepResult([_pt("prefill-16", 1, 0.030, 0.001, 0.020), _pt("prefill-256", 1, 0.100, 0.001, 0.087),
+                       _pt("prefill-1024", 1, 0.500, 0.001, 0.480),
+                       _pt("capacity", 128, 9.0, 1.0, 0.5, 12.5)], [])
+    assert frontend_latency(res.points) == pytest.approx(0.012)  # median of 9, 12, 19 ms
     assert capacity(res) == 12.5
     with pytest.raises(RuntimeError, match="capacity point"):
         capacity(SweepResult(res.points[:3], []))
+
+
+def test_probe_rows_are_the_engines_own_times_and_delivery_the_rest() -> None:
+    pts = [_pt("prefill-64", 1, 0.050, 0.001, 0.030, prompt=64),
+           _pt("decode-64-b1", 1, 0.1, 0.0, 0.03, tpot=0.012, itl=0.010, prompt=64),
+           _pt("decode-64-b8", 8, 0.2, 0.0, 0.05, tpot=0.020, itl=0.012, prompt=64)]
+    rows = probe_rows(pts, "llm", "cpu", "probe 0")
+    assert [(r.op, r.batch, r.size, r.latency_ms) for r in rows] == [
+        ("prefill", 1, 64, pytest.approx(30.0)), ("decode", 1, 80, pytest.approx(10.0)),
+        ("decode", 8, 80, pytest.approx(12.0))]
+    d = fit_delivery(pts)  # client TPOT - engine ITL: 2 ms at one stream, 8 ms at eight
+    assert d.per_token(1) == pytest.approx(0.002) and d.per_token(8) == pytest.approx(0.008)
+    assert fit_delivery(pts[:1]) == Delivery(0.0, 0.0)
+    later = probe_rows([_pt("prefill-64", 1, 0.05, 0.001, 0.033, prompt=64)], "llm", "cpu", "probe 1")
+    assert probe_drift(rows, later) == pytest.approx(0.1)  # 30 -> 33 ms on the one shared point

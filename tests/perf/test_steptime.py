@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from omniplane.perf import ProfileRow
-from omniplane.perf.steptime import FEATURES, EngineLimits, StepModel, features, fit_step_model
+from omniplane.perf.steptime import FEATURES, EngineLimits, StepModel, features, fit_step_model, holdout_fits
 
 LIMITS = EngineLimits(max_batch=64, token_budget=2048, kv_tokens=100_000)
 # a known engine: 12 ms per step, 0.2 ms per prompt token, 3 ms per prompt, attention 1e-7 s per
@@ -118,3 +118,16 @@ def test_a_noisy_decode_table_still_gives_times_that_grow_with_the_batch() -> No
     model = fit_step_model(noisy, "llm", LIMITS)
     times = [model.time(decode_batch=b, decode_context=80 * b) for b in range(1, 129)]
     assert all(b >= a - 1e-12 for a, b in itertools.pairwise(times))
+
+
+def test_held_out_points_are_predicted_by_the_others() -> None:
+    exact = holdout_fits(rows(), "llm", LIMITS)
+    # every point of a known linear engine is predicted by the rest, except the extrapolated
+    # end of the decode table (held at its nearest batch's per-sequence cost)
+    assert len(exact) == 12
+    inner = [f for f in exact if not (f.op == "decode" and f.batch in (1, 64))]
+    assert inner and max(abs(f.error) for f in inner) < 0.05
+    stalled = rows()
+    stalled[1] = ProfileRow("llm", "cpu", 1, "prefill", 1, 64, stalled[1].latency_ms * 5)  # a host stall
+    [held] = [f for f in holdout_fits(stalled, "llm", LIMITS) if (f.op, f.size) == ("prefill", 64)]
+    assert held.error == pytest.approx(1 / 5 - 1, abs=0.05)  # the others still know the engine

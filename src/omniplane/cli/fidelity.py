@@ -19,6 +19,7 @@ from omniplane.fidelity.compare import METRICS, TARGETS, errors, within_targets
 
 FIXTURE_DATA = Path(__file__).resolve().parents[1] / "fidelity" / "data"
 DEFAULT_WORKLOAD = FIXTURE_DATA / "tiny-qwen2-fidelity.yaml"
+DRIFT_WARN = 0.15  # assumption: probes this far apart around one load mean the host moved under it
 LATE_MS = 50.0  # assumption: sends later than this at p99 mean the machine, not the engine, was measured
 LABELS = {"throughput_rps": "throughput req/s", "ttft_p50_ms": "TTFT p50 ms", "ttft_p95_ms": "TTFT p95 ms",
           "tpot_p50_ms": "TPOT p50 ms", "tpot_p95_ms": "TPOT p95 ms", "e2e_p50_ms": "E2E p50 ms"}
@@ -97,6 +98,20 @@ def show_report(doc: dict[str, Any]) -> None:
         table.add_section()
     console.print(table)
     for detail in eng.get("loads", []):
+        cal = detail.get("calibration") or {}
+        hold, dl = cal.get("holdout") or {}, cal.get("delivery") or {}
+        if cal:
+            drift = cal.get("probe_drift")
+            console.print(
+                f"load {detail.get('fraction', 0):.0%}: calibrated on probes {cal.get('probes')}: step model "
+                f"held-out error median {_err(hold.get('median'), None)}, max {_err(hold.get('max'), None)}; "
+                f"probe drift {_err(drift, None)}; front end {_fmt(cal.get('frontend_ms'))} ms; delivery "
+                f"{_fmt(dl.get('base_ms'))} + {_fmt(dl.get('per_stream_ms'))} x streams ms/token",
+                highlight=False)
+            if drift is not None and drift > DRIFT_WARN:
+                err_console.print(f"[yellow]warning:[/] load {detail.get('fraction', 0):.0%}: the probes "
+                                  f"before and after its replays differ by {drift:.0%} (median per point): "
+                                  "the host moved under the measurement")
         for rep in detail.get("repeats", [detail]):
             late = (rep.get("send_late_ms") or {}).get("p99")
             if late is not None and late > LATE_MS:
@@ -119,14 +134,14 @@ def fidelity(
     loads: Annotated[str, typer.Option(
         metavar="F,F,...", help="Offered loads as fractions of the measured capacity.")] = "0.3,0.6,0.9",
     duration: Annotated[float, opt.float_opt("--duration", help="Seconds of arrivals per load.", lo=1,
-                                             hi=opt.MAX_SECONDS, metavar="SECONDS")] = 60.0,
+                                             hi=opt.MAX_SECONDS, metavar="SECONDS")] = 40.0,
     seed: Annotated[int | None, opt.seed_opt("Random seed (default: the workload's).")] = None,
     repeats: Annotated[int, opt.int_opt(
         "--repeats", help="Replays of each load (the same requests); measured = each metric's median.",
-        lo=1, hi=100)] = 1,
+        lo=1, hi=100)] = 2,
     component: Annotated[str, typer.Option(
         metavar="NAME", help="The LLM the requests exercise (default: the only one).")] = "",
-    quick: Annotated[bool, typer.Option("--quick", help="A short profile (tests, smoke runs).")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="Short probes (tests, smoke runs).")] = False,
     max_num_seqs: Annotated[int | None, opt.int_opt(
         "--max-num-seqs", help="If the engine does not report it.", lo=1, hi=1_000_000)] = None,
     max_num_batched_tokens: Annotated[int | None, opt.int_opt(
@@ -159,8 +174,9 @@ def fidelity(
         fail(f"--loads must be comma-separated fractions, got {loads!r}")
     if not fractions or any(not 0 < f <= 2 for f in fractions):
         fail(f"--loads must be fractions of the capacity in (0, 2], got {loads!r}")
+    from omniplane.fidelity.calibrate import ProbePlan
     from omniplane.fidelity.engine import EngineConfigError
-    from omniplane.fidelity.loop import FidelityOptions, ProfilePlan, run_fidelity
+    from omniplane.fidelity.loop import FidelityOptions, run_fidelity
     from omniplane.fidelity.server import ServerError, ServerSpec, VllmServer
     from omniplane.spec import SpecError, load_workload
 
@@ -185,7 +201,7 @@ def fidelity(
             url = server.url
         assert url is not None
         opts = FidelityOptions(url, wl, fractions, duration, seed, component,
-                               ProfilePlan.quick() if quick else ProfilePlan(), given, table, repeats=repeats)
+                               ProbePlan.quick() if quick else ProbePlan(), given, table, repeats=repeats)
         try:
             doc = run_fidelity(opts, say=lambda msg: err_console.print(msg, highlight=False))
         except (EngineConfigError, ValueError, RuntimeError) as exc:

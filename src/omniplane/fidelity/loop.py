@@ -3,18 +3,17 @@ replay the same workload against the engine, and put predicted next to measured.
 
 1. **Engine config** from the engine itself (:mod:`omniplane.fidelity.engine`): max batch,
    token budget, KV blocks; the simulator's LLM engine is configured with exactly these.
-2. **Profile** (``omniplane.perf.profiler``, Cornfigurator 5.1): prefill rows at concurrency 1
-   (the engine's own prefill time, queueing excluded), decode rows from synchronized bursts at
-   several batch sizes and two context lengths, and the **capacity**: the request throughput
-   of a closed loop of ``max_num_seqs`` workers sending the workload's own sizes, in its
-   steady-state window (the engine at its largest batch).
-3. **Environment calibration** from the profile only, never from the loads compared below:
-   the step model's coefficients (:mod:`omniplane.perf.steptime`, fitted to every row at once)
-   and the front-end latency (client TTFT minus the engine's queueing and prefill at
-   concurrency 1, median over the prefill points), added to every simulated TTFT and E2E.
-4. For each load (a fraction of the measured capacity): the workload's requests at that rate
-   (seeded), simulated and replayed open loop with ``omniplane loadgen`` (completions API,
-   token-id prompts); both summarised by :mod:`omniplane.fidelity.compare`.
+2. **Capacity**: a probe (:mod:`omniplane.fidelity.calibrate`) with the large batches, then
+   the request throughput of a closed loop of ``max_num_seqs`` workers sending the workload's
+   own sizes in its steady-state window (Cornfigurator 5.1), then a probe. The loads are
+   fractions of it.
+3. For each load (a fraction of the measured capacity): the workload's requests at that rate
+   (seeded), replayed open loop with ``omniplane loadgen`` (completions API, token-id prompts)
+   ``repeats`` times, **every replay between two probes**. The load's environment calibration
+   is fitted to those probes only (never to a replay): the step model
+   (:mod:`omniplane.perf.steptime`, checked point by point on held-out probe rows), the front
+   end and the per-token delivery cost. The simulator predicts the load on them; both sides are
+   summarised by :mod:`omniplane.fidelity.compare`.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ import asyncio
 import math
 import os
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -31,14 +31,28 @@ from typing import Any, cast
 import httpx
 import numpy as np
 
+from omniplane.fidelity.calibrate import (
+    WARMUP,
+    Delivery,
+    ProbePlan,
+    capacity_spec,
+    decode_streams,
+    fit_delivery,
+    frontend_latency,
+    mean_rows,
+    probe_drift,
+    probe_rows,
+    probe_specs,
+)
 from omniplane.fidelity.compare import Timing, measured_timings, summarize
 from omniplane.fidelity.engine import EngineConfig, read_engine_config
 from omniplane.loadgen.client import LoadOptions, replay
 from omniplane.loadgen.metrics import COMPLETED
 from omniplane.perf import ProfileSet
-from omniplane.perf.profiler import ProfileRun, RequestSpec, SweepResult, run_profile
+from omniplane.perf.profiler import PointMetrics, ProfileRun, SweepResult, run_profile
 from omniplane.perf.profiler.client import server_means, server_totals
-from omniplane.perf.steptime import StepModel, fit_step_model
+from omniplane.perf.profiles import ProfileRow
+from omniplane.perf.steptime import RowFit, StepModel, fit_step_model, holdout_fits
 from omniplane.sim import EventLoop, RunSetup, Simulation, build_topology
 from omniplane.spec import ExecutorGroup, GPUKind, ModelSpec, PlanNode, PlanSpec, ResolvedWorkload, Route
 from omniplane.workload import Request, generate
@@ -49,39 +63,71 @@ OVERLOAD_REQUESTS = 600
 
 
 @dataclass(frozen=True)
-class ProfilePlan:
-    """What the profile measures (defaults: the benchmark; :meth:`quick`: the tests)."""
-
-    prefill_sizes: tuple[int, ...] = (16, 64, 256, 1024)
-    decode_batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
-    long_context: int = 1024
-    long_batches: tuple[int, ...] = (1, 8, 32)
-    decode_tokens: int = 64
-    rounds: int = 3  # bursts per decode point
-    capacity_s: float = 30.0  # the closed loop at the largest batch runs this long
-    prefill_rounds: int = 6  # requests per prefill point (concurrency 1)
-    capacity_concurrency: int = 0  # workers of the capacity point (0: the engine's max_num_seqs)
-
-    @classmethod
-    def quick(cls) -> ProfilePlan:
-        """A short profile for tests: its capacity is at 16 workers, not the largest batch."""
-        return cls((32, 256), (1, 4, 16), 512, (1, 4), 16, 2, 6.0, 3, 16)
-
-
-@dataclass(frozen=True)
 class FidelityOptions:
     url: str
     workload: ResolvedWorkload
     loads: tuple[float, ...] = (0.3, 0.6, 0.9)
-    duration_s: float = 60.0
+    duration_s: float = 40.0
     seed: int | None = None
     component: str = ""  # the LLM the requests exercise (default: the model's only LLM)
-    plan: ProfilePlan = field(default_factory=ProfilePlan)
+    plan: ProbePlan = field(default_factory=ProbePlan)
     given: dict[str, int] = field(default_factory=dict)  # engine settings it does not report
     table: Path | None = None  # where to write the profile table (CSV)
     gpu: str = "cpu"  # the table's gpu column: the engine's hardware, as a label
     drain_s: float = 120.0
-    repeats: int = 1  # replays of each load (the same requests); measured = the median of each metric
+    repeats: int = 2  # replays of each load (the same requests); measured = the median of each metric
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One probe's points (warm-up dropped) and the step-model rows they give."""
+
+    index: int
+    at: float  # seconds since the loop started
+    machine_load: list[float] | None
+    points: tuple[PointMetrics, ...]
+    rows: tuple[ProfileRow, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "at_s": round(self.at, 1), "machine_load": self.machine_load,
+                "rows": [{"op": r.op, "batch": r.batch, "size": r.size, "ms": round(r.latency_ms, 3)}
+                         for r in self.rows],
+                "points": [p.to_json() for p in self.points]}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """One load's environment, fitted to the probes around its replays."""
+
+    step: StepModel
+    frontend_s: float
+    delivery: Delivery
+    holdout: tuple[RowFit, ...]
+    drift: float | None
+    probes: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        errs = sorted(abs(f.error) for f in self.holdout)
+        return {
+            "probes": list(self.probes),
+            "step_model": self.step.to_json(),
+            "holdout": {"median": float(np.median(errs)) if errs else None, "max": errs[-1] if errs else None,
+                        "rows": [{**f.__dict__, "error": f.error} for f in self.holdout],
+                        "source": "each probe point predicted by the step model fitted to the other points"},
+            "frontend_ms": self.frontend_s * 1e3,
+            "delivery": self.delivery.to_json(),
+            "probe_drift": self.drift,
+        }
+
+
+def calibrate(probes: Sequence[Probe], comp: str, engine: EngineConfig, source: str) -> Calibration:
+    """The environment of the replays these probes bracket (module docstring); probes only."""
+    rows = [r for p in probes for r in p.rows]
+    points = [pt for p in probes for pt in p.points]
+    limits = engine.limits()
+    step = fit_step_model(rows, comp, limits, source=source)
+    return Calibration(step, frontend_latency(points), fit_delivery(points), holdout_fits(rows, comp, limits),
+                       probe_drift(probes[0].rows, probes[-1].rows), tuple(p.index for p in probes))
 
 
 def _component(model: ModelSpec, name: str) -> str:
@@ -93,26 +139,6 @@ def _component(model: ModelSpec, name: str) -> str:
     if len(llms) != 1:
         raise ValueError(f"model {model.name} has {len(llms)} LLMs ({llms}); name one with --component")
     return llms[0]
-
-
-def profile_specs(plan: ProfilePlan, engine: EngineConfig, sizes: Sequence[tuple[int, int]],
-                  typical_prompt: int) -> tuple[tuple[RequestSpec, ...], RequestSpec]:
-    """The profile's request specs for this engine and workload, and the capacity point's
-    (module docstring)."""
-    room = engine.max_model_len - plan.decode_tokens - 1
-    batches = tuple(b for b in plan.decode_batches if b <= engine.max_num_seqs)
-    specs = [RequestSpec(f"prefill-{p}", p, 1, concurrency=(1,), rounds=plan.prefill_rounds)
-             for p in plan.prefill_sizes if p <= min(room, engine.max_num_batched_tokens)]
-    specs.append(RequestSpec(f"decode-{typical_prompt}", typical_prompt, plan.decode_tokens,
-                             concurrency=batches, burst=True))
-    if plan.long_context <= room:
-        long = tuple(b for b in plan.long_batches if b <= engine.max_num_seqs)
-        specs.append(RequestSpec(f"decode-{plan.long_context}", plan.long_context, plan.decode_tokens,
-                                 concurrency=long, burst=True))
-    workers = min(plan.capacity_concurrency or engine.max_num_seqs, engine.max_num_seqs)
-    cap = RequestSpec("capacity", sizes[0][0], sizes[0][1], concurrency=(workers,),
-                      sizes=tuple(sizes), duration_s=plan.capacity_s)
-    return tuple(specs), cap
 
 
 def _sizes(requests: Sequence[Request], comp: str) -> list[tuple[int, int]]:
@@ -131,9 +157,11 @@ def engine_plan(model: ModelSpec, engine: EngineConfig) -> PlanSpec:
 
 
 def simulate_engine(model: ModelSpec, engine: EngineConfig, step: StepModel, requests: Sequence[Request],
-                    frontend_s: float) -> list[Timing]:
+                    frontend_s: float, delivery: Delivery | None = None) -> list[Timing]:
     """The simulator's prediction for ``requests`` on the engine (its limits, its step model),
-    with the front-end latency added to every first token and finish."""
+    with the front-end latency added to every first token and finish and, given a delivery
+    cost, ``(tokens - 1) delivery.per_token(b)`` to every finish (``b``: the mean number of
+    simulated requests decoding while it decodes)."""
     loop = EventLoop()
     limits = step.limits
     # a measured engine has no GPU kind: its config is the engine's own limits (make_cfg), and
@@ -143,22 +171,20 @@ def simulate_engine(model: ModelSpec, engine: EngineConfig, step: StepModel, req
     rec = Simulation(model, topo, requests, loop=loop).run().requests
     comp = step.component
     tokens = {r.id: int(r.work[comp]["output_tokens"]) for r in requests}
-    out = []
-    for rid, arrival, first, finish, failed in zip(rec.rid, rec.arrival, rec.first_response, rec.finish,
-                                                    rec.failed, strict=True):
-        if failed or not (math.isfinite(first) and math.isfinite(finish)):
-            continue
-        out.append(Timing(float(arrival), float(first) + frontend_s, float(finish) + frontend_s,
-                          tokens[int(rid)]))
-    return out
-
-
-def frontend_latency(result: SweepResult) -> float:
-    """Median over the concurrency-1 prefill points of client TTFT minus the engine's queueing
-    and prefill (0 when the engine reports neither)."""
-    xs = [p.frontend_s for p in result.points
-          if p.concurrency == 1 and p.request.startswith("prefill-") and p.frontend_s is not None]
-    return max(0.0, statistics.median(xs)) if xs else 0.0
+    done = [(int(rid), float(a), float(f), float(e)) for rid, a, f, e, failed
+            in zip(rec.rid, rec.arrival, rec.first_response, rec.finish, rec.failed, strict=True)
+            if not failed and math.isfinite(f) and math.isfinite(e)]
+    if not done:
+        return []
+    extra = np.zeros(len(done))
+    if delivery is not None:
+        first = np.array([f for _, _, f, _ in done])
+        finish = np.array([e for _, _, _, e in done])
+        streams = decode_streams(first, finish)
+        extra = np.array([max(0, tokens[rid] - 1) * delivery.per_token(b)
+                          for (rid, *_), b in zip(done, streams, strict=True)])
+    return [Timing(a, f + frontend_s, e + frontend_s + float(x), tokens[rid])
+            for (rid, a, f, e), x in zip(done, extra, strict=True)]
 
 
 def capacity(result: SweepResult) -> float:
@@ -185,8 +211,10 @@ def _replay(requests: Sequence[Request], load: LoadOptions) -> tuple[dict[str, f
         "lost": sum(r.status == "lost" for r in records),
         "failed": sum(r.status in ("failed", "shed") for r in records),
         "errors": sorted({r.error for r in records if r.error})[:5],
-        # the engine's own means over the replay (vLLM's histograms): where the time went
+        # the engine's own means over the replay (vLLM's histograms): where the time went; read
+        # for the report only, never fitted to
         "server_ms": {k: v * 1e3 for k, v in server.items()},
+        "machine_load": _machine_load(),
         "summary": summary,
     }
 
@@ -212,9 +240,18 @@ def _machine_load() -> list[float] | None:
         return None
 
 
+CALIBRATION = (
+    "per load, fitted to the probes taken immediately before and after each of its replays "
+    "(never to a replay): step model (NNLS on relative error, engine prefill times and engine "
+    "inter-token latencies of bursts), front end (client TTFT - engine queue - engine prefill at "
+    "concurrency 1, median), delivery (client TPOT - engine ITL of bursts, linear in streams); "
+    "the capacity's, to the probes around the capacity run")
+
+
 def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any]:
     """The whole loop (module docstring); returns the ``out/fidelity.json`` document."""
     tell = say or (lambda _msg: None)
+    t0 = time.monotonic()
     model = opts.workload.model
     comp = _component(model, opts.component)
     vocab = model.component(comp).size.vocab
@@ -226,32 +263,41 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
          f"{engine.max_num_batched_tokens}, KV {engine.kv_tokens} tokens "
          f"(from {engine.sources.get('max_num_seqs')})")
     seed = opts.workload.spec.seed if opts.seed is None else opts.seed
-    mix = generate(opts.workload, n=256, seed=seed + 1)
-    sizes = _sizes(mix, comp)
+    sizes = _sizes(generate(opts.workload, n=256, seed=seed + 1), comp)
     typical = int(np.median([p for p, _ in sizes]))
-    specs, cap_spec = profile_specs(opts.plan, engine, sizes, typical)
-    run = ProfileRun(engine.url, engine.model, comp, opts.gpu, 1, specs, requests_per_worker=opts.plan.rounds,
-                     api="completions", vocab=vocab, salt=seed)
-    tell(f"profiling ({sum(sum(run.levels(s)) * run.rounds(s) for s in run.requests)} requests), "
-         f"then the capacity at concurrency {cap_spec.concurrency[0]}")
-    result = run_profile(run)
-    cap_result = run_profile(replace(run, requests=(cap_spec,)))
-    result.points.extend(cap_result.points)
-    if result.error or cap_result.error:
-        raise RuntimeError(f"profiling failed: {result.error or cap_result.error}")
-    table = ProfileSet(result.rows)
-    if opts.table is not None:
-        opts.table.parent.mkdir(parents=True, exist_ok=True)
-        table.save(opts.table)
-    step = fit_step_model(result.rows, comp, engine.limits(),
-                          source=f"measured: omniplane fidelity profile of {engine.url}")
-    frontend = frontend_latency(result)
-    cap = capacity(result)
+    base = ProfileRun(engine.url, engine.model, comp, opts.gpu, 1, (), requests_per_worker=1,
+                      api="completions", vocab=vocab)
+    probes: list[Probe] = []
+
+    def probe(with_capacity: bool = False) -> Probe:
+        n = len(probes)
+        specs = probe_specs(opts.plan, engine, typical, capacity=with_capacity)
+        res = run_profile(replace(base, requests=specs, salt=seed * 1000 + n))
+        if res.error:
+            raise RuntimeError(f"probe {n} failed: {res.error}")
+        points = tuple(p for p in res.points if p.request != WARMUP)
+        p = Probe(n, time.monotonic() - t0, _machine_load(), points,
+                  tuple(probe_rows(points, comp, opts.gpu, f"omniplane fidelity probe {n} of {engine.url}")))
+        probes.append(p)
+        return p
+
+    def source(ps: Sequence[Probe]) -> str:
+        return f"measured: omniplane fidelity probes {[p.index for p in ps]} of {engine.url}"
+
+    tell("probe, capacity (closed loop of "
+         f"{capacity_spec(opts.plan, engine, sizes).concurrency[0]} workers), probe")
+    before = probe(with_capacity=True)
+    cap_result = run_profile(replace(base, requests=(capacity_spec(opts.plan, engine, sizes),),
+                                     salt=seed * 1000 + 999))
+    if cap_result.error:
+        raise RuntimeError(f"the capacity run failed: {cap_result.error}")
+    cap = capacity(cap_result)
+    prev = probe()
+    cap_cal = calibrate([before, prev], comp, engine, source([before, prev]))
     overload = generate(opts.workload, n=OVERLOAD_REQUESTS, rate=OVERLOAD * cap, seed=seed + 2)
-    sim_cap = summarize(simulate_engine(model, engine, step, overload, frontend))["throughput_rps"]
-    tell(f"capacity {cap:.2f} req/s measured, {sim_cap or 0:.2f} simulated; front end "
-         f"{frontend * 1e3:.1f} ms; step model median fit error "
-         f"{step.fit_errors().get('median', math.nan):.1%}")
+    sim_cap = summarize(simulate_engine(model, engine, cap_cal.step, overload, cap_cal.frontend_s))[
+        "throughput_rps"]
+    tell(f"capacity {cap:.2f} req/s measured, {sim_cap or 0:.2f} simulated")
     loads, details = [], []
     priorities = {rt.name: rt.priority for rt in model.request_types if rt.priority is not None}
     for i, frac in enumerate(opts.loads):
@@ -260,18 +306,32 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
         if not requests:
             raise ValueError(f"no request arrives in {opts.duration_s} s at {rate:.3g} req/s; "
                              "lengthen --duration")
-        simulated = summarize(simulate_engine(model, engine, step, requests, frontend))
-        tell(f"load {frac:.0%}: {rate:.2f} req/s, {len(requests)} requests, replaying"
-             + (f" {opts.repeats} times" if opts.repeats > 1 else ""))
+        tell(f"load {frac:.0%}: {rate:.2f} req/s, {len(requests)} requests, "
+             f"{opts.repeats} replay(s), each between two probes")
         load = LoadOptions(engine.url, api="completions", model=engine.model, component=comp, vocab=vocab,
                            priorities=priorities, drain_s=opts.drain_s)
-        runs = [_replay(requests, replace(load, run_id=f"fidelity{seed}-{i}-{k}-"))
-                for k in range(opts.repeats)]
+        around, runs = [prev], []
+        for k in range(opts.repeats):
+            runs.append(_replay(requests, replace(load, run_id=f"fidelity{seed}-{i}-{k}-")))
+            prev = probe()
+            around.append(prev)
+        cal = calibrate(around, comp, engine, source(around))
+        predicted = simulate_engine(model, engine, cal.step, requests, cal.frontend_s, cal.delivery)
+        simulated = summarize(predicted)
         measured = _median_metrics([m for m, _ in runs])
+        hold = cal.to_json()["holdout"]
+        drift = cal.drift if cal.drift is not None else math.nan
+        dl = cal.delivery
+        tell(f"  step model held-out error median {hold['median'] or 0:.1%}, probe drift {drift:.1%}, front "
+             f"end {cal.frontend_s * 1e3:.1f} ms, delivery {dl.base_s * 1e3:.2f} + "
+             f"{dl.per_stream_s * 1e3:.3f} x streams ms/token")
         loads.append({"offered_rps": rate, "measured": measured, "simulated": simulated})
         details.append({"fraction": frac, "requests": len(requests),
                         **{k: v for k, v in runs[0][1].items() if k != "summary"},
-                        "repeats": [d for _, d in runs]})
+                        "calibration": cal.to_json(), "repeats": [d for _, d in runs]})
+    if opts.table is not None:
+        opts.table.parent.mkdir(parents=True, exist_ok=True)
+        ProfileSet(mean_rows([r for p in probes for r in p.rows], source(probes))).save(opts.table)
     doc_engine = {
         **engine.to_json(),
         "warnings": engine.check_supported(),
@@ -279,18 +339,22 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
         "component": comp,
         "seed": seed,
         "duration_s": opts.duration_s,
+        "repeats": opts.repeats,
         "capacity_measured_rps": cap,
         "capacity_simulated_rps": sim_cap,
-        "capacity_source": (f"measured: closed loop of {cap_spec.concurrency[0]} workers with the workload's "
-                            "sizes, steady-state window; simulated: the simulator fed "
-                            f"{OVERLOAD:g}x that rate ({OVERLOAD_REQUESTS} requests)"),
-        "frontend_ms": frontend * 1e3,
-        "frontend_source": ("measured: median over the concurrency-1 prefill points of client TTFT minus "
-                            "the engine's queue and prefill time; added to simulated TTFT and E2E"),
-        "step_model": step.to_json(),
-        "profile": {"table": str(opts.table) if opts.table else None, "rows": len(result.rows),
-                    "points": [p.to_json() for p in result.points]},
+        "capacity_source": (f"measured: closed loop of {cap_result.points[0].concurrency} workers with the "
+                            "workload's sizes, steady-state window; simulated: the simulator fed "
+                            f"{OVERLOAD:g}x that rate ({OVERLOAD_REQUESTS} requests) on the step model of "
+                            "the probes around the capacity run"),
+        "capacity_point": cap_result.points[0].to_json(),
+        "calibration": CALIBRATION,
+        "frontend_ms": cap_cal.frontend_s * 1e3,
+        "step_model": cap_cal.step.to_json(),
+        "capacity_calibration": cap_cal.to_json(),
+        "profile": {"table": str(opts.table) if opts.table else None,
+                    "probes": [p.to_json() for p in probes]},
         "loads": details,
+        "wall_s": time.monotonic() - t0,
         "machine_load": _machine_load(),
     }
     return {"engine": doc_engine, "loads": loads}

@@ -256,3 +256,21 @@ def decode_curve(rows: Sequence[ProfileRow], coef: Sequence[float]) -> tuple[tup
             blocks[-1][1] += n2
     mono = [s / n for s, n in blocks for _ in range(int(n))]
     return tuple(zip(batches, mono, strict=True))
+
+
+def holdout_fits(rows: Sequence[ProfileRow], component: str, limits: EngineLimits) -> tuple[RowFit, ...]:
+    """Leave-one-point-out check of the fit: for each measured point (op, batch, size), the
+    model fitted to every *other* point predicts it (its rows' mean). A point whose removal
+    leaves an op without rows cannot be checked and is skipped."""
+    mine = [r for r in rows if r.component == component and r.op in ("prefill", "decode")]
+    keys = sorted({(r.op, r.batch, r.size) for r in mine})
+    out = []
+    for key in keys:
+        rest = [r for r in mine if (r.op, r.batch, r.size) != key]
+        if {r.op for r in rest} != {"prefill", "decode"}:
+            continue
+        held = [r for r in mine if (r.op, r.batch, r.size) == key]
+        model = fit_step_model(rest, component, limits)
+        measured = float(np.mean([r.latency_ms for r in held]))
+        out.append(RowFit(key[0], key[1], key[2], measured, 1e3 * model.time(*_row_args(held[0]))))
+    return tuple(out)

@@ -11,9 +11,12 @@ No vLLM import here (the base class brings it): the same code wraps vLLM's ``Sch
 vLLM-Omni's ``OmniARScheduler`` or a test double with the same attributes (``waiting``,
 ``running``, ``requests``, ``finished_req_ids``, optional ``kv_holding_waiting``).
 
-Requests in ``kv_holding_waiting`` (vLLM 0.32: waiting requests that already hold KV blocks,
-drained before ``waiting``) are shown to the policy as waiting but never hidden: hiding them
-would keep their blocks idle. With vLLM's ``priority`` scheduling policy the waiting queue is a
+Requests in ``kv_holding_waiting`` (a queue of vLLM 0.32.0, where this was first written:
+waiting requests that already hold KV blocks, drained before ``waiting``) are shown to the
+policy as waiting but never hidden: hiding them would keep their blocks idle. vLLM 0.30.0, the
+release ``.venv-vllm`` pins, has no such queue (the lookup finds nothing); its
+``skipped_waiting`` (requests set aside for async dependencies or constraints) is not shown to
+the policy. With vLLM's ``priority`` scheduling policy the waiting queue is a
 heap, and a decision's ``order`` cannot be imposed on it (hiding still works).
 """
 
