@@ -245,7 +245,8 @@ class Search:
             if not len(keep):
                 st.seconds["flow"] += self.clock() - t1
                 break
-            keep = self._row_screen(exp, opt[keep], vec[keep], top[keep], keep)
+            if self.opt.max_simulated is None:  # else the reserve ranks these rows' plans by estimate
+                keep = self._row_screen(exp, opt[keep], vec[keep], top[keep], keep)
             if not len(keep):
                 st.seconds["flow"] += self.clock() - t1
                 continue
