@@ -101,6 +101,8 @@ class SearchStats:
     logical_infeasible: int = 0  # the minimum GPUs do not fit
     tied_routing: int = 0  # expanded with routing splits tied across types
     grouped: int = 0  # (plan, node) pairs tried with two executor groups
+    estimate_bounded_rows: int = 0  # rows whose plans were not built: the row's estimate bound is too low
+    estimate_bounded: int = 0  # plans not estimated: their estimate bound is below the estimate floor
     reserve_simulated: int = 0  # estimate-dropped plans simulated with spare --max-simulated budget
     threshold: float = 0.0  # final R_d threshold
     incumbent: float = 0.0  # best simulated score

@@ -39,6 +39,7 @@ from omniplane.plan.problem import Problem
 from omniplane.plan.progress import NO_PROGRESS, Progress
 from omniplane.plan.refine import SimOutcome
 from omniplane.plan.routing import all_nodes_used, group_vectors, routing_vectors, type_grid_size
+from omniplane.plan.screen import EstimateBound
 from omniplane.plan.select import Score, pareto_front
 from omniplane.plan.space import Space
 from omniplane.spec import PathClass
@@ -88,6 +89,7 @@ class Search:
         self._cache: OrderedDict[tuple[int, int], Expansion] = OrderedDict()
         self._pruned_size = 0  # pool rows after the last pruning
         self.reserve: dict[int, Block] = {}  # id(logical plan) -> best estimate-dropped rows (RESERVE)
+        self.ebound = EstimateBound(table, self.pi, slo_s, options.alpha, transfer_s)
 
     # ---- bounds and thresholds ----------------------------------------------------------------
     @property
@@ -228,7 +230,8 @@ class Search:
         raw = float(raw_count(exp.costs, type_grid_size(exp.lp, self.opt.grid_steps), self.budget))
         unbuilt = max(0.0, raw - (self.counts.flow - flow_before))
         self.ledger.drop("flow", "not built: redundant capacity (section 4.3) or flow rate below the "
-                         "threshold", "exact", "physical plans", unbuilt)
+                         "threshold (and plans of rows the row estimate bound dropped, counted above as "
+                         "rows)", "exact", "physical plans", unbuilt)
 
     def _band(self, exp: Expansion, opt: np.ndarray, vec: np.ndarray, top: np.ndarray,
               cnt: np.ndarray) -> None:
@@ -242,11 +245,33 @@ class Search:
             if not len(keep):
                 st.seconds["flow"] += self.clock() - t1
                 break
+            if self.opt.max_simulated is None:  # else the reserve ranks these rows' plans by estimate
+                keep = self._row_screen(exp, opt[keep], vec[keep], top[keep], keep)
+            if not len(keep):
+                st.seconds["flow"] += self.clock() - t1
+                continue
             cands = exp.elements(opt[keep], vec[keep], top[keep], cnt[keep], thr)
             self.counts.built += max(0, len(cands) - len(keep))
             self.counts.flow += len(cands)
             st.seconds["flow"] += self.clock() - t1
             self._monte_carlo(cands)
+
+    def _row_screen(self, exp: Expansion, opt: np.ndarray, vec: np.ndarray, top: np.ndarray,
+                    idx: np.ndarray) -> np.ndarray:
+        """``idx`` less the rows whose every plan's estimate bound (at the row's top rate, no
+        load: :meth:`EstimateBound.goodput` with ``loaded=False``) is below the estimate floor."""
+        m = len(exp.costs)
+        ones = np.ones((len(opt), m), dtype=int)
+        none = np.zeros(len(opt), dtype=int)
+        rows = Candidates(exp.lp, exp.costs, exp.p, exp.share, opt, ones, vec, top, none)
+        ub = self.score(self.ebound.goodput(rows, loaded=False), self.pi)
+        ok = ub >= self.estimate_floor()
+        if not ok.all():
+            self.stats.estimate_bounded_rows += int((~ok).sum())
+            self.ledger.drop("flow", "estimate bound of the row (no waits, any occupancy, its top "
+                             f"rate) below (1 - {self.opt.mc_tolerance:g}) x the best estimate: not built",
+                             "estimate", "rows (config x routing vectors)", int((~ok).sum()))
+        return idx[ok]
 
     def _groups(self) -> None:
         """Executor-level routing with mixed configs (Cornfigurator 4.2): around the best plan
@@ -321,6 +346,26 @@ class Search:
                 st.seconds["monte_carlo"] += self.clock() - t
                 continue
             sub = cands.take(idx)
+            # branch and bound on the estimate: an admissible bound on each plan's estimate
+            # (omniplane.plan.screen); plans that cannot reach the estimate floor are not estimated
+            ub = self.score(self.ebound.goodput(sub), self.pi)
+            fit = np.nonzero(ub >= self.estimate_floor())[0]
+            if len(fit) < len(sub) and self.opt.max_simulated is not None:
+                # the reserve (spare --max-simulated budget) ranks dropped plans by estimate
+                out = np.setdiff1d(np.arange(len(sub)), fit)
+                rest = sub.take(out)
+                g_r, a_r = evaluate(rest, self.table, self.pi, self.slo, self.opt.alpha, self.transfer)
+                self.counts.monte_carlo += len(rest)
+                self._keep(Block(rest, g_r, a_r))
+            if len(fit) < len(sub):
+                self.stats.estimate_bounded += len(sub) - len(fit)
+                self.ledger.drop("monte_carlo", f"estimate bound (no waits, lightest occupancy) below (1 - "
+                                 f"{self.opt.mc_tolerance:g}) x the best estimate: not estimated",
+                                 "estimate", "physical plans", len(sub) - len(fit))
+                sub = sub.take(fit)
+            if not len(sub):
+                st.seconds["monte_carlo"] += self.clock() - t
+                continue
             good, att = evaluate(sub, self.table, self.pi, self.slo, self.opt.alpha, self.transfer)
             self.counts.monte_carlo += len(sub)
             block = Block(sub, good, att)
