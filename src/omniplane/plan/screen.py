@@ -78,7 +78,9 @@ class EstimateBound:
         out: dict[tuple[int, str], np.ndarray] = {}
         for n, nc in enumerate(cands.costs):
             zero = {c: np.zeros(len(cands)) for c in nc.comps}
-            levels = _occupancy(nc, cands.opt[:, n], lam[:, n, :], arr, rows, zero)[0]
+            # the level is Little's law alone: no admission queue (it only adds waits, which the
+            # bound drops), so the arrival CV does not enter
+            levels = _occupancy(nc, cands.opt[:, n], lam[:, n, :], arr, rows, zero, 1.0, False)[0]
             for c in nc.comps:
                 out[(n, c)] = levels[c]
         return out
