@@ -105,8 +105,14 @@ typecheck: $(VENV)/.deploy
 	$(VENV)/bin/mypy
 
 # pytest's exit code is kept in $(VENV)/pytest.rc; 5 means "no tests collected" (see .ci/run).
+# The suite runs on pytest-xdist workers, one per core up to PYTEST_WORKERS_MAX (the tests that
+# start a Ray cluster, marker `ray`, share one worker: tests/conftest.py); PYTEST_WORKERS=0 runs
+# it in one process, like a plain `.venv/bin/pytest`.
+PYTEST_WORKERS ?= auto
+PYTEST_WORKERS_MAX ?= 4
+PYTEST_XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --maxprocesses $(PYTEST_WORKERS_MAX) --dist loadgroup)
 pytest: $(VENV)/.deploy sim-native
-	@$(VENV)/bin/pytest $(PYTEST_ARGS); rc=$$?; echo $$rc > $(VENV)/pytest.rc; \
+	@$(VENV)/bin/pytest $(PYTEST_XDIST) $(PYTEST_ARGS); rc=$$?; echo $$rc > $(VENV)/pytest.rc; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests (exit 5)" >&2; fi; exit $$rc
 
 # The tests that need vLLM itself (the scheduler class, the tiny fixture served live, Ray Serve

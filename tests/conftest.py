@@ -3,9 +3,37 @@
 Hypothesis' per-example deadline is a timing check, and timing belongs in ``bench/``: on a loaded
 2-core machine a 200 ms deadline fails examples that are correct. Property tests here assert
 behaviour only, so the deadline is off for every test (a test may still set its own settings).
+
+``make pytest`` runs the suite on several pytest-xdist workers (``--dist loadgroup``). A test
+that starts a local Ray cluster (its own, or through a subprocess such as ``omniplane deploy``)
+is marked ``ray``: every such test joins one xdist group, so they run one after another on one
+worker and never two Ray clusters at once (the serial run, ``.venv/bin/pytest``, is unchanged).
 """
 
+from __future__ import annotations
+
+import pytest
 from hypothesis import settings
 
 settings.register_profile("omniplane", deadline=None)
 settings.load_profile("omniplane")
+
+RAY_GROUP = "ray"
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups in its own hook
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("ray") is not None:
+            item.add_marker(pytest.mark.xdist_group(RAY_GROUP))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Refuse to run when pytest-xdist's grouping is not in effect (it marks a grouped test by a
+    ``@group`` suffix on its node id, which pytest 9.2 ignores: pytest-dev/pytest-xdist#1386)."""
+    if not session.config.getoption("loadgroup", default=False):
+        return
+    lost = [i.nodeid for i in session.items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]
+    if lost:
+        raise pytest.UsageError(f"pytest-xdist did not group {lost[0]} (and {len(lost) - 1} more): "
+                                "the tests marked `ray` would start Ray clusters at once; see pyproject.toml")

@@ -63,6 +63,7 @@ def test_tour_commands_are_real() -> None:
                 assert (REPO / a).is_file(), f"{a} ({line}): not in the repository nor written before"
 
 
+@pytest.mark.ray  # deploy and rehearse start Ray clusters: one at a time (tests/conftest.py)
 @pytest.mark.skipif(not (REPO / ".venv" / "bin" / "omniplane").exists(), reason="needs make's .venv")
 def test_every_tour_command_runs_as_written(tmp_path: Path) -> None:
     pytest.importorskip("ray")

@@ -30,6 +30,8 @@ from tests.deploy.test_api import TI2A
 LIMIT = 4  # the test application's admission limit
 SCALE = 0.5  # model seconds run twice as fast as wall time here: the tests wait less
 
+pytestmark = pytest.mark.ray  # one Ray cluster at a time (tests/conftest.py)
+
 
 def _free_port() -> int:
     with socket.socket() as s:

@@ -135,6 +135,7 @@ def _replica_processes() -> list[int]:
 
 
 @pytest.mark.vllm
+@pytest.mark.ray
 def test_a_rehearsal_on_real_vllm_engines_with_a_replica_killed_loses_nothing() -> None:
     pytest.importorskip("vllm")
     pytest.importorskip("ray")
