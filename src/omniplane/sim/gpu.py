@@ -152,16 +152,11 @@ class TimeSliced:
 class Colocated:
     """Two stages running steps concurrently on one GPU (``mps`` or ``split``).
 
-    A step's time comes from the co-location model: the stage's roofline work on its SMs next
-    to what the other stage's step in flight asks for (its uncontended DRAM demand and, under
-    MPS, its FLOP/s on the same SMs), shared in proportion to demand as in
-    :meth:`~omniplane.perf.colocation.ColocationModel.pair`, so the two together never draw
-    more than the DRAM serves (nor, under MPS, more than the GPU computes). When a step starts
-    or ends, the steps in flight are re-timed from the work they have left
-    (:meth:`Executor.move_end`). In ``split`` mode the shared stage runs on the SM cap its
-    policy chose for the step and the other stage on the complement (HorizonServe's
-    complementary green-context ladders); in ``mps`` mode both may use every SM, so each adds
-    the DRAM pressure of a full allocation.
+    A step's time comes from the co-location model at the moment it starts: the stage's
+    roofline work on its SMs next to the other stage's current bandwidth draw. In ``split``
+    mode the shared stage runs on the SM cap its policy chose for the step and the other stage
+    on the complement (HorizonServe's complementary green-context ladders); in ``mps`` mode
+    both may use every SM, so each adds the DRAM pressure of a full allocation.
     """
 
     def __init__(self, mode: str, gpu: Any, eff: Any, colocation: Any, shared_stage: str) -> None:
@@ -175,10 +170,8 @@ class Colocated:
         self.total = int(gpu.sms)
         self.cap = self.total  # the shared stage's current SM cap
         self.running: dict[str, float] = {}  # executor name -> bandwidth it draws now
-        self.utilization = 0.0  # DRAM busy fraction (NVML-like signal) at the last change
+        self.utilization = 0.0  # DRAM busy fraction (NVML-like signal) at the last step start
         self.log: list[tuple[float, int, float]] = []  # (time, shared-stage SMs, utilisation)
-        # in flight: executor -> [work, SMs, alone (StageTiming), share done, step time now, since]
-        self._flight: dict[Executor, list[Any]] = {}
 
     def can_start(self, ex: Executor) -> bool:
         return True
@@ -200,47 +193,16 @@ class Colocated:
 
     def begin(self, ex: Executor, step: Step) -> float:
         sms = self.sms_for(ex, step)
-        now = ex.loop.now
-        if step.work is None:  # nothing to share by: the step keeps its solo time
-            self.running[ex.name] = 0.0
-            return step.duration
-        self._advance(now)
-        alone = self.model.stage(step.work, self.gpu, sms, eff=self.eff)
-        self._flight[ex] = [step.work, sms, alone, 0.0, alone.time_s, now]
-        self._retime(now, skip=ex)
+        other = sum(bw for name, bw in self.running.items() if name != ex.name)
+        timing = self.model.stage(step.work, self.gpu, sms, other, eff=self.eff)
+        self.running[ex.name] = timing.bandwidth
+        self.utilization = timing.utilization  # DRAM busy fraction with the co-runner
         if ex.name == self.shared_stage:
-            self.log.append((now, sms, self.utilization))
-        return float(self._flight[ex][4])
+            self.log.append((ex.loop.now, sms, timing.utilization))
+        return float(timing.time_s)
 
     def end(self, ex: Executor) -> None:
         self.running.pop(ex.name, None)
-        if self._flight.pop(ex, None) is not None:
-            now = ex.loop.now
-            self._advance(now)
-            self._retime(now)
 
     def after_end(self, ex: Executor) -> None:
         ex.kick()
-
-    def _advance(self, now: float) -> None:
-        for f in self._flight.values():
-            if f[4] > 0:
-                f[3] = min(1.0, f[3] + (now - f[5]) / f[4])
-            f[5] = now
-
-    def _retime(self, now: float, skip: Executor | None = None) -> None:
-        """Each step in flight next to the others' uncontended demand; all but ``skip`` (whose
-        end its executor schedules from :meth:`begin`) end anew."""
-        flight, draw = self._flight, 0.0
-        mps = self.mode == "mps"
-        for ex, f in flight.items():
-            others = [g for o, g in flight.items() if o is not ex]
-            demand = sum(g[2].demand for g in others if g[0].bytes)
-            flops = sum(g[2].flops_rate for g in others) if mps else 0.0
-            timing = self.model.stage(f[0], self.gpu, f[1], demand, eff=self.eff, corun_flops=flops)
-            f[4] = float(timing.time_s)
-            self.running[ex.name] = timing.bandwidth
-            draw += timing.bandwidth
-            if ex is not skip:
-                ex.move_end(now + (1.0 - f[3]) * f[4])
-        self.utilization = min(1.0, draw / self.gpu.mem_bw)
