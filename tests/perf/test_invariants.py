@@ -6,6 +6,8 @@
 * A stage on fewer SMs is never faster than on more, alone, by more than HorizonServe measured
   (5.57 / 4.65, its 120- over 80-SM decode TPOT).
 * A co-runner never makes a stage faster.
+* Time-sliced stages (no MPS) never draw more DRAM bandwidth or FLOP/s together than one of
+  them alone may, their kernel time never overlaps, and none is faster than alone.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from hypothesis import strategies as st
 from omniplane.perf import CostModel, ExecutorConfig, InfeasibleConfig, Work
 from omniplane.perf.colocation import MAX_SOLO_PENALTY, ColocationModel
 from omniplane.perf.factors import load_calibration
-from omniplane.spec import ComponentKind, GeneratorKind, GPUCatalog, ModelSpec
+from omniplane.sim.engines import Step
+from omniplane.sim.eventloop import EventLoop
+from omniplane.sim.gpu import TimeSliced, split_step
+from omniplane.spec import ComponentKind, GeneratorKind, GPUCatalog, GPUKind, ModelSpec
 
 RUNTIMES = ("roofline", "vllm", "cornserve")
 SLACK = 1.0 + 1e-9
@@ -44,12 +49,12 @@ def _work(cost: CostModel, comp: str, cfg: ExecutorConfig, draw: Any) -> Work:
 
 
 @st.composite
-def stage_case(draw: Any, specs: dict[str, ModelSpec],
-               gpus: GPUCatalog) -> tuple[CostModel, ExecutorConfig, Work]:
+def stage_case(draw: Any, specs: dict[str, ModelSpec], gpus: GPUCatalog,
+               gpu: GPUKind | None = None) -> tuple[CostModel, ExecutorConfig, Work]:
     name = draw(st.sampled_from(sorted(specs)))
     spec = specs[name]
     comp = draw(st.sampled_from([c.name for c in spec.components]))
-    gpu = draw(st.sampled_from(gpus.gpus))
+    gpu = gpu or draw(st.sampled_from(gpus.gpus))
     tp = draw(st.sampled_from([1, 2, 4]))
     cost = CostModel(spec, runtime=draw(st.sampled_from(RUNTIMES)))
     cfg = ExecutorConfig(gpu, tp, 64)
@@ -152,3 +157,66 @@ def test_memory_limit_still_rejects_weights_beyond_the_gpu(specs: dict[str, Mode
     cost = CostModel(specs["qwen3-vl"])
     with pytest.raises(InfeasibleConfig):
         cost.check_fits(["llm"], ExecutorConfig(gpus.get("L40S"), 1, 1))
+
+
+class _Stage:
+    """A stage running its steps back to back on a time-sliced GPU (what an executor does)."""
+
+    def __init__(self, loop: EventLoop, slot: TimeSliced, steps: list[Step], start: float) -> None:
+        self.loop, self.gpu, self.steps, self.start = loop, slot, steps, start
+        self.took: list[tuple[float, float]] = []  # (time taken, solo time) per step
+        self._version, self._i, self._t0 = 0, 0, 0.0
+        loop.at(start, self._start)
+
+    def _start(self, _: object = None) -> None:
+        self._t0 = self.loop.now
+        duration = self.gpu.begin(self, self.steps[self._i])  # type: ignore[arg-type]
+        self.move_end(self._t0 + duration)
+
+    def move_end(self, end: float) -> None:
+        self._version += 1
+        self.loop.at(end, self._end, self._version)
+
+    def _end(self, version: int) -> None:
+        if version != self._version:
+            return
+        self.gpu.end(self)  # type: ignore[arg-type]
+        self.took.append((self.loop.now - self._t0, self.steps[self._i].duration))
+        self._i += 1
+        if self._i < len(self.steps):
+            self._start()
+
+
+@SETTINGS
+@given(data=st.data())
+def test_time_sliced_stages_share_the_gpu_time(data: Any, specs: dict[str, ModelSpec],
+                                               gpus: GPUCatalog) -> None:
+    gpu = data.draw(st.sampled_from(gpus.gpus))
+    loop, trace = EventLoop(), []  # type: ignore[var-annotated]
+    slot = TimeSliced(gpu, trace)
+    stages, mem, comp, kernel_s = [], 0.0, 0.0, 0.0
+    for _ in range(data.draw(st.integers(1, 3))):
+        steps = []
+        for _ in range(data.draw(st.integers(1, 4))):
+            cost, cfg, work = data.draw(stage_case(specs, gpus, gpu=gpu))
+            step = Step(cost.time_of(work, cfg), 1, "step", work=work)
+            steps.append(step)
+            eff = cost.efficiency(cfg)
+            mem, comp = max(mem, eff.memory), max(comp, eff.compute)
+            kernel_s += split_step(step)[1]
+        stages.append(_Stage(loop, slot, steps, data.draw(st.floats(0.0, 0.05))))
+    loop.run()
+    for s in stages:
+        assert len(s.took) == len(s.steps)
+        # never faster than alone; exactly as fast when it is the only stage
+        assert all(took >= solo * (1 - 1e-9) - 1e-12 for took, solo in s.took)
+        if len(stages) == 1:
+            assert all(took == pytest.approx(solo, rel=1e-9, abs=1e-12) for took, solo in s.took)
+    # together never beyond what one stage alone may draw (peak x its efficiency, below peak)
+    assert mem < 1.0
+    for _, share, bw, flops in trace:
+        assert share <= 1.0
+        assert bw <= gpu.mem_bw * mem * SLACK
+        assert flops <= gpu.flops * comp * SLACK
+    # kernel time of different stages never overlaps: it fits between the first start and the end
+    assert kernel_s <= (loop.now - min(s.start for s in stages)) * SLACK + 1e-12

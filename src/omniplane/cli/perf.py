@@ -33,7 +33,7 @@ def validate(
     markdown: Annotated[bool, typer.Option("--markdown",
                                            help="Print the Markdown tables docs/perf.md quotes.")] = False,
     table3: Annotated[bool, typer.Option(
-        help="Also simulate HorizonServe's Table 3 (10 runs, minutes).")] = True,
+        help="Also simulate HorizonServe's Table 3 (20 runs, minutes).")] = True,
 ) -> None:
     """Every public measurement the catalog can express beside the model's prediction, with a
     section per anchor set: Cornfigurator Table 2, the Qwen3-Omni report, HorizonServe Figure 4

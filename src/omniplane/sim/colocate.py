@@ -3,9 +3,9 @@
 A :class:`SharedGPU` in the run's setup names a shared-stage executor and its downstream
 executors; :func:`omniplane.sim.build.build_topology` puts them on one GPU slot (``timeslice``,
 ``mps`` or ``split``, see :mod:`omniplane.sim.gpu`), makes their steps report roofline work
-where the co-location model needs it, and gives the shared stage's LLM engines the signals a
-policy reads: how many requests the downstream stages hold, and the GPU's memory-bandwidth
-utilisation.
+(its host part for time slicing, its bytes and FLOPs for the co-location model), and gives
+the shared stage's LLM engines the signals a policy reads: how many requests the downstream
+stages hold, and the GPU's memory-bandwidth utilisation.
 """
 
 from __future__ import annotations
@@ -46,12 +46,12 @@ def share(executors: Sequence[Executor], spec: SharedGPU, cost: Any) -> GPUSlot:
         raise KeyError(f"no executor named {missing} (have {sorted(by_name)})")
     stage0, others = by_name[spec.stage], [by_name[n] for n in spec.downstream]
     slot: GPUSlot
+    cfg = stage0.engines[0].cfg
     if spec.mode == "timeslice":
-        slot = TimeSliced()
+        slot = TimeSliced(cfg.gpu)
     else:
         from omniplane.perf import ColocationModel
 
-        cfg = stage0.engines[0].cfg
         slot = Colocated(spec.mode, cfg.gpu, cost.efficiency(cfg), spec.colocation or ColocationModel(),
                          spec.stage)
     for ex in (stage0, *others):
@@ -60,7 +60,7 @@ def share(executors: Sequence[Executor], spec: SharedGPU, cost: Any) -> GPUSlot:
             slot.join(ex)
         ex.can_span = False  # a policy or the co-location model must see every iteration
         for engine in ex.engines:
-            engine.want_work = spec.mode != "timeslice"
+            engine.want_work = True  # time slicing splits each step into host and GPU time
 
     def signals() -> tuple[int, float]:
         return sum(o.outstanding() for o in others), float(getattr(slot, "utilization", 0.0))

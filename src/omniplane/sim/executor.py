@@ -113,6 +113,12 @@ class Executor:
         duration = step.duration if gpu is None else gpu.begin(self, step)
         self.loop.at(now + duration, self._end, self._version, COMPLETE)
 
+    def move_end(self, end: float) -> None:
+        """The step in flight now ends at ``end``: a time-sliced GPU changed this executor's share
+        of the GPU's time while the step runs (:class:`omniplane.sim.gpu.TimeSliced`)."""
+        self._version += 1
+        self.loop.at(end, self._end, self._version, COMPLETE)
+
     def _cut(self, step: Step) -> None:
         """End the span in flight at the first iteration boundary not before now."""
         j, end = cut_index(step.bounds, step.iterations, step.duration, self.loop.now - self._started)

@@ -2,8 +2,10 @@
 
 Sharing modes for executors on one GPU:
 
-``timeslice``  one step at a time on the whole GPU; a stage that wants to run while the other
-               runs waits for it (FIFO). Steps take their solo time.
+``timeslice``  no MPS (CUDA's default compute mode, vLLM-Omni's stages as separate processes):
+               kernels of different processes never run at the same instant; the GPU's kernel
+               time is shared between the stages that have kernels pending, and a stage's host
+               and launch time leaves the GPU to the others (:class:`TimeSliced`).
 ``mps``        steps run concurrently without SM limits (NVIDIA MPS); each step's time comes
                from the co-location model given what the other stage is doing.
 ``split``      steps run concurrently on an explicit SM split: the shared stage's SM cap comes
@@ -15,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from omniplane.sim.engines import Step
+from omniplane.sim.eventloop import COMPLETE
 
 if TYPE_CHECKING:
     from omniplane.sim.executor import Executor
@@ -30,32 +33,120 @@ class GPUSlot(Protocol):
     def after_end(self, ex: Executor) -> None: ...
 
 
-class TimeSliced:
-    """One step at a time. When a step ends, the other stages get the first chance to start
-    (in turn), then the one that just ran: the stages alternate while all have work."""
+def split_step(step: Step) -> tuple[float, float]:
+    """A step's (host, GPU) seconds alone: the host part is the runtime's host- and launch-side
+    time (``work.overhead_s``: scheduling, sampling, kernel launches, hand-offs; see
+    :mod:`omniplane.perf.runtime`), the GPU part the rest of its solo time (kernels, and
+    collectives at TP > 1). A step that reports no work counts as all GPU time."""
+    d = max(step.duration, 0.0)
+    work = step.work
+    host = min(max(float(work.overhead_s), 0.0), d) if work is not None else 0.0
+    return host, d - host
 
-    def __init__(self) -> None:
-        self.holder: Executor | None = None
+
+class TimeSliced:
+    """Stages in separate processes on one GPU without MPS.
+
+    What the hardware does: kernels from different CUDA contexts never run at the same
+    instant; the GPU runs one context's work and switches to another when that one is idle or
+    its time slice ends (NVIDIA leaves the inter-context schedule unspecified). Each step here
+    is a host phase (:func:`split_step`), during which the stage launches and waits on the CPU
+    and the GPU is free for the others, then a GPU phase. The stages in their GPU phases share
+    the GPU's time equally (processor sharing: the fluid limit of round-robin time slices; the
+    slice length and the context-switch cost are not modelled), each at its solo speed while
+    it holds the GPU. Hence, by construction:
+
+    * a stage alone takes exactly its solo time, and never less when another stage runs;
+    * the stages' GPU shares sum to at most 1, so the GPU's kernel time, and with it the DRAM
+      bandwidth and FLOP/s the stages draw together, never exceeds one stage's solo rate.
+
+    When a stage enters or leaves its GPU phase, the shares change and the ends of the steps
+    in flight move (:meth:`Executor.move_end`). ``utilization`` is the GPU's DRAM draw over its
+    peak at the last change (NVML-like signal) when the GPU kind is known; ``trace``, when a
+    list, receives ``(time, GPU share in use, DRAM bytes/s, FLOP/s)`` drawn from then on, at
+    every change.
+    """
+
+    def __init__(self, gpu: Any = None, trace: list[tuple[float, float, float, float]] | None = None) -> None:
         self.members: list[Executor] = []
+        self.mem_bw = float(gpu.mem_bw) if gpu is not None else 0.0
+        self.trace = trace
+        self.utilization = 0.0
+        self._remaining: dict[Executor, float] = {}  # in the GPU phase: solo GPU seconds left
+        self._draw: dict[Executor, tuple[float, float]] = {}  # bytes, FLOPs per GPU second, in flight
+        self._gpu_s: dict[Executor, float] = {}  # GPU seconds of the step in flight
+        self._t = 0.0  # when ``_remaining`` was last brought up to date
 
     def join(self, ex: Executor) -> None:
         self.members.append(ex)
 
     def can_start(self, ex: Executor) -> bool:
-        return self.holder is None
+        return True
 
     def begin(self, ex: Executor, step: Step) -> float:
-        self.holder = ex
-        return step.duration
+        now = ex.loop.now
+        host, gpu_s = split_step(step)
+        self._gpu_s[ex] = gpu_s
+        work = step.work
+        if work is not None and gpu_s > 0.0:
+            self._draw[ex] = (float(work.bytes) / gpu_s, float(work.flops) / gpu_s)
+        else:
+            self._draw[ex] = (0.0, 0.0)
+        if gpu_s <= 0.0:
+            return host
+        if host > 0.0:
+            ex.loop.at(now + host, self._enter, ex, COMPLETE)
+            return host + gpu_s  # moved when it enters its GPU phase if the GPU is shared then
+        self._advance(now)
+        self._remaining[ex] = gpu_s
+        self._moved(now, skip=ex)
+        return gpu_s * len(self._remaining)
+
+    def _enter(self, ex: Executor) -> None:
+        """``ex``'s host phase is over: its kernels join the GPU."""
+        now = ex.loop.now
+        self._advance(now)
+        self._remaining[ex] = self._gpu_s[ex]
+        if len(self._remaining) > 1:
+            self._moved(now)
+        else:
+            self._note(now)
 
     def end(self, ex: Executor) -> None:
-        self.holder = None
+        now = ex.loop.now
+        self._advance(now)
+        self._gpu_s.pop(ex, None)
+        self._draw.pop(ex, None)
+        if self._remaining.pop(ex, None) is not None:
+            self._moved(now)
 
     def after_end(self, ex: Executor) -> None:
-        i = self.members.index(ex)
-        for other in self.members[i + 1:] + self.members[:i]:
-            other.kick()
         ex.kick()
+
+    def _advance(self, now: float) -> None:
+        n = len(self._remaining)
+        if n and now > self._t:
+            done = (now - self._t) / n
+            for o in self._remaining:
+                self._remaining[o] = max(self._remaining[o] - done, 0.0)
+        self._t = now
+
+    def _moved(self, now: float, skip: Executor | None = None) -> None:
+        """Shares changed at ``now``: every step in its GPU phase (but ``skip``) ends anew."""
+        n = len(self._remaining)
+        for o, left in self._remaining.items():
+            if o is not skip:
+                o.move_end(now + left * n)
+        self._note(now)
+
+    def _note(self, now: float) -> None:
+        n = len(self._remaining)
+        bw = sum(self._draw[o][0] for o in self._remaining) / n if n else 0.0
+        if self.mem_bw > 0:
+            self.utilization = min(1.0, bw / self.mem_bw)
+        if self.trace is not None:
+            flops = sum(self._draw[o][1] for o in self._remaining) / n if n else 0.0
+            self.trace.append((now, 1.0 if n else 0.0, bw, flops))
 
 
 class Colocated:
