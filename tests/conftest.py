@@ -12,8 +12,15 @@ worker and never two Ray clusters at once (the serial run, ``.venv/bin/pytest``,
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import settings
+
+# A pytest-xdist worker starts with COLUMNS=80 in its environment, and rich's module-level
+# consoles (cli/output.py) freeze a COLUMNS seen at import as their width for good: tests that
+# pass COLUMNS to CliRunner per call would then get 80-column tables under xdist only.
+os.environ.pop("COLUMNS", None)
 
 settings.register_profile("omniplane", deadline=None)
 settings.load_profile("omniplane")
