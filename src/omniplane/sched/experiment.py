@@ -129,6 +129,9 @@ class RunResult:
     shared_tpot_ms: dict[str, float]  # p50, p95 of the shared stage over all requests
     wall_s: float
     trace: list[tuple[float, int, float, float, int | None]] = field(default_factory=list, repr=False)
+    # per executor (``stage0/0.0`` shared, ``stage1/...`` downstream): busy fraction of the run,
+    # time-mean and max of the requests it holds (the simulator's executor summary)
+    executors: dict[str, dict[str, float]] = field(default_factory=dict, repr=False)
 
 
 def deployment(model: ModelSpec, gpu: GPUKind) -> PlanSpec:
@@ -247,7 +250,9 @@ class SingleGPU:
             {t: float(m.latency_ms["p95"] or math.nan) for t, m in res.per_type.items()},
             {"p50": float(np.percentile(tpot, 50)) if len(tpot) else math.nan,
              "p95": float(np.percentile(tpot, 95)) if len(tpot) else math.nan},
-            wall, trace)
+            wall, trace,
+            {name: {k: float(e[k]) for k in ("utilisation", "queue_mean", "queue_max")}
+             for name, e in res.executors.items()})
 
 
 # ---- sweeps ------------------------------------------------------------------------------------
