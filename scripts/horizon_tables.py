@@ -167,6 +167,22 @@ def fmt(xs: list[float]) -> str:
     return f"{m:.1f} [{'/'.join(f'{100 * x:.1f}' for x in xs)}]"
 
 
+def executor(rs: list[dict[str, Any]], node: str) -> str:
+    """Mean over seeds of one node's busy fraction and held requests (time mean / max)."""
+    es = [e for r in rs for name, e in r.get("executors", {}).items() if name.startswith(node + "/")]
+    if not es:
+        return "-"
+    busy = 100 * np.mean([e["utilisation"] for e in es])
+    return f"{busy:.0f}, {np.mean([e['queue_mean'] for e in es]):.2f} / {max(e['queue_max'] for e in es):.0f}"
+
+
+def _order(kv: tuple[tuple[Any, ...], Any]) -> tuple[Any, ...]:
+    """stressed points by max_num_seqs, then MiMo-Audio, then BAGEL; points by GPU, rate, fraction."""
+    table = str(kv[0][0])
+    rank = (0, int(table.removeprefix("stressed"))) if table.startswith("stressed") else (1, table != "mimo")
+    return (*rank, *kv[0][1:])
+
+
 def point_tables(rows: list[dict[str, Any]]) -> list[str]:
     out: list[str] = []
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
@@ -174,15 +190,14 @@ def point_tables(rows: list[dict[str, Any]]) -> list[str]:
         groups.setdefault((r["table"], r["model"], r["gpu"], r["rate"], r["frac"], r["max_seqs"]), []).append(
             r
         )
-    for (table, model, gpu, rate, frac, ms), rs in sorted(
-        groups.items(), key=lambda kv: (str(kv[0][0]), kv[0][1:])
-    ):
+    for (table, model, gpu, rate, frac, ms), rs in sorted(groups.items(), key=_order):
         out += [
             f"**{model}, {gpu}, rate {rate}, long fraction {frac}, max_num_seqs {ms}** ({table})",
             "",
             "| policy | attainment % drained, mean [per seed] | windowed (900 s) | short classes "
-            "| long classes | TPOT p50 ms |",
-            "|---|---|---|---|---|---|",
+            "| long classes | TPOT p50 ms | shared stage busy %, queue mean / max "
+            "| downstream busy %, queue mean / max |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         by: dict[str, list[dict[str, Any]]] = {}
         for r in sorted(rs, key=lambda r: r["seed"]):
@@ -205,7 +220,7 @@ def point_tables(rows: list[dict[str, Any]]) -> list[str]:
             tpot = np.mean([x["shared_tpot_ms"]["p50"] for x in prs])
             out.append(
                 f"| {pol} | {fmt(att)} | {100 * win:.1f} | {100 * short:.1f} | {100 * long_:.1f} "
-                f"| {tpot:.1f} |"
+                f"| {tpot:.1f} | {executor(prs, 'stage0')} | {executor(prs, 'stage1')} |"
             )
         out.append("")
         if "horizon" in means:
@@ -245,7 +260,7 @@ def fig10_table(rows: list[dict[str, Any]]) -> list[str]:
         groups.setdefault((r["gpu"], r["window"]), []).append(r)
     for (gpu, w), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0.0)):
         rs.sort(key=lambda r: r["seed"])
-        win = "one step (session 4)" if w is None else f"{w:.3g} s"
+        win = "one step (session-4 signal)" if w is None else f"{w:.3g} s"
         cc = [r["corr_co"] for r in rs]
         ca = [r["corr_all"] for r in rs]
         out.append(
