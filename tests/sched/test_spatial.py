@@ -41,19 +41,36 @@ def test_equation_1_maps_pressure_onto_the_ladder() -> None:
     assert mid.decide(2).sm_shared == 50
 
 
-def test_hysteresis_needs_a_full_ladder_step_to_move() -> None:
+def test_the_cap_follows_the_snapped_level_as_algorithm_1_says() -> None:
+    """Delta_step = 1 (the paper's "one ladder step"): every change of the snapped level applies;
+    no dead band beyond the snap (the pre-session-5 rule waited for the unsnapped target to reach
+    the neighbouring level, which the paper does not do)."""
     lad = Ladder(142, (40, 50, 60, 70), ANY)
     c = SpatialController(lad, SpatialConfig(gamma=1.0, b_sat=1.0))
     c.observe(1 / 3)  # target 50
     assert c.decide(1).sm_shared == 50
-    c.observe(0.5)  # target 55: nearer 60 after snapping, but not a full step away
+    c.observe(0.5)  # target 55: ties snap to the lower level
     assert c.decide(1).sm_shared == 50
-    c.observe(2 / 3)  # target 60: one full step
+    c.observe(0.55)  # target 56.5: snaps to 60, one level up, applied
     assert c.decide(1).sm_shared == 60
-    c.observe(0.45)  # target 53.5: not down to 50 yet
-    assert c.decide(1).sm_shared == 60
+    c.observe(0.45)  # target 53.5: snaps to 50, applied
+    assert c.decide(1).sm_shared == 50
     c.observe(0.0)
     assert c.decide(1).sm_shared == 40
+
+
+def test_a_larger_delta_step_holds_the_cap_until_the_level_moves_that_far() -> None:
+    lad = Ladder(142, (40, 50, 60, 70), ANY)
+    c = SpatialController(lad, SpatialConfig(gamma=1.0, b_sat=1.0, delta_step=2))
+    c.observe(0.0)
+    assert c.decide(1).sm_shared == 40  # entering co-running applies at once
+    c.observe(1 / 3)  # snaps to 50: one level, held
+    assert c.decide(1).sm_shared == 40
+    c.observe(2 / 3)  # snaps to 60: two levels, applied
+    assert c.decide(1).sm_shared == 60
+    assert c.decide(0).sm_shared == lad.s_aggr  # leaving co-running applies at once
+    with pytest.raises(ValueError, match="delta_step"):
+        SpatialConfig(delta_step=0)
 
 
 def test_throttle_off_publishes_no_cap() -> None:

@@ -69,7 +69,8 @@ def _result(d: dict[str, Any]) -> Any:
     return RunResult(d["policy"], float(d["rate"]), float(d["long_fraction"]), int(d["arrived"]),
                      nan(d["attainment"]), nans(d["attainment_by_class"]), nan(d["attainment_window"]),
                      int(d["completed_window"]), float(d["window_s"]), nans(d["p95_ms"]),
-                     nans(d["shared_tpot_ms"]), float(d["wall_s"]), [tuple(t) for t in d.get("trace", [])])
+                     nans(d["shared_tpot_ms"]), float(d["wall_s"]), [tuple(t) for t in d.get("trace", [])],
+                     {k: {m: float(x) for m, x in v.items()} for k, v in d.get("executors", {}).items()})
 
 
 @app.command("horizon")

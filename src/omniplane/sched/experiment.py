@@ -36,7 +36,9 @@ runtime):
 * **Chunked prefill** (``token_budget``): vLLM's ``max_num_batched_tokens`` default for the
   OpenAI server, by GPU memory (``EngineArgs.get_batch_defaults``: 8192 at >= 70 GiB, 2048
   below): 2048 on RTX 6000 Ada (48 GB), 8192 on RTX PRO 6000 (96 GB).
-* **Memory-activity signal**: NVML-style (:mod:`omniplane.sched.memsignal`).
+* **Memory-activity signal**: NVML-style (:mod:`omniplane.sched.memsignal`), over NVML's past
+  sample period (``signal_window_s``, default 1/6 s; ``None``: the step that starts, the
+  session-4 signal).
 """
 
 from __future__ import annotations
@@ -55,8 +57,8 @@ from omniplane.perf import CostModel
 from omniplane.sched.calibration import OfflineCalibration, calibrate
 from omniplane.sched.factory import make_policy
 from omniplane.sched.horizon import HorizonServe
-from omniplane.sched.memsignal import MemoryActivity
-from omniplane.sim import RunSetup, SharedGPU, simulate
+from omniplane.sched.memsignal import NVML_SAMPLE_PERIOD_S, MemoryActivity
+from omniplane.sim import EventLoop, RunSetup, SharedGPU, Simulation, build_topology
 from omniplane.spec import (
     GeneratorKind,
     GPUKind,
@@ -127,6 +129,9 @@ class RunResult:
     shared_tpot_ms: dict[str, float]  # p50, p95 of the shared stage over all requests
     wall_s: float
     trace: list[tuple[float, int, float, float, int | None]] = field(default_factory=list, repr=False)
+    # per executor (``stage0/0.0`` shared, ``stage1/...`` downstream): busy fraction of the run,
+    # time-mean and max of the requests it holds (the simulator's executor summary)
+    executors: dict[str, dict[str, float]] = field(default_factory=dict, repr=False)
 
 
 def deployment(model: ModelSpec, gpu: GPUKind) -> PlanSpec:
@@ -168,10 +173,14 @@ class SingleGPU:
 
     def __init__(self, model: str, gpu: str, *, max_seqs: int = STOCK_MAX_SEQS,
                  sm_sweep: Path | None = None, first_audio: str = "chunk",
-                 token_budget: int | None = None) -> None:
+                 token_budget: int | None = None,
+                 signal_window_s: float | None = NVML_SAMPLE_PERIOD_S) -> None:
         """``sm_sweep``: a real fixed-SM sweep (perf sweep format) for S_cap instead of the
-        co-location model's; ``first_audio`` and ``token_budget`` (default: vLLM's for the GPU):
-        the module docstring."""
+        co-location model's; ``first_audio``, ``token_budget`` (default: vLLM's for the GPU) and
+        ``signal_window_s``: the module docstring."""
+        if signal_window_s is not None and not signal_window_s > 0:
+            raise ValueError(f"signal_window_s must be > 0 seconds or None, got {signal_window_s}")
+        self.signal_window_s = signal_window_s
         if max_seqs < 1:
             raise ValueError(f"max_seqs must be >= 1, got {max_seqs}")
         self.model = first_audio_model(load_model(model), first_audio)
@@ -203,17 +212,23 @@ class SingleGPU:
         """One drained run; ``window_s`` (default ``n / rate``) bounds the windowed figure."""
         cal = self.calibration
         policy, mode = make_policy(policy_name, cal.profiles, cal.ladder, record=record)
+        loop = EventLoop()
+        signal = None
+        if mode != "timeslice":
+            signal = (MemoryActivity() if self.signal_window_s is None else
+                      MemoryActivity(window_s=self.signal_window_s, clock=lambda: loop.now))
         setup = RunSetup(
             policy_for=lambda ex, c: policy if c == self.shared else None,
             max_seqs=self.max_seqs,  # vLLM max_num_seqs of every LLM stage
             token_budget=self.token_budget,  # vLLM max_num_batched_tokens (chunked prefill)
-            shared_gpu=SharedGPU("stage0/0.0", self.downstream, mode,
-                                 MemoryActivity() if mode != "timeslice" else None),
+            shared_gpu=SharedGPU("stage0/0.0", self.downstream, mode, signal),
         )
         slo = self.calibration.slo.as_dict()
         requests = self.requests(rate, long_fraction, n, seed)
         t0 = time.perf_counter()
-        res = simulate(self.resolved, requests, self.cost, slo_s=slo, setup=setup)
+        rp = self.resolved
+        topo = build_topology(rp.model, rp.spec, rp.gpu, self.cost, loop, setup)
+        res = Simulation(rp.model, topo, requests, loop=loop, slo_s=slo).run()
         wall = time.perf_counter() - t0
         tp = res.requests.tpot[self.shared]
         tpot = tp[~np.isnan(tp)] * 1e3
@@ -235,7 +250,9 @@ class SingleGPU:
             {t: float(m.latency_ms["p95"] or math.nan) for t, m in res.per_type.items()},
             {"p50": float(np.percentile(tpot, 50)) if len(tpot) else math.nan,
              "p95": float(np.percentile(tpot, 95)) if len(tpot) else math.nan},
-            wall, trace)
+            wall, trace,
+            {name: {k: float(e[k]) for k in ("utilisation", "queue_mean", "queue_max")}
+             for name, e in res.executors.items()})
 
 
 # ---- sweeps ------------------------------------------------------------------------------------

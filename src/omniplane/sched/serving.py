@@ -14,7 +14,7 @@ model: a vLLM process that loads it loads no simulator or perf module.
 
     u_guard: 1.5             ProfilerConfig.u_guard
     m: 2, n_min: 2, n_max: 8, long_cap: 2, rotate: true, cap_long: true     RotationConfig
-    gamma: 0.4, b_sat: 0.93, throttle: true                                  SpatialConfig
+    gamma: 0.4, b_sat: 0.93, delta_step: 1, throttle: true                   SpatialConfig
     slo_multiplier: 5        SLO = multiplier x solo p95 (for the default profile below)
     default_slo_s: S         the deadline of a class without an SLO (default below)
     profiles: {CLASS: {prefill_s_per_token, step_s, decode_s_per_token, decode_tokens,
@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -152,5 +152,5 @@ def policy_for_serving(name: str, classes: Mapping[str, tuple[PathClass, float |
                          f"ladder (settings total_sms and ladder.s_max or ladder.levels)")
     if ladder is None and config.spatial.throttle:
         config = HorizonConfig(config.profiler, config.rotation,
-                               SpatialConfig(config.spatial.gamma, config.spatial.b_sat, throttle=False))
+                               replace(config.spatial, throttle=False))
     return make_policy(name, profiles, ladder or NO_LADDER, config)

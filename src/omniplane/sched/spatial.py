@@ -8,11 +8,15 @@ Per step, from the downstream activity ``A(t)`` and the GPU memory-activity sign
              = snap_S(S_min + rho(t) (S_cap - S_min))          if A(t) > 0         (Equation 1)
     s_down   = max(0, S_tot - s_shared)                        downstream headroom
 
-Hysteresis (Algorithm 1, step 3): while co-running, the cap moves off its ladder level only when
-the unsnapped target ``S_min + rho (S_cap - S_min)`` has reached the next level up or down, i.e.
-differs from the current level by at least one ladder step; entering co-running (from
-``S_aggr``) and leaving it apply at once. With throttling off (the no-SM-throttle ablation) the
-controller publishes no cap.
+Hysteresis, the paper's (Algorithm 1, step 3: "Apply it if downstream stages are inactive or the
+ladder level changes by Delta_step; otherwise keep s_prev"; section 4.4: "changes the cap only
+when the new ladder level differs from the previous cap by at least one ladder step"): while
+co-running, ``s*`` is snapped to the ladder first and replaces the previous cap when its level
+index differs from the previous cap's by at least ``delta_step`` levels (default 1, "one ladder
+step"; with 1 every change of the snapped level applies). Entering co-running (from ``S_aggr``)
+and leaving it apply at once. With throttling off (the no-SM-throttle ablation) the controller
+publishes no cap. (Before issue 15's session 5 the cap moved only once the *unsnapped* target had
+reached the neighbouring level, a dead band of half a level each side that is not in the paper.)
 """
 
 from __future__ import annotations
@@ -25,12 +29,15 @@ from omniplane.sched.ladder import Ladder
 @dataclass(frozen=True)
 class SpatialConfig:
     """``gamma``: EWMA weight of the newest sample; ``b_sat``: the memory-activity level taken
-    as saturation; ``throttle``: publish a cap at all."""
+    as saturation; ``delta_step``: ladder levels the snapped target must move before the cap
+    follows (Algorithm 1's Delta_step); ``throttle``: publish a cap at all."""
 
     gamma: float = 0.4  # HorizonServe section 6.4 ("smoothed with an EWMA (gamma = 0.4)")
     # derived: Figure 4(a), DRAM utilisation "rises to about 93% of peak" once the downstream
     # stage co-runs ("HBW near peak"); the paper does not state B_sat itself
     b_sat: float = 0.93
+    # section 4.4: "at least one ladder step" (the paper gives no other value)
+    delta_step: int = 1
     throttle: bool = True
 
     def __post_init__(self) -> None:
@@ -38,6 +45,8 @@ class SpatialConfig:
             raise ValueError(f"SpatialConfig.gamma must be in (0, 1], got {self.gamma}")
         if not 0.0 < self.b_sat <= 1.0:
             raise ValueError(f"SpatialConfig.b_sat must be in (0, 1], got {self.b_sat}")
+        if self.delta_step < 1:
+            raise ValueError(f"SpatialConfig.delta_step must be >= 1 ladder level, got {self.delta_step}")
 
 
 @dataclass(slots=True)
@@ -57,6 +66,7 @@ class SpatialController:
         self._started = False
         self._gamma = self.config.gamma
         self._inv_sat = 1.0 / self.config.b_sat
+        self._delta = self.config.delta_step
         self._level: int | None = None  # current ladder index while co-running
         self.cap = ladder.s_aggr
 
@@ -82,12 +92,12 @@ class SpatialController:
         rho = self.pressure * self._inv_sat
         rho = 0.0 if rho < 0.0 else (1.0 if rho > 1.0 else rho)
         target = lad.s_min + rho * (lad.s_cap - lad.s_min)
-        lv, i = lad.levels, self._level
-        # entering co-running, or the target reached a neighbouring level: move
-        if i is None or (i + 1 < len(lv) and target >= lv[i + 1]) or (i > 0 and target <= lv[i - 1]):
-            i = lad.snap(target)
+        new, i = lad.snap(target), self._level
+        # entering co-running, or the snapped level moved by at least Delta_step levels: apply
+        if i is None or abs(new - i) >= self._delta:
+            i = new
         self._level = i
-        self.cap = lv[i]
+        self.cap = lad.levels[i]
         return self.cap
 
     def decide(self, downstream_active: int) -> SpatialDecision:
