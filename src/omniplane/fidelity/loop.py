@@ -47,7 +47,7 @@ from omniplane.fidelity.calibrate import (
 from omniplane.fidelity.compare import Timing, measured_timings, summarize
 from omniplane.fidelity.engine import EngineConfig, read_engine_config
 from omniplane.loadgen.client import LoadOptions, replay
-from omniplane.loadgen.metrics import COMPLETED
+from omniplane.loadgen.metrics import COMPLETED, send_lateness
 from omniplane.perf import ProfileSet
 from omniplane.perf.profiler import PointMetrics, ProfileRun, SweepResult, run_profile
 from omniplane.perf.profiler.client import server_means, server_totals
@@ -201,12 +201,10 @@ def _replay(requests: Sequence[Request], load: LoadOptions) -> tuple[dict[str, f
     records = asyncio.run(replay(requests, load))
     server = server_means(before, asyncio.run(_server_totals(load.url)))
     summary = summarize(measured_timings(records))
-    late = sorted(r.start - r.arrival for r in records)
     return summary, {
         # how late the load generator sent requests: a busy machine stalls the client too, and
         # a run whose sends were late measured the machine as much as the engine
-        "send_late_ms": {"p50": 1e3 * late[len(late) // 2], "p99": 1e3 * late[int(0.99 * (len(late) - 1))],
-                         "max": 1e3 * late[-1]} if late else {},
+        "send_late_ms": send_lateness(records),
         "completed": sum(r.status == COMPLETED for r in records),
         "lost": sum(r.status == "lost" for r in records),
         "failed": sum(r.status in ("failed", "shed") for r in records),
