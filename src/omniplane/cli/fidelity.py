@@ -115,6 +115,14 @@ def show_report(doc: dict[str, Any]) -> None:
                 err_console.print(f"[yellow]warning:[/] load {detail.get('fraction', 0):.0%}: the probes "
                                   f"before and after its replays differ by {drift:.0%} (median per point): "
                                   "the host moved under the measurement")
+        for dec in detail.get("ttft_decomposition_ms", []):
+            m, sim = dec["measured"], dec["simulated"]
+            console.print(
+                f"  TTFT mean ms: measured {_fmt(m['total'])} = client {_fmt(m['client'])} + API server "
+                f"{_fmt(m['api_server'])} + queue {_fmt(m['queue'])} + prefill {_fmt(m['prefill'])}; "
+                f"simulated {_fmt(sim['total'])} = front end {_fmt(sim['front_end'])} + engine "
+                f"{_fmt(sim['engine'])}",
+                highlight=False)
         for rep in detail.get("repeats", [detail]):
             sends = rep.get("send_late_ms") or {}
             late = sends.get("p99")

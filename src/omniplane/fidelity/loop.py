@@ -44,7 +44,7 @@ from omniplane.fidelity.calibrate import (
     probe_rows,
     probe_specs,
 )
-from omniplane.fidelity.compare import Timing, measured_timings, summarize
+from omniplane.fidelity.compare import Timing, mean_ttft_ms, measured_timings, summarize, ttft_decomposition
 from omniplane.fidelity.engine import EngineConfig, read_engine_config
 from omniplane.loadgen.client import LoadOptions, replay
 from omniplane.loadgen.metrics import COMPLETED, send_lateness
@@ -200,7 +200,8 @@ def _replay(requests: Sequence[Request], load: LoadOptions) -> tuple[dict[str, f
     before = asyncio.run(_server_totals(load.url))
     records = asyncio.run(replay(requests, load))
     server = server_means(before, asyncio.run(_server_totals(load.url)))
-    summary = summarize(measured_timings(records))
+    timings = measured_timings(records)
+    summary = summarize(timings)
     return summary, {
         # how late the load generator sent requests: a busy machine stalls the client too, and
         # a run whose sends were late measured the machine as much as the engine
@@ -212,6 +213,7 @@ def _replay(requests: Sequence[Request], load: LoadOptions) -> tuple[dict[str, f
         # the engine's own means over the replay (vLLM's histograms): where the time went; read
         # for the report only, never fitted to
         "server_ms": {k: v * 1e3 for k, v in server.items()},
+        "ttft_mean_ms": mean_ttft_ms(timings),
         "machine_load": _machine_load(),
         "summary": summary,
     }
@@ -324,9 +326,13 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
              f"end {cal.frontend_s * 1e3:.1f} ms, delivery {dl.base_s * 1e3:.2f} + "
              f"{dl.per_stream_s * 1e3:.3f} x streams ms/token")
         loads.append({"offered_rps": rate, "measured": measured, "simulated": simulated})
+        # where the mean TTFT goes, per replay (measured) against the simulator (a report only)
+        decomposition = [ttft_decomposition(d["ttft_mean_ms"], d["server_ms"], mean_ttft_ms(predicted),
+                                            cal.frontend_s * 1e3) for _, d in runs]
         details.append({"fraction": frac, "requests": len(requests),
                         **{k: v for k, v in runs[0][1].items() if k != "summary"},
-                        "calibration": cal.to_json(), "repeats": [d for _, d in runs]})
+                        "calibration": cal.to_json(), "ttft_decomposition_ms": decomposition,
+                        "repeats": [d for _, d in runs]})
     if opts.table is not None:
         opts.table.parent.mkdir(parents=True, exist_ok=True)
         ProfileSet(mean_rows([r for p in probes for r in p.rows], source(probes))).save(opts.table)
