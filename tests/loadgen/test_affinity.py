@@ -41,6 +41,10 @@ def test_separate_moves_the_free_threads_and_this_process_off_the_bound_core(eng
     assert group_pids(proc.pid) == [proc.pid]
     assert engine_cpus(proc.pid) == {host[0]}
     mine = os.sched_getaffinity(0)
+    with separate(proc.pid, restore_group=True) as trial:
+        assert trial.moved_threads == 1
+    # an A/B trial puts the moved thread back on every core
+    assert sorted(len(os.sched_getaffinity(t)) for t in threads(proc.pid)) == [1, len(host)]
     with separate(proc.pid) as pin:
         assert pin.pinned and pin.engine_cpus == (host[0],) and pin.client_cpus == tuple(host[1:])
         assert pin.moved_threads == 1  # the helper thread; the bound one is the engine's own
@@ -49,6 +53,7 @@ def test_separate_moves_the_free_threads_and_this_process_off_the_bound_core(eng
         assert os.sched_getaffinity(0) == set(host[1:])
         assert Pinning.from_json(pin.to_json()) == pin
     assert os.sched_getaffinity(0) == mine  # restored for this process
+    assert any(os.sched_getaffinity(t) == set(host[1:]) for t in threads(proc.pid))  # the server's stay
 
 
 def test_nothing_bound_means_nothing_pinned() -> None:

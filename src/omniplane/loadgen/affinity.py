@@ -105,16 +105,16 @@ def engine_cpus(pgid: int, host: frozenset[int] | None = None) -> frozenset[int]
     return frozenset(bound)
 
 
-def pin_unbound(pgid: int, cpus: frozenset[int], host: frozenset[int]) -> int:
+def pin_unbound(pgid: int, cpus: frozenset[int], host: frozenset[int]) -> list[int]:
     """Pin every thread of the group whose affinity is the whole ``host`` to ``cpus``; returns
-    how many moved (threads bound narrower are the engine's own choice and stay)."""
-    moved = 0
+    the threads moved (threads bound narrower are the engine's own choice and stay)."""
+    moved = []
     for pid in group_pids(pgid):
         for tid in threads(pid):
             if _affinity(tid) == host:
                 with contextlib.suppress(OSError):  # it ended meanwhile
                     os.sched_setaffinity(tid, cpus)
-                    moved += 1
+                    moved.append(tid)
     return moved
 
 
@@ -130,9 +130,10 @@ def _pin_self(cpus: frozenset[int]) -> dict[int, frozenset[int]]:
 
 
 @contextlib.contextmanager
-def separate(pgid: int) -> Iterator[Pinning]:
+def separate(pgid: int, restore_group: bool = False) -> Iterator[Pinning]:
     """Pin the engine group's unbound threads and this process to the cores the engine did not
-    bind, for the duration of the block (this process's affinity is restored after)."""
+    bind, for the duration of the block (this process's affinity is restored after; the group's
+    moved threads too with ``restore_group``, for an A/B comparison on one engine)."""
     host = host_cpus()
     bound = engine_cpus(pgid, host)
     rest = host - bound
@@ -145,8 +146,10 @@ def separate(pgid: int) -> Iterator[Pinning]:
         return
     moved = pin_unbound(pgid, rest, host)
     before = _pin_self(rest)
+    if restore_group:
+        before.update(dict.fromkeys(moved, host))
     try:
-        yield Pinning(True, tuple(sorted(bound)), tuple(sorted(rest)), moved,
+        yield Pinning(True, tuple(sorted(bound)), tuple(sorted(rest)), len(moved),
                       "heuristic of this host's layout: separates the client from the engine's worker, "
                       "not from other jobs on the machine")
     finally:
