@@ -61,21 +61,23 @@ def host_cpus() -> frozenset[int]:
     return frozenset(os.sched_getaffinity(0))
 
 
-def group_pids(pgid: int) -> list[int]:
-    """Live processes of process group ``pgid`` (read from /proc)."""
-    out = []
+def proc_stats() -> Iterator[tuple[int, list[str]]]:
+    """``(pid, fields)`` of every live process's ``/proc/PID/stat``, the fields after the
+    command name (which may hold spaces and parentheses): state, ppid, pgrp, ..., utime (11),
+    stime (12)."""
     for d in PROC.iterdir():
         if not d.name.isdigit():
             continue
         try:
             stat = (d / "stat").read_text()
         except OSError:
-            continue
-        # fields after the command name (which may hold spaces and parentheses): state ppid pgrp
-        fields = stat.rsplit(")", 1)[-1].split()
-        if len(fields) > 2 and int(fields[2]) == pgid:
-            out.append(int(d.name))
-    return sorted(out)
+            continue  # it ended meanwhile
+        yield int(d.name), stat.rsplit(")", 1)[-1].split()
+
+
+def group_pids(pgid: int) -> list[int]:
+    """Live processes of process group ``pgid``."""
+    return sorted(pid for pid, fields in proc_stats() if len(fields) > 2 and int(fields[2]) == pgid)
 
 
 def threads(pid: int) -> list[int]:
