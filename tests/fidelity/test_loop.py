@@ -139,6 +139,17 @@ def test_front_end_and_capacity_come_from_the_profile() -> None:
         capacity(SweepResult(res.points[:3], []))
 
 
+def test_a_lost_connection_in_the_capacity_loop_is_tolerated_up_to_one_percent() -> None:
+    from dataclasses import replace
+
+    from omniplane.fidelity.loop import _few_errors
+
+    cap = _pt("capacity", 128, 9.0, 1.0, 0.5, 12.5)
+    assert _few_errors(SweepResult([replace(cap, n_total=431, n_errors=1)], []))
+    assert not _few_errors(SweepResult([replace(cap, n_total=431, n_errors=5)], []))
+    assert not _few_errors(SweepResult([_pt("prefill-16", 1, 0.03, 0.0, 0.02)], []))
+
+
 def test_probe_rows_are_the_engines_own_times_and_delivery_the_rest() -> None:
     pts = [_pt("prefill-64", 1, 0.050, 0.001, 0.030, prompt=64),
            _pt("decode-64-b1", 1, 0.1, 0.0, 0.03, tpot=0.012, itl=0.010, prompt=64),

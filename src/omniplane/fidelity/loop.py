@@ -187,6 +187,17 @@ def simulate_engine(model: ModelSpec, engine: EngineConfig, step: StepModel, req
             for (rid, a, f, e), x in zip(done, extra, strict=True)]
 
 
+# assumption: a closed loop of 128 streams on a loaded 2-core host can lose a connection (httpx
+# ReadError seen once at load average 18, nothing in the server's log); this share of failed
+# requests still measures the capacity (they count as not completed), more does not
+CAPACITY_ERRORS = 0.01
+
+
+def _few_errors(result: SweepResult) -> bool:
+    pts = [p for p in result.points if p.request == "capacity"]
+    return bool(pts) and all(p.n_errors <= CAPACITY_ERRORS * p.n_total for p in pts)
+
+
 def capacity(result: SweepResult) -> float:
     rates = [p.request_throughput for p in result.points if p.request == "capacity" and p.n_window > 0]
     if not rates:
@@ -290,7 +301,10 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
     cap_result = run_profile(replace(base, requests=(capacity_spec(opts.plan, engine, sizes),),
                                      salt=seed * 1000 + 999))
     if cap_result.error:
-        raise RuntimeError(f"the capacity run failed: {cap_result.error}")
+        if not _few_errors(cap_result):
+            raise RuntimeError(f"the capacity run failed: {cap_result.error}")
+        tell(f"warning: the capacity run: {cap_result.error}; kept (at most {CAPACITY_ERRORS:.0%} of its "
+             "requests failed, counted as not completed)")
     cap = capacity(cap_result)
     prev = probe()
     cap_cal = calibrate([before, prev], comp, engine, source([before, prev]))
@@ -351,6 +365,7 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
                             f"{OVERLOAD:g}x that rate ({OVERLOAD_REQUESTS} requests) on the step model of "
                             "the probes around the capacity run"),
         "capacity_point": cap_result.points[0].to_json(),
+        "capacity_errors": cap_result.error or None,
         "calibration": CALIBRATION,
         "frontend_ms": cap_cal.frontend_s * 1e3,
         "step_model": cap_cal.step.to_json(),
