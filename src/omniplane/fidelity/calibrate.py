@@ -51,7 +51,7 @@ class ProbePlan:
     prefill_sizes: tuple[int, ...] = (16, 64, 256, 1024)
     prefill_rounds: int = 3  # requests per prefill point (concurrency 1; the window holds all but the first)
     # every probe measures decode batches up to the engine's max_num_seqs (cut to it): a load near
-    # capacity decodes ~100 sequences at once, and a step model that only saw batches <= 32 held
+    # capacity runs at its 128-sequence cap, and a step model that only saw batches <= 32 held
     # the per-sequence cost of 32 there (lead's quiet run, b0e6bd8: 128 x 32-token contexts measured
     # 41.8 ms per iteration in the capacity probe; the loads' models without that row gave 70-71 ms)
     decode_batches: tuple[int, ...] = (1, 4, 16, 32, 64, 128)
