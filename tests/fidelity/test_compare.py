@@ -41,3 +41,17 @@ def test_only_completed_requests_with_a_first_token_are_measured() -> None:
             Record(1, "text", 0.5, 0.51, LOST, error="cut"),
             Record(2, "text", 0.7, 0.71, COMPLETED, end=0.9, text_first=None, output_tokens=0)]
     assert measured_timings(recs) == [Timing(0.01, 0.2, 1.0, 5)]
+
+
+def test_ttft_decomposition_adds_up_on_both_sides() -> None:
+    from omniplane.fidelity.compare import mean_ttft_ms, ttft_decomposition
+
+    sim = [Timing(0.0, 0.05, 1.0, 10), Timing(1.0, 1.15, 2.0, 10)]
+    assert mean_ttft_ms(sim) == pytest.approx(100.0)
+    d = ttft_decomposition(120.0, {"ttft": 90.0, "queue": 10.0, "prefill": 60.0}, mean_ttft_ms(sim), 20.0)
+    m, s = d["measured"], d["simulated"]
+    assert (m["client"], m["api_server"], m["engine"]) == pytest.approx((30.0, 20.0, 70.0))
+    assert m["client"] + m["api_server"] + m["queue"] + m["prefill"] == pytest.approx(m["total"])
+    assert s["front_end"] + s["engine"] == pytest.approx(s["total"]) and s["engine"] == pytest.approx(80.0)
+    missing = ttft_decomposition(None, {}, None, 20.0)
+    assert missing["measured"]["client"] is None and missing["simulated"]["engine"] is None

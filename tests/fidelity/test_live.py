@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -31,6 +32,7 @@ from omniplane.fidelity.schedlive import (  # noqa: E402
     server_spec,
 )
 from omniplane.fidelity.server import ServerSpec, VllmServer  # noqa: E402
+from omniplane.loadgen.affinity import engine_cpus, host_cpus, separate, threads  # noqa: E402
 from omniplane.spec import load_workload  # noqa: E402
 from omniplane.workload import generate  # noqa: E402
 
@@ -79,6 +81,21 @@ def test_the_engine_config_is_read_from_the_engine(servers: dict[str, VllmServer
     assert cfg.chunked_prefill and cfg.scheduler_cls is None and cfg.model == FIXTURE.name
     horizon = read_engine_config(servers["horizon"].url)
     assert horizon.scheduler_cls == "omniplane.vllm.scheduler.OmniplaneScheduler"
+
+
+def test_the_client_is_kept_off_the_cores_vllms_worker_bound(servers: dict[str, VllmServer]) -> None:
+    host = host_cpus()
+    pgid = servers["bare"].pgid
+    bound = engine_cpus(pgid)
+    assert bound and bound <= host  # vLLM's CPU worker binds its OpenMP threads (auto)
+    with separate(pgid, restore_group=True) as pin:
+        if not host - bound:
+            assert not pin.pinned and "every core" in pin.note
+            return
+        assert pin.pinned and set(pin.client_cpus) == host - bound and pin.moved_threads > 0
+        assert os.sched_getaffinity(0) == host - bound
+        assert all(os.sched_getaffinity(t) == host - bound for t in threads(pgid))  # the API server
+    assert os.sched_getaffinity(0) == host and os.sched_getaffinity(pgid) == host  # undone for the A/B
 
 
 def test_a_short_fidelity_loop_measures_and_predicts_every_load(servers: dict[str, VllmServer],

@@ -116,3 +116,20 @@ def test_completions_api_sends_token_prompts_and_reads_vllm_streams() -> None:
     assert len(bodies) == 2 and len(prompts) == 2  # two different prompts
     assert all(len(b["prompt"]) == 7 and b["max_tokens"] == 4 for b in bodies)  # type: ignore[arg-type]
     assert sorted(str(b.get("priority")) for b in bodies) == ["10", "None"]
+
+
+def test_sends_in_arrival_order_and_reports_lateness() -> None:
+    from omniplane.loadgen.metrics import send_lateness
+
+    order: list[int] = []
+
+    def ok(request: httpx.Request) -> httpx.Response:
+        order.append(int(json.loads(request.content)["id"].split("-")[-1]))
+        return httpx.Response(200, content=_sse(_chunk("finished", True, {"content": "x"}, "stop"), "[DONE]"))
+
+    reqs = [Request(i, a, "ti2t", WORK) for i, a in enumerate((0.06, 0.0, 0.03))]
+    recs = asyncio.run(replay(reqs, LoadOptions("http://127.0.0.1:1", run_id="t-"), httpx.MockTransport(ok)))
+    assert order == [1, 2, 0] and [r.status for r in recs] == [COMPLETED] * 3
+    assert all(r.start >= r.arrival for r in recs)
+    late = send_lateness(recs, late_s=10.0)
+    assert late["sent"] == 3 and late["over"] == 0 and 0 <= late["p50"] <= late["max"] < 10_000

@@ -16,6 +16,7 @@ from omniplane.cli import options as opt
 from omniplane.cli.files import Outputs
 from omniplane.cli.output import console, err_console, fail, print_json
 from omniplane.fidelity.compare import METRICS, TARGETS, errors, within_targets
+from omniplane.loadgen.affinity import Pinning
 
 FIXTURE_DATA = Path(__file__).resolve().parents[1] / "fidelity" / "data"
 DEFAULT_WORKLOAD = FIXTURE_DATA / "tiny-qwen2-fidelity.yaml"
@@ -81,6 +82,8 @@ def show_report(doc: dict[str, Any]) -> None:
                   f"{_fmt(eng.get('frontend_ms'))} ms")
     for w in eng.get("warnings", []):
         err_console.print(f"[yellow]warning:[/] {w}")
+    if (pin := eng.get("pinning")) is not None:
+        console.print(Pinning.from_json(pin).describe(), highlight=False)
     spread = _spread(doc)
     table = Table(title="predicted (simulator) vs measured (engine)")
     table.add_column("offered req/s")
@@ -112,13 +115,24 @@ def show_report(doc: dict[str, Any]) -> None:
                 err_console.print(f"[yellow]warning:[/] load {detail.get('fraction', 0):.0%}: the probes "
                                   f"before and after its replays differ by {drift:.0%} (median per point): "
                                   "the host moved under the measurement")
+        for dec in detail.get("ttft_decomposition_ms", []):
+            m, sim = dec["measured"], dec["simulated"]
+            console.print(
+                f"  TTFT mean ms: measured {_fmt(m['total'])} = client {_fmt(m['client'])} + API server "
+                f"{_fmt(m['api_server'])} + queue {_fmt(m['queue'])} + prefill {_fmt(m['prefill'])}; "
+                f"simulated {_fmt(sim['total'])} = front end {_fmt(sim['front_end'])} + engine "
+                f"{_fmt(sim['engine'])}",
+                highlight=False)
         for rep in detail.get("repeats", [detail]):
-            late = (rep.get("send_late_ms") or {}).get("p99")
+            sends = rep.get("send_late_ms") or {}
+            late = sends.get("p99")
             if late is not None and late > LATE_MS:
                 frac = detail.get("fraction", 0)
+                over = (f" ({sends['over']} of {sends['sent']} later than {sends['over_ms']:.0f} ms)"
+                        if "over" in sends else "")
                 err_console.print(f"[yellow]warning:[/] load {frac:.0%}: the load generator sent 1% of "
-                                  f"requests more than {late:.0f} ms late: the machine stalled the client, "
-                                  "not only the engine (measure on a quieter machine)")
+                                  f"requests more than {late:.0f} ms late{over}: the machine stalled the "
+                                  "client, not only the engine (measure on a quieter machine)")
     ok = within_targets(doc["loads"])
     console.print("targets (every load): " + ", ".join(
         f"{LABELS[k]} within {TARGETS[k]:.0%}: {'yes' if v else 'NO'}" for k, v in ok.items()))
@@ -142,6 +156,9 @@ def fidelity(
     component: Annotated[str, typer.Option(
         metavar="NAME", help="The LLM the requests exercise (default: the only one).")] = "",
     quick: Annotated[bool, typer.Option("--quick", help="Short probes (tests, smoke runs).")] = False,
+    pin: Annotated[bool, typer.Option(
+        "--pin/--no-pin", help="--fixture: keep the load generator, the API server and the engine core off "
+        "the cores vLLM's worker bound (CPU affinity; omniplane.loadgen.affinity).")] = True,
     max_num_seqs: Annotated[int | None, opt.int_opt(
         "--max-num-seqs", help="If the engine does not report it.", lo=1, hi=1_000_000)] = None,
     max_num_batched_tokens: Annotated[int | None, opt.int_opt(
@@ -178,6 +195,7 @@ def fidelity(
     from omniplane.fidelity.engine import EngineConfigError
     from omniplane.fidelity.loop import FidelityOptions, run_fidelity
     from omniplane.fidelity.server import ServerError, ServerSpec, VllmServer
+    from omniplane.loadgen.affinity import separate
     from omniplane.spec import SpecError, load_workload
 
     wl_path = workload or (DEFAULT_WORKLOAD if fixture else None)
@@ -199,6 +217,11 @@ def fidelity(
             except ServerError as exc:
                 fail(str(exc))
             url = server.url
+            pinning = (stack.enter_context(separate(server.pgid)) if pin
+                       else Pinning(False, note="--no-pin"))
+        else:
+            pinning = Pinning(False, note="--url: the engine's processes are not this command's to pin")
+        err_console.print(pinning.describe(), highlight=False)
         assert url is not None
         opts = FidelityOptions(url, wl, fractions, duration, seed, component,
                                ProbePlan.quick() if quick else ProbePlan(), given, table, repeats=repeats)
@@ -206,6 +229,7 @@ def fidelity(
             doc = run_fidelity(opts, say=lambda msg: err_console.print(msg, highlight=False))
         except (EngineConfigError, ValueError, RuntimeError) as exc:
             fail(str(exc))
+        doc["engine"]["pinning"] = pinning.to_json()
     if out is not None:
         with Outputs() as files:
             files.text(out, json.dumps(doc, indent=2) + "\n")

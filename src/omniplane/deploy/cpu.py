@@ -8,6 +8,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from omniplane.loadgen.affinity import proc_stats
+
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -26,16 +28,9 @@ def _tree_cpu(root: int) -> float:
     """utime + stime (seconds) of ``root`` and every live descendant."""
     parent: dict[int, int] = {}
     cpu: dict[int, float] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        rest = stat[stat.rfind(")") + 2 :].split()
-        parent[int(d.name)] = int(rest[1])
-        cpu[int(d.name)] = (float(rest[11]) + float(rest[12])) / _TICK
+    for pid, rest in proc_stats():
+        parent[pid] = int(rest[1])
+        cpu[pid] = (float(rest[11]) + float(rest[12])) / _TICK
     mine = {root}
     grew = True
     while grew:

@@ -50,12 +50,16 @@ class ProbePlan:
 
     prefill_sizes: tuple[int, ...] = (16, 64, 256, 1024)
     prefill_rounds: int = 3  # requests per prefill point (concurrency 1; the window holds all but the first)
-    decode_batches: tuple[int, ...] = (1, 4, 16, 32)
+    # every probe measures decode batches up to the engine's max_num_seqs (cut to it): a load near
+    # capacity runs at its 128-sequence cap, and a step model that only saw batches <= 32 held
+    # the per-sequence cost of 32 there (lead's quiet run, b0e6bd8: 128 x 32-token contexts measured
+    # 41.8 ms per iteration in the capacity probe; the loads' models without that row gave 70-71 ms)
+    decode_batches: tuple[int, ...] = (1, 4, 16, 32, 64, 128)
     decode_rounds: int = 2  # bursts per decode point
     decode_tokens: int = 32
     long_context: int = 1024
     long_batches: tuple[int, ...] = (1, 2)
-    capacity_batches: tuple[int, ...] = (64, 128)  # only in the probe before the capacity run
+    capacity_batches: tuple[int, ...] = ()  # further batches only in the probe before the capacity run
     capacity_s: float = 30.0  # the closed loop at the largest batch runs this long
     capacity_concurrency: int = 0  # workers of the capacity point (0: the engine's max_num_seqs)
 

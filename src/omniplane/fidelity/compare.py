@@ -80,3 +80,33 @@ def within_targets(loads: Iterable[Mapping[str, Mapping[str, float | None]]]) ->
             e = err[k]
             out[k] = out[k] and e is not None and abs(e) <= limit
     return out
+
+
+def mean_ttft_ms(timings: Sequence[Timing]) -> float | None:
+    return float(np.mean([t.first - t.start for t in timings])) * 1e3 if timings else None
+
+
+def ttft_decomposition(client_ttft_ms: float | None, server_ms: Mapping[str, float],
+                       sim_ttft_ms: float | None, frontend_ms: float) -> dict[str, dict[str, float | None]]:
+    """Where the mean TTFT goes, on both sides (ms; means over the replay's requests, from
+    vLLM's own histograms on the measured side: no per-request stamps leave the engine).
+
+    Measured: ``client`` (client TTFT - vLLM's TTFT, which starts when the API server has the
+    request: HTTP, SSE delivery and the client's own stalls), ``api_server`` (vLLM's TTFT -
+    queue - prefill: the API server to engine-core hop and back, output processing), ``queue``
+    (arrival in the engine core to first scheduled), ``prefill`` (first scheduled to first
+    token, every iteration in between, decodes of other requests included). Simulated: the
+    constant ``front_end`` (fitted to the probes) and ``engine`` (arrival to first token in the
+    simulator: its queue and prefill iterations)."""
+    def get(k: str) -> float | None:
+        return server_ms.get(k)
+
+    vt, q, p = get("ttft"), get("queue"), get("prefill")
+    measured = {"total": client_ttft_ms,
+                "client": client_ttft_ms - vt if client_ttft_ms is not None and vt is not None else None,
+                "api_server": vt - q - p if vt is not None and q is not None and p is not None else None,
+                "queue": q, "prefill": p,
+                "engine": q + p if q is not None and p is not None else None}
+    simulated = {"total": sim_ttft_ms, "front_end": frontend_ms,
+                 "engine": sim_ttft_ms - frontend_ms if sim_ttft_ms is not None else None}
+    return {"measured": measured, "simulated": simulated}

@@ -44,10 +44,10 @@ from omniplane.fidelity.calibrate import (
     probe_rows,
     probe_specs,
 )
-from omniplane.fidelity.compare import Timing, measured_timings, summarize
+from omniplane.fidelity.compare import Timing, mean_ttft_ms, measured_timings, summarize, ttft_decomposition
 from omniplane.fidelity.engine import EngineConfig, read_engine_config
 from omniplane.loadgen.client import LoadOptions, replay
-from omniplane.loadgen.metrics import COMPLETED
+from omniplane.loadgen.metrics import COMPLETED, send_lateness
 from omniplane.perf import ProfileSet
 from omniplane.perf.profiler import PointMetrics, ProfileRun, SweepResult, run_profile
 from omniplane.perf.profiler.client import server_means, server_totals
@@ -187,6 +187,17 @@ def simulate_engine(model: ModelSpec, engine: EngineConfig, step: StepModel, req
             for (rid, a, f, e), x in zip(done, extra, strict=True)]
 
 
+# assumption: a closed loop of 128 streams on a loaded 2-core host can lose a connection (httpx
+# ReadError seen once at load average 18, nothing in the server's log); this share of failed
+# requests still measures the capacity (they count as not completed), more does not
+CAPACITY_ERRORS = 0.01
+
+
+def _few_errors(result: SweepResult) -> bool:
+    pts = [p for p in result.points if p.request == "capacity"]
+    return bool(pts) and all(p.n_errors <= CAPACITY_ERRORS * p.n_total for p in pts)
+
+
 def capacity(result: SweepResult) -> float:
     rates = [p.request_throughput for p in result.points if p.request == "capacity" and p.n_window > 0]
     if not rates:
@@ -200,13 +211,12 @@ def _replay(requests: Sequence[Request], load: LoadOptions) -> tuple[dict[str, f
     before = asyncio.run(_server_totals(load.url))
     records = asyncio.run(replay(requests, load))
     server = server_means(before, asyncio.run(_server_totals(load.url)))
-    summary = summarize(measured_timings(records))
-    late = sorted(r.start - r.arrival for r in records)
+    timings = measured_timings(records)
+    summary = summarize(timings)
     return summary, {
         # how late the load generator sent requests: a busy machine stalls the client too, and
         # a run whose sends were late measured the machine as much as the engine
-        "send_late_ms": {"p50": 1e3 * late[len(late) // 2], "p99": 1e3 * late[int(0.99 * (len(late) - 1))],
-                         "max": 1e3 * late[-1]} if late else {},
+        "send_late_ms": send_lateness(records),
         "completed": sum(r.status == COMPLETED for r in records),
         "lost": sum(r.status == "lost" for r in records),
         "failed": sum(r.status in ("failed", "shed") for r in records),
@@ -214,6 +224,7 @@ def _replay(requests: Sequence[Request], load: LoadOptions) -> tuple[dict[str, f
         # the engine's own means over the replay (vLLM's histograms): where the time went; read
         # for the report only, never fitted to
         "server_ms": {k: v * 1e3 for k, v in server.items()},
+        "ttft_mean_ms": mean_ttft_ms(timings),
         "machine_load": _machine_load(),
         "summary": summary,
     }
@@ -290,7 +301,10 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
     cap_result = run_profile(replace(base, requests=(capacity_spec(opts.plan, engine, sizes),),
                                      salt=seed * 1000 + 999))
     if cap_result.error:
-        raise RuntimeError(f"the capacity run failed: {cap_result.error}")
+        if not _few_errors(cap_result):
+            raise RuntimeError(f"the capacity run failed: {cap_result.error}")
+        tell(f"warning: the capacity run: {cap_result.error}; kept (at most {CAPACITY_ERRORS:.0%} of its "
+             "requests failed, counted as not completed)")
     cap = capacity(cap_result)
     prev = probe()
     cap_cal = calibrate([before, prev], comp, engine, source([before, prev]))
@@ -326,9 +340,13 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
              f"end {cal.frontend_s * 1e3:.1f} ms, delivery {dl.base_s * 1e3:.2f} + "
              f"{dl.per_stream_s * 1e3:.3f} x streams ms/token")
         loads.append({"offered_rps": rate, "measured": measured, "simulated": simulated})
+        # where the mean TTFT goes, per replay (measured) against the simulator (a report only)
+        decomposition = [ttft_decomposition(d["ttft_mean_ms"], d["server_ms"], mean_ttft_ms(predicted),
+                                            cal.frontend_s * 1e3) for _, d in runs]
         details.append({"fraction": frac, "requests": len(requests),
                         **{k: v for k, v in runs[0][1].items() if k != "summary"},
-                        "calibration": cal.to_json(), "repeats": [d for _, d in runs]})
+                        "calibration": cal.to_json(), "ttft_decomposition_ms": decomposition,
+                        "repeats": [d for _, d in runs]})
     if opts.table is not None:
         opts.table.parent.mkdir(parents=True, exist_ok=True)
         ProfileSet(mean_rows([r for p in probes for r in p.rows], source(probes))).save(opts.table)
@@ -347,6 +365,7 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
                             f"{OVERLOAD:g}x that rate ({OVERLOAD_REQUESTS} requests) on the step model of "
                             "the probes around the capacity run"),
         "capacity_point": cap_result.points[0].to_json(),
+        "capacity_errors": cap_result.error or None,
         "calibration": CALIBRATION,
         "frontend_ms": cap_cal.frontend_s * 1e3,
         "step_model": cap_cal.step.to_json(),

@@ -30,8 +30,9 @@ import httpx
 from omniplane.fidelity.compare import measured_timings, summarize
 from omniplane.fidelity.engine import read_engine_config
 from omniplane.fidelity.server import ServerSpec, VllmServer
+from omniplane.loadgen.affinity import separate
 from omniplane.loadgen.client import LoadOptions, replay
-from omniplane.loadgen.metrics import COMPLETED, Record
+from omniplane.loadgen.metrics import COMPLETED, Record, send_lateness
 from omniplane.loadgen.metrics import summarize as loadgen_summary
 from omniplane.perf.profiler import ProfileRun, RequestSpec, run_profile
 from omniplane.spec import ModelSpec, ResolvedWorkload
@@ -180,6 +181,7 @@ def measure_stream(url: str, model: ModelSpec, requests: Sequence[Request], slo_
         "exactly_once": exactly_once(requests, records, comp, delta),
         "per_class": _per_class(records, slo_s),
         "overall": summarize(measured_timings(records)),
+        "send_late_ms": send_lateness(records),
     }
 
 
@@ -202,11 +204,12 @@ def run_one(policy: str, opts: LiveSchedOptions, requests: Sequence[Request], ta
     """Start an engine with ``policy``, measure the stream (and its capacity), stop it."""
     spec = server_spec(policy, opts, table)
     say(f"{policy}: starting vLLM" + (f" with {spec.scheduler_cls}" if spec.scheduler_cls else ""))
-    with VllmServer(spec) as server:
+    with VllmServer(spec) as server, separate(server.pgid) as pinning:
+        say(f"{policy}: {pinning.describe()}")
         say(f"{policy}: replaying {len(requests)} requests")
         measured = measure_stream(server.url, opts.workload.model, requests, slo_s, opts.drain_s)
         out: dict[str, Any] = {"policy": policy, "scheduler_cls": spec.scheduler_cls,
-                               "startup_s": server.started_s, **measured}
+                               "startup_s": server.started_s, "pinning": pinning.to_json(), **measured}
         if opts.capacity_s > 0:
             say(f"{policy}: capacity")
             out.update(engine_capacity(server.url, opts.workload.model, requests, opts.capacity_s))

@@ -144,6 +144,13 @@ class VllmServer:
             return ""
         return "\n".join(text.splitlines()[-lines:])
 
+    @property
+    def pgid(self) -> int:
+        """The server's process group (API server, engine core, worker): it leads a session."""
+        if self.proc is None:
+            raise ServerError("the server is not running")
+        return self.proc.pid
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 

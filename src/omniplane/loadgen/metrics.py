@@ -116,3 +116,18 @@ def summarize(records: Sequence[Record], slo_s: Mapping[str, float] | None) -> d
     total["arrival_span"] = span
     total["per_type"] = per_type
     return total
+
+
+LATE_S = 0.05  # assumption: a send this much after its arrival time means the client was stalled
+
+
+def send_lateness(records: Sequence[Record], late_s: float = LATE_S) -> dict[str, float | int]:
+    """How late the load generator sent the requests it sent (actual - scheduled send time, ms):
+    p50, p99, max, and how many were later than ``late_s``. A client stalled by its host sends
+    late, and what it then measures is partly the host, not the engine."""
+    late = sorted(r.start - r.arrival for r in records if r.status != LOST or r.start != r.arrival)
+    if not late:
+        return {}
+    return {"p50": 1e3 * late[len(late) // 2], "p99": 1e3 * late[int(0.99 * (len(late) - 1))],
+            "max": 1e3 * late[-1], "over_ms": 1e3 * late_s, "over": sum(x > late_s for x in late),
+            "sent": len(late)}

@@ -1,0 +1,79 @@
+"""Re-simulate the loads of an ``omniplane fidelity`` document without an engine (docs/fidelity.md,
+"Where the error comes from"): each load's requests regenerated from the document's seed, the
+simulator run on the step model refitted to that load's own probe rows (``as run``: reproduces
+the document's simulated column) and, as a what-if, to those rows plus the first probe's decode
+bursts of 64 and more sequences (what a load's model saw before every probe measured them). Per
+load: TTFT / TPOT p50 and throughput against the measured column, the simulator's mean TTFT,
+and the engine's own decomposition of each replay. Never fits anything to a replay.
+
+    .venv/bin/python scripts/fidelity_resim.py out/fidelity.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from omniplane.fidelity.calibrate import Delivery
+from omniplane.fidelity.compare import mean_ttft_ms, summarize
+from omniplane.fidelity.engine import EngineConfig
+from omniplane.fidelity.loop import simulate_engine
+from omniplane.perf.profiles import ProfileRow
+from omniplane.perf.steptime import fit_step_model
+from omniplane.spec import load_workload
+from omniplane.workload import generate
+
+DATA = Path(__file__).resolve().parents[1] / "src" / "omniplane" / "fidelity" / "data"
+BIG = 64  # decode bursts of at least this many sequences: the what-if's extra rows
+
+
+def rows(probe: dict[str, Any], comp: str) -> list[ProfileRow]:
+    return [ProfileRow(comp, "cpu", 1, r["op"], r["batch"], r["size"], r["ms"]) for r in probe["rows"]]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("doc", type=Path)
+    ap.add_argument("--workload", type=Path, default=DATA / "tiny-qwen2-fidelity.yaml")
+    a = ap.parse_args()
+    doc = json.loads(a.doc.read_text())
+    eng = doc["engine"]
+    wl = load_workload(a.workload)
+    comp = eng["component"]
+    probes = eng["profile"]["probes"]
+    engine = EngineConfig(eng["url"], eng["model"], eng["max_num_seqs"], eng["max_num_batched_tokens"],
+                          eng["block_size"], eng["num_gpu_blocks"], eng["max_model_len"])
+    limits = engine.limits()
+    big = [r for r in rows(probes[0], comp) if r.op == "decode" and r.batch >= BIG]
+    for i, (detail, load) in enumerate(zip(eng["loads"], doc["loads"], strict=True)):
+        cal = detail["calibration"]
+        reqs = generate(wl, duration_s=eng["duration_s"], rate=load["offered_rps"], seed=eng["seed"] + 10 + i)
+        delivery = Delivery(cal["delivery"]["base_ms"] / 1e3, cal["delivery"]["per_stream_ms"] / 1e3)
+        own = [r for k in cal["probes"] for r in rows(probes[k], comp)]
+        has_big = any(r.op == "decode" and r.batch >= BIG for r in own)
+        variants = [("as run", own)] + ([] if has_big else [(f"+ probe 0's decode >= {BIG}", own + big)])
+        m = load["measured"]
+        for name, rs in variants:
+            step = fit_step_model(rs, comp, limits, source="fidelity_resim")
+            pred = simulate_engine(wl.model, engine, step, reqs, cal["frontend_ms"] / 1e3, delivery)
+            s = summarize(pred)
+
+            def err(k: str, s: dict[str, float | None] = s, m: dict[str, float | None] = m) -> str:
+                sv, mv = s[k], m[k]
+                return f"{sv:.1f} vs {mv:.1f} ({sv / mv - 1:+.1%})" if sv is not None and mv else "-"
+
+            it128 = step.time(decode_batch=128, decode_context=128 * 32) * 1e3
+            print(f"load {detail['fraction']:.0%} {name}: TTFT p50 {err('ttft_p50_ms')}; TPOT p50 "
+                  f"{err('tpot_p50_ms')}; throughput {err('throughput_rps')}; simulated mean TTFT "
+                  f"{mean_ttft_ms(pred) or 0:.1f} ms; a 128 x 32-token decode iteration {it128:.1f} ms")
+        for rep in detail["repeats"]:
+            sm = rep["server_ms"]
+            print(f"    replay: client TTFT p50 {rep['summary']['ttft_p50_ms']:.1f} ms; engine: vLLM TTFT "
+                  f"{sm['ttft']:.1f} = API server {sm['ttft'] - sm['queue'] - sm['prefill']:.1f} + queue "
+                  f"{sm['queue']:.1f} + prefill {sm['prefill']:.1f}; inter-token {sm['itl']:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""Keep the load generator off the engine's cores (Linux CPU affinity).
+
+On a small host the client that measures an engine competes with it for the same cores: a
+load generator descheduled for 50 ms sends its requests late and stamps their tokens late, and
+that time is counted as the engine's. vLLM's CPU build binds its worker's OpenMP threads to
+cores of its own choosing (``VLLM_CPU_OMP_THREADS_BIND=auto``: on a 2-core host, core 0, with
+core 1 "reserved" for everything else) but leaves every other process and thread free to run on
+any core, the load generator included.
+
+:func:`separate` reads which cores the engine's process group has bound (threads whose
+affinity is narrower than the host's), and pins **every other thread of that group** (the API
+server, the engine-core process's scheduler loop, helper threads) and **this process's
+threads** (the load generator and the profiler's probes) to the remaining cores. The engine's
+own bound threads are left as they are. Undone for this process on exit (the server's threads
+stay pinned until it stops). A heuristic of this host's layout, labelled as such in the output:
+it isolates the engine from the client, not from other jobs on the machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PROC = Path("/proc")
+
+
+@dataclass(frozen=True)
+class Pinning:
+    """Which cores the engine holds and where the rest went; ``pinned`` is False (with the
+    reason in ``note``) when nothing could be separated."""
+
+    pinned: bool
+    engine_cpus: tuple[int, ...] = ()
+    client_cpus: tuple[int, ...] = ()
+    moved_threads: int = 0
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pinned": self.pinned, "engine_cpus": list(self.engine_cpus),
+                "client_cpus": list(self.client_cpus), "moved_threads": self.moved_threads,
+                "note": self.note}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Pinning:
+        return cls(bool(d["pinned"]), tuple(d.get("engine_cpus", ())), tuple(d.get("client_cpus", ())),
+                   int(d.get("moved_threads", 0)), str(d.get("note", "")))
+
+    def describe(self) -> str:
+        if not self.pinned:
+            return f"client not pinned: {self.note}"
+        return (f"engine worker on cores {list(self.engine_cpus)}; load generator and {self.moved_threads} "
+                f"other engine threads (API server, engine core) pinned to cores {list(self.client_cpus)}")
+
+
+def host_cpus() -> frozenset[int]:
+    """The cores this process may run on."""
+    return frozenset(os.sched_getaffinity(0))
+
+
+def proc_stats() -> Iterator[tuple[int, list[str]]]:
+    """``(pid, fields)`` of every live process's ``/proc/PID/stat``, the fields after the
+    command name (which may hold spaces and parentheses): state, ppid, pgrp, ..., utime (11),
+    stime (12)."""
+    for d in PROC.iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue  # it ended meanwhile
+        yield int(d.name), stat.rsplit(")", 1)[-1].split()
+
+
+def group_pids(pgid: int) -> list[int]:
+    """Live processes of process group ``pgid``."""
+    return sorted(pid for pid, fields in proc_stats() if len(fields) > 2 and int(fields[2]) == pgid)
+
+
+def threads(pid: int) -> list[int]:
+    try:
+        return sorted(int(t.name) for t in (PROC / str(pid) / "task").iterdir())
+    except OSError:
+        return []
+
+
+def _affinity(tid: int) -> frozenset[int] | None:
+    try:
+        return frozenset(os.sched_getaffinity(tid))
+    except OSError:
+        return None  # the thread ended
+
+
+def engine_cpus(pgid: int, host: frozenset[int] | None = None) -> frozenset[int]:
+    """The cores the group's threads are bound to: the union of every affinity narrower than
+    ``host`` (the engine's OpenMP binding); empty when nothing is bound."""
+    host = host_cpus() if host is None else host
+    bound: set[int] = set()
+    for pid in group_pids(pgid):
+        for tid in threads(pid):
+            aff = _affinity(tid)
+            if aff is not None and aff < host:
+                bound |= aff
+    return frozenset(bound)
+
+
+def pin_unbound(pgid: int, cpus: frozenset[int], host: frozenset[int]) -> list[int]:
+    """Pin every thread of the group whose affinity is the whole ``host`` to ``cpus``; returns
+    the threads moved (threads bound narrower are the engine's own choice and stay)."""
+    moved = []
+    for pid in group_pids(pgid):
+        for tid in threads(pid):
+            if _affinity(tid) == host:
+                with contextlib.suppress(OSError):  # it ended meanwhile
+                    os.sched_setaffinity(tid, cpus)
+                    moved.append(tid)
+    return moved
+
+
+def _pin_self(cpus: frozenset[int]) -> dict[int, frozenset[int]]:
+    before = {}
+    for tid in threads(os.getpid()):
+        aff = _affinity(tid)
+        if aff is not None:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(tid, cpus)
+                before[tid] = aff
+    return before
+
+
+@contextlib.contextmanager
+def separate(pgid: int, restore_group: bool = False) -> Iterator[Pinning]:
+    """Pin the engine group's unbound threads and this process to the cores the engine did not
+    bind, for the duration of the block (this process's affinity is restored after; the group's
+    moved threads too with ``restore_group``, for an A/B comparison on one engine)."""
+    host = host_cpus()
+    bound = engine_cpus(pgid, host)
+    rest = host - bound
+    if not bound:
+        yield Pinning(False, note="the engine bound no core (nothing to keep the client off)")
+        return
+    if not rest:
+        yield Pinning(False, engine_cpus=tuple(sorted(bound)),
+                      note=f"the engine bound every core this process may use ({sorted(host)})")
+        return
+    moved = pin_unbound(pgid, rest, host)
+    before = _pin_self(rest)
+    if restore_group:
+        before.update(dict.fromkeys(moved, host))
+    try:
+        yield Pinning(True, tuple(sorted(bound)), tuple(sorted(rest)), len(moved),
+                      "heuristic of this host's layout: separates the client from the engine's worker, "
+                      "not from other jobs on the machine")
+    finally:
+        for tid, aff in before.items():
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(tid, aff)

@@ -1,0 +1,70 @@
+"""Keeping the load generator off the engine's cores: what is read as the engine's binding,
+what is moved, and what is restored."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from omniplane.loadgen.affinity import Pinning, engine_cpus, group_pids, host_cpus, separate, threads
+
+# a stand-in for vLLM's engine: its main thread binds itself to one core (as the CPU worker's
+# OpenMP threads do), a helper thread stays free
+CHILD = """
+import os, sys, threading, time
+threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+os.sched_setaffinity(0, {int(sys.argv[1])})
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.fixture
+def engine_like() -> object:
+    host = sorted(host_cpus())
+    if len(host) < 2:
+        pytest.skip("needs two cores")
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(host[0])], stdout=subprocess.PIPE,
+                            start_new_session=True, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    yield proc, host
+    proc.kill()
+    proc.wait()
+
+
+def test_separate_moves_the_free_threads_and_this_process_off_the_bound_core(engine_like: object) -> None:
+    proc, host = engine_like  # type: ignore[misc]
+    assert group_pids(proc.pid) == [proc.pid]
+    assert engine_cpus(proc.pid) == {host[0]}
+    mine = os.sched_getaffinity(0)
+    with separate(proc.pid, restore_group=True) as trial:
+        assert trial.moved_threads == 1
+    # an A/B trial puts the moved thread back on every core
+    assert sorted(len(os.sched_getaffinity(t)) for t in threads(proc.pid)) == [1, len(host)]
+    with separate(proc.pid) as pin:
+        assert pin.pinned and pin.engine_cpus == (host[0],) and pin.client_cpus == tuple(host[1:])
+        assert pin.moved_threads == 1  # the helper thread; the bound one is the engine's own
+        affinities = sorted(tuple(sorted(os.sched_getaffinity(t))) for t in threads(proc.pid))
+        assert affinities == sorted([(host[0],), tuple(host[1:])])
+        assert os.sched_getaffinity(0) == set(host[1:])
+        assert Pinning.from_json(pin.to_json()) == pin
+    assert os.sched_getaffinity(0) == mine  # restored for this process
+    assert any(os.sched_getaffinity(t) == set(host[1:]) for t in threads(proc.pid))  # the server's stay
+
+
+def test_nothing_bound_means_nothing_pinned() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        time.sleep(0.2)
+        mine = os.sched_getaffinity(0)
+        with separate(proc.pid) as pin:
+            assert not pin.pinned and "bound no core" in pin.note
+            assert os.sched_getaffinity(0) == mine
+        assert "not pinned" in pin.describe()
+    finally:
+        proc.kill()
+        proc.wait()
