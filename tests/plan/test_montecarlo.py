@@ -118,32 +118,3 @@ def test_queueing_only_adds_waiting() -> None:
     without = node_states(cands, tab, rate, queueing=False)
     added = [float(with_q[k][1][0] - without[k][1][0]) for k in with_q]
     assert min(added) >= 0.0 and max(added) > 0.0
-
-
-def test_saturate_keeps_a_merged_executor_within_its_time() -> None:
-    """Work conservation: rows whose busy shares sum past 1 move their LLMs to fuller (cheaper
-    per request) levels until the shares fit, waiting by Little's law for the extra requests
-    held; rows that already fit are untouched; no fitting level means an infinite wait."""
-    from omniplane.plan.montecarlo import saturate
-
-    n_l = len(FILLS)
-    room = np.tile(np.maximum(1.0, 16 * FILLS), (3, 1))  # [C, L]
-    beta_llm = np.tile(1.2 / np.maximum(1.0, 16 * FILLS) ** 0.5, (3, 1))  # falls with the batch
-    beta_llm[2] = 5.0  # row 2: too slow at any batch
-    conc = 0.5 * room
-    lam = np.full(3, 2.0)
-    step = np.tile(0.01 * (1 + FILLS), (3, 1))
-    grid = {"llm": (beta_llm, conc, room, lam, step)}
-    levels = {"llm": np.zeros(3, dtype=int), "enc": np.zeros(3, dtype=int)}
-    betas = {"llm": beta_llm[:, 0].copy(), "enc": np.full(3, 0.1)}
-    betas["llm"][0] = 0.5  # row 0 fits as it is
-    steps = {"llm": step[:, 0].copy(), "enc": np.full(3, 0.02)}
-    queue = {"llm": np.zeros(3), "enc": np.zeros(3)}
-    lv, bt, st, q, full = saturate(levels, betas, steps, queue, grid, ("llm",))
-    assert list(full) == [False, True, True]
-    assert lv["llm"][0] == 0 and bt["llm"][0] == 0.5 and q["llm"][0] == 0.0
-    k = int(lv["llm"][1])
-    assert 0 < k < n_l and bt["llm"][1] + 0.1 <= 1.0 < beta_llm[1, k - 1] + 0.1  # the smallest level that fits
-    assert q["llm"][1] == pytest.approx((room[1, k] - conc[1, k]) / lam[1]) and st["llm"][1] == step[1, k]
-    assert np.isinf(q["llm"][2])
-    assert list(lv["enc"]) == [0, 0, 0] and list(q["enc"]) == [0.0, 0.0, 0.0]  # only LLMs batch up

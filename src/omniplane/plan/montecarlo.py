@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -89,21 +88,15 @@ def node_states(cands: Candidates, table: CostTable, lam: np.ndarray, *, queuein
         turns = {c: np.zeros(n_c) for c in nc.comps}
         passes = TURN_PASSES if len(nc.comps) > 1 else 1
         for k in range(passes):  # the admission queue does not feed back: computed on the last pass
-            levels, betas, steps, held, queue, grid = _occupancy(nc, opt, lam_n, arr, rows, turns, ca2,
-                                                                 queueing and k == passes - 1)
+            levels, betas, steps, held, queue = _occupancy(nc, opt, lam_n, arr, rows, turns, ca2,
+                                                           queueing and k == passes - 1)
             turns = {c: sum((held[j] * steps[j] for j in nc.comps if j != c), np.zeros(n_c))
                      for c in nc.comps}
-        full = np.zeros(n_c, dtype=bool)
-        if queueing and len(nc.comps) > 1:
-            llms = tuple(c for c in nc.comps if table.model.component(c).is_llm)
-            levels, betas, steps, queue, full = saturate(levels, betas, steps, queue, grid, llms)
         rho = sum(betas.values(), np.zeros(n_c))
-        # busy shares sum to <= 1; a saturated executor (its queue sets its batches) is always busy
-        scale = np.where(rho > 1.0, 1.0 / np.maximum(rho, 1e-12), 1.0)
-        scale = np.where(full, 1.0 / np.maximum(rho, 1e-12), scale)
+        scale = np.where(rho > 1.0, 1.0 / np.maximum(rho, 1e-12), 1.0)  # busy shares sum to <= 1
         busy = {c: np.minimum(betas[c], 1.0) * scale for c in nc.comps}
         residual = sum((busy[c] * steps[c] / 2 for c in nc.comps), np.zeros(n_c))
-        loaded = np.where(full, 1.0, np.minimum(rho, 1.0))
+        loaded = np.minimum(rho, 1.0)
         for c in nc.comps:
             own = betas[c] / np.maximum(rho, 1e-12)  # the step in progress is c's own
             wait = residual + loaded * (1.0 + own) / 2 * turns[c] + queue[c]
@@ -112,57 +105,10 @@ def node_states(cands: Candidates, table: CostTable, lam: np.ndarray, *, queuein
 
 
 TURN_PASSES = 3  # fixed-point passes of occupancy and turns on merged executors (converges in 2-3)
-SATURATED = 1.0  # the busy share a merged executor's components can sum to (work conservation)
-
-# per hosted component, at every occupancy level [C, L]: busy share, requests in service (Little's
-# law with the turns), room (the batch at that level), mean step; and its arrivals per second [C]
-Grid = dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
-
-
-def saturate(levels: dict[str, np.ndarray], betas: dict[str, np.ndarray], steps: dict[str, np.ndarray],
-             queue: dict[str, np.ndarray], grid: Grid, llms: tuple[str, ...]) -> tuple[Any, ...]:
-    """Work conservation on a merged executor: where the busy shares at the Little's-law levels
-    sum past 1 the executor cannot keep up at those batches, so its queue grows and the
-    continuous-batching components (``llms``) run fuller batches, which cost less per request,
-    until the shares fit. Each such row moves its LLMs to the smallest common level ``K`` (at
-    least their own) whose shares sum to at most 1, and every request held beyond those in
-    service there waits: ``(room - in service) / lambda`` by Little's law. No such level: the
-    executor is overloaded (infinite wait). Rows that already fit are unchanged. Also returns
-    the mask of the rows moved (saturated: always busy)."""
-    rho = sum(betas.values(), np.zeros(len(next(iter(betas.values())))))
-    full = np.zeros(len(rho), dtype=bool)
-    over = np.flatnonzero(rho > SATURATED) if llms else np.zeros(0, dtype=int)
-    if not len(over):
-        return levels, betas, steps, queue, full
-    full[over] = True
-    levels, betas, steps, queue = dict(levels), dict(betas), dict(steps), dict(queue)
-    n_l = grid[llms[0]][0].shape[1]
-    fixed = sum((betas[c][over] for c in betas if c not in llms), np.zeros(len(over)))
-    chosen = np.full(len(over), -1)
-    for k in range(n_l):
-        moved = (grid[c][0][over, np.maximum(levels[c][over], k)] for c in llms)
-        total = fixed + sum(moved, np.zeros(len(over)))
-        chosen = np.where((chosen < 0) & (total <= SATURATED), k, chosen)
-    fits = chosen >= 0
-    for c in llms:
-        beta_l, conc, room, lam_c, step_l = grid[c]
-        lvl = np.maximum(levels[c][over], np.where(fits, chosen, n_l - 1))
-        held = np.maximum(room[over, lvl] - conc[over, lvl], 0.0)
-        extra = np.where(fits, held / np.maximum(lam_c[over], 1e-300), np.inf)
-        extra = np.where(lam_c[over] > 0, extra, 0.0)
-        levels[c] = levels[c].copy()
-        levels[c][over] = lvl
-        betas[c] = betas[c].copy()
-        betas[c][over] = beta_l[over, lvl]
-        steps[c] = steps[c].copy()
-        steps[c][over] = step_l[over, lvl]
-        queue[c] = np.array(queue[c], dtype=float)
-        queue[c][over] += extra
-    return levels, betas, steps, queue, full
 
 
 def _occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays, rows: np.ndarray,
-               turns: dict[str, np.ndarray], ca2: float, queueing: bool) -> tuple[Any, ...]:
+               turns: dict[str, np.ndarray], ca2: float, queueing: bool) -> tuple[dict[str, np.ndarray], ...]:
     """Per hosted component: occupancy level (the smallest whose room holds the requests in
     service, Little's law), busy share, mean step, requests held and, with ``queueing``, the
     mean wait for admission (:func:`admission_queue`, Allen-Cunneen: the M/M queue's wait
@@ -173,7 +119,6 @@ def _occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArray
     steps: dict[str, np.ndarray] = {}
     held: dict[str, np.ndarray] = {}
     waits: dict[str, np.ndarray] = {}
-    grid: Grid = {}
     for c in nc.comps:
         pid = nc.part[c][opt]  # [C, T, L]
         safe = np.maximum(pid, 0)
@@ -190,10 +135,6 @@ def _occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArray
         queue = admission_queue(conc, slots) if queueing else np.zeros(len(rows))
         k = np.where(fits.any(axis=1), fits.argmax(axis=1), len(FILLS) - 1)
         levels[c] = k
-        beta_l = np.einsum("ct,ctl->cl", lam_n, np.where(pid >= 0, arr.cost[safe], 0.0))
-        w_l = np.where(pid >= 0, lam_n[:, :, None], 0.0)  # [C, T, L]
-        step_l = (w_l * arr.step[safe]).sum(axis=1) / np.maximum(w_l.sum(axis=1), 1e-12)
-        grid[c] = (beta_l, conc, room, lam_c, step_l)
         pk = pid[rows, :, k]  # [C, T]
         ok = pk >= 0
         betas[c] = (lam_n * np.where(ok, arr.cost[np.maximum(pk, 0)], 0.0)).sum(axis=1)
@@ -207,7 +148,7 @@ def _occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArray
             mean2 = np.maximum(m1, 1e-300) ** 2
             cs2 = np.where(m1 > 0, m2 * np.maximum(w.sum(axis=1), 1e-12) / mean2 - 1, 1.0)
             waits[c] = np.where(lam_c > 0, queue / np.maximum(lam_c, 1e-300), 0.0) * (ca2 + cs2) / 2
-    return levels, betas, steps, held, waits, grid
+    return levels, betas, steps, held, waits
 
 
 def arrival_cv2(table: CostTable) -> float:
