@@ -5,10 +5,12 @@ planner's own simulator, sample and targets, each at alpha x its R_d as the plan
 report the best against the pick.
 
     .venv/bin/python bench/bench_optimality.py --workload qwen3-vl-servegen --gpus 4 [--k-c 2 --k-s 2]
-        [--non-redundant] [--routing-step 0.1] [--mc-samples 32 --sim-requests 150] [--json]
+        [--non-redundant] [--routing-step 0.1] [--mc-samples 32 --sim-requests 150] [--json] [--top 10]
 
 ``--non-redundant`` simulates only the plans the flow phase keeps (section 4.3's exact rule:
 no executor beyond its node's demand at R_d); the full space is every count vector.
+``--top N`` lists the N best simulated plans with the flow rate R_d and the flow + Monte Carlo
+estimate beside each (why the search did not pick one: the estimate's ranking, or a cut).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from omniplane.plan import montecarlo as mc
 from omniplane.plan.emit import to_spec
 from omniplane.plan.enumerate import compound_subplans, logical_plans, simple_subplans
 from omniplane.plan.flow import Candidates, Expansion, exhaustive
@@ -28,6 +31,7 @@ from omniplane.plan.options import PlannerOptions
 from omniplane.plan.pipeline import Planner
 from omniplane.plan.problem import make_problem
 from omniplane.plan.routing import routing_vectors
+from omniplane.plan.slo import target_array
 from omniplane.spec import find_catalog_workload, load_gpus, load_workload
 
 
@@ -40,6 +44,8 @@ class Outcome:
     logical: int
     plan_s: float
     exhaustive_s: float
+    pick_estimate: float = 0.0  # the pick's flow + Monte Carlo estimate
+    top: tuple[tuple[float, float, float, str], ...] = ()  # (simulated, estimate, R_d, plan), best first
 
     @property
     def gap(self) -> float:
@@ -67,7 +73,7 @@ def space(planner: Planner, k_c: int, k_s: int, redundant: bool) -> tuple[list[C
 
 
 def run(workload: str, gpus: int, k_c: int, k_s: int, redundant: bool, mc_samples: int,
-        sim_requests: int, max_simulated: int | None, routing_step: float = 0.1) -> Outcome:
+        sim_requests: int, max_simulated: int | None, routing_step: float = 0.1, top: int = 0) -> Outcome:
     wl = load_workload(find_catalog_workload(workload) or workload)
     pb = make_problem(wl, load_gpus().get("A100-80GB"), gpus, samples=mc_samples)
     opts = PlannerOptions(k_c=k_c, k_s=k_s, mc_samples=mc_samples, sim_requests=sim_requests,
@@ -78,17 +84,21 @@ def run(workload: str, gpus: int, k_c: int, k_s: int, redundant: bool, mc_sample
     plan_s = time.perf_counter() - t0
     t1 = time.perf_counter()
     blocks, n_lp = space(planner, k_c, k_s, redundant)
-    best, best_plan, n = 0.0, "", 0
+    slo = target_array(planner.targets, pb.types)
+    rows: list[tuple[float, float, float, str]] = []
     for cands in blocks:
+        est = mc.evaluate(cands, planner.table, pb.pi(), slo, opts.alpha, planner.transfer_s)[0].sum(axis=1)
         for i in range(len(cands)):
             spec = to_spec(cands, i, pb.model, pb.gpu.name, gpus, planner.transfer_s * 1e3)
             got = float(planner.simulator.run(spec, opts.alpha * float(cands.rate[i])).goodput.sum())
-            n += 1
-            if got > best:
-                best = got
-                best_plan = " + ".join(f"{e.count}x ({nd.name}, tp{e.tp}, b{e.max_batch})"
-                                       for nd in spec.nodes for e in nd.executors)
-    return Outcome(picked.total, best, best_plan, n, n_lp, plan_s, time.perf_counter() - t1)
+            rows.append((got, float(est[i]), float(cands.rate[i]),
+                         " + ".join(f"{e.count}x ({nd.name}, tp{e.tp}, b{e.max_batch})"
+                                    for nd in spec.nodes for e in nd.executors)))
+    rows.sort(key=lambda r: -r[0])
+    best, best_plan = (rows[0][0], rows[0][3]) if rows else (0.0, "")
+    return Outcome(picked.total, best, best_plan, len(rows), n_lp, plan_s, time.perf_counter() - t1,
+                   float(picked.best.estimate.sum()) if picked.best is not None else 0.0,
+                   tuple(rows[:top]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,14 +113,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-simulated", type=int, default=None)
     ap.add_argument("--routing-step", type=float, default=0.1)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--top", type=int, default=0, help="list the N best simulated plans with their estimates")
     a = ap.parse_args(argv)
     out = run(a.workload, a.gpus, a.k_c, a.k_s, not a.non_redundant, a.mc_samples, a.sim_requests,
-              a.max_simulated, a.routing_step)
+              a.max_simulated, a.routing_step, a.top)
     doc = {"workload": a.workload, "gpus": a.gpus, "k_c": a.k_c, "k_s": a.k_s, "routing_step": a.routing_step,
+           "pick_estimate": out.pick_estimate,
            "space": "non-redundant" if a.non_redundant else "every count vector",
            "logical_plans": out.logical,
            "plans_simulated": out.plans, "pick": out.pick, "best": out.best, "gap": out.gap,
-           "best_plan": out.best_plan, "plan_s": out.plan_s, "exhaustive_s": out.exhaustive_s}
+           "best_plan": out.best_plan, "plan_s": out.plan_s, "exhaustive_s": out.exhaustive_s,
+           "top": [{"simulated": g, "estimate": e, "R_d": r, "plan": d} for g, e, r, d in out.top]}
     if a.json:
         json.dump(doc, sys.stdout, indent=1)
         print()

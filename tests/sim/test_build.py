@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
 from omniplane.perf import CostModel, ExecutorConfig
 from omniplane.sim.build import RunSetup, build_topology
 from omniplane.sim.eventloop import EventLoop
@@ -30,3 +34,41 @@ def test_co_hosted_llms_each_get_the_kv_tokens_the_footprint_gives_them() -> Non
     # both caches together fit in the free memory
     used = sum(fp.kv_tokens[c] * cost.shape(c).kv_bytes_per_token for c in ("thinker", "talker"))
     assert used <= fp.kv_bytes
+
+
+def _encode_batches(nodes: list[dict[str, Any]], routes: list[str], token_budget: int) -> list[int]:
+    """Encoder step batch sizes when 12 image requests (256 encoder tokens each) arrive at once."""
+    from omniplane.sim.simulator import Simulation
+    from omniplane.spec import resolve_plan
+    from omniplane.spec.work import sample_work
+    from tests.sim.fakes import Arrival, LinearCost, fake_cfg
+
+    model = parse(ModelSpec, tiny_model())
+    doc = tiny_plan()
+    doc["nodes"] = nodes
+    doc["routes"] = {"t2t": [{"nodes": [n for n in routes if n != "enc"] or routes, "p": 1.0}],
+                     "i2a": [{"nodes": routes, "p": 1.0}]}
+    plan = resolve_plan(parse(PlanSpec, doc), model, load_gpus())
+    loop = EventLoop()
+    setup = RunSetup(make_cfg=fake_cfg, trace=True, cpu_seconds=lambda c: 0.0, token_budget=token_budget)
+    topo = build_topology(model, plan.spec, plan.gpu, LinearCost(), loop, setup)
+    rng = np.random.default_rng(0)
+    arrivals = [Arrival(i, 0.0, "i2a", sample_work(model, "i2a", rng, 1)[0]) for i in range(12)]
+    res = Simulation(model, topo, arrivals, loop=loop).run()
+    assert res.completed == 12
+    return [b for tr in res.trace for (_, _, comp, _, b) in tr.steps if comp == "enc"]
+
+
+def test_an_encoder_inside_an_llm_process_keeps_to_the_encoder_budget() -> None:
+    """vLLM v1 bounds one step's encoder work by its encoder compute budget (equal to the token
+    budget); a stand-alone encoder process batches up to its max_batch."""
+    merged = [{"name": "all", "components": ["enc", "thinker", "talker", "voc"],
+               "executors": [{"count": 1, "tp": 1, "max_batch": 16}]}]
+    batches = _encode_batches(merged, ["all"], token_budget=600)
+    assert sum(batches) == 12 and max(batches) == 2  # 2 x 256 tokens fit in 600, 3 do not
+    one_each = _encode_batches(merged, ["all"], token_budget=100)  # one request always runs
+    assert one_each == [1] * 12
+    alone = [{"name": "enc", "components": ["enc"], "executors": [{"count": 1, "tp": 1, "max_batch": 8}]},
+             {"name": "rest", "components": ["thinker", "talker", "voc"],
+              "executors": [{"count": 1, "tp": 1, "max_batch": 16}]}]
+    assert max(_encode_batches(alone, ["enc", "rest"], token_budget=600)) == 8

@@ -131,7 +131,9 @@ def _engines(model: ModelSpec, comps: tuple[str, ...], cfg: Any, max_batch: int,
             continue
         args = (c, queue, cost, cfg, max_batch)
         if comp.kind is ComponentKind.ENCODER:
-            engines.append(EncoderEngine(*args, cpu_seconds=cpu(c)))
+            # inside an LLM's engine process the encoder's step is bounded by vLLM's encoder budget
+            engines.append(EncoderEngine(*args, cpu_seconds=cpu(c),
+                                         token_budget=setup.token_budget if llms else None))
         elif comp.generator is GeneratorKind.DIT:
             engines.append(DiTEngine(*args))
         elif comp.generator is GeneratorKind.VAE:

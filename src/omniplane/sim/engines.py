@@ -150,14 +150,40 @@ class EncoderEngine(OneShotEngine):
     """Batches of up to ``max_batch`` requests; GPU time by items and tokens. CPU preprocessing
     (``cpu_seconds`` per input item) happens before a job is ready, so it overlaps with a busy
     GPU and adds to the latency of a request that finds the executor idle (Cornfigurator 5.2);
-    one request's inputs on one executor are preprocessed one after another."""
+    one request's inputs on one executor are preprocessed one after another.
+
+    ``token_budget`` (an encoder inside an LLM's engine process): a step encodes at most that
+    many output tokens, as vLLM v1's encoder compute budget does (``max_num_encoder_input_tokens``,
+    which equals ``max_num_batched_tokens``; ``vllm/v1/core/sched/scheduler.py``); a request whose
+    tokens alone exceed it still runs (vLLM raises the budget to the largest item). Whole
+    requests are taken (vLLM may split a request's items across steps). None: no bound (a
+    stand-alone encoder process batches up to ``max_batch``)."""
 
     kind = "encode"
 
     def __init__(self, comp: str, queue: JobQueue, cost: CostSource, cfg: Any, max_batch: int, *,
-                 cpu_seconds: float = 0.0) -> None:
+                 cpu_seconds: float = 0.0, token_budget: int | None = None) -> None:
         super().__init__(comp, queue, cost, cfg, max_batch)
         self.cpu_seconds = cpu_seconds
+        self.token_budget = token_budget
+
+    def take_batch(self) -> list[Job]:
+        budget = self.token_budget
+        if budget is None:
+            return super().take_batch()
+        comp, n, used = self.comp, 0, 0
+        for j in self.queue.in_order():
+            if n >= self.max_batch:
+                break
+            t = int(j.req.work[comp]["tokens"])
+            if n and used + t > budget:
+                break
+            n += 1
+            used += t
+        jobs = self.current = self.queue.popleft_n(n) if n else []
+        for j in jobs:
+            j.engine = self
+        return jobs
 
     def prepare(self, req: SimRequest, now: float) -> Job:
         job = Job(req, self.comp, now, self)
