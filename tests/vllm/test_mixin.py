@@ -12,6 +12,7 @@ import pytest
 from omniplane.control import ControlRecord
 from omniplane.vllm.mixin import PolicySchedulerMixin
 from tests.vllm.fakes import FakeRequest, FakeScheduler
+from tests.vllm.policies import POLICY_PREFIX
 
 
 class Wrapped(PolicySchedulerMixin, FakeScheduler):
@@ -24,7 +25,7 @@ def make(**settings: Any) -> Any:
 
 
 def test_hidden_requests_wait_and_come_back() -> None:
-    s = make(policy="import:tests.vllm.policies:HideEveryOther")
+    s = make(policy=POLICY_PREFIX + "HideEveryOther")
     for i in range(6):
         s.add_request(FakeRequest(str(i)))
     out = s.schedule()
@@ -37,7 +38,7 @@ def test_hidden_requests_wait_and_come_back() -> None:
 
 
 def test_exception_restores_the_queue() -> None:
-    s = make(policy="import:tests.vllm.policies:HideEveryOther")
+    s = make(policy=POLICY_PREFIX + "HideEveryOther")
     for i in range(4):
         s.add_request(FakeRequest(str(i)))
     s.fail = True
@@ -47,7 +48,7 @@ def test_exception_restores_the_queue() -> None:
 
 
 def test_aborts_report_once() -> None:
-    s = make(policy="import:tests.vllm.policies:Recording")
+    s = make(policy=POLICY_PREFIX + "Recording")
     for i in range(3):
         s.add_request(FakeRequest(str(i)))
     s.finish_requests(["1"], "aborted")
@@ -88,7 +89,7 @@ def test_horizon_policy_hides_the_other_path_in_the_scheduler() -> None:
 def test_a_request_gone_without_a_finish_report_is_reconciled() -> None:
     """A finish vLLM never reported (the request left ``requests``) is reported at the next
     step, so the policy's state (the long-path cap's occupancy) does not keep it for good."""
-    s = make(policy="import:tests.vllm.policies:Recording")
+    s = make(policy=POLICY_PREFIX + "Recording")
     for i in range(3):
         s.add_request(FakeRequest(str(i)))
     del s.requests["1"]  # gone, no finish_requests / finished_req_ids

@@ -42,12 +42,12 @@ from tests.vllm.harness import (  # noqa: E402
     run,
     synthetic_output,
 )
-
-POLICIES = "import:tests.vllm.policies:"
+from tests.vllm.policies import POLICY_PREFIX  # noqa: E402
 
 
 def stage(cls: type, configs: dict[str, Any], policy: str, **extra: Any) -> Any:
-    return make_scheduler(cls, configs["fcfs"], {"policy": POLICIES + policy, "sampler": "null", **extra})
+    return make_scheduler(cls, configs["fcfs"],
+                          {"policy": POLICY_PREFIX + policy, "sampler": "null", **extra})
 
 
 @pytest.mark.parametrize("cls", [OmniplaneOmniARScheduler, OmniplaneOmniARAsyncScheduler])

@@ -14,7 +14,7 @@ from omniplane.sched.horizon import HorizonServe
 from omniplane.sched.ladder import Ladder, LadderSpec, build_ladder, partition_rule
 from omniplane.vllm.policies import PolicyInputs, scheduler_policy
 from omniplane.vllm.settings import load_settings
-from tests.vllm.policies import HideEveryOther
+from tests.vllm.policies import POLICY_PREFIX, HideEveryOther
 
 
 def ladder(*levels: int) -> Ladder:
@@ -26,7 +26,7 @@ INPUTS = PolicyInputs.from_settings(load_settings({"omniplane": {"total_sms": 13
 
 def test_names() -> None:
     assert isinstance(scheduler_policy("fcfs", INPUTS), FCFS)
-    p = scheduler_policy("import:tests.vllm.policies:HideEveryOther", INPUTS)
+    p = scheduler_policy(POLICY_PREFIX + "HideEveryOther", INPUTS)
     assert isinstance(p, HideEveryOther) and p.inputs.total_sms == 132 and p.inputs.ladder == ladder(8, 16)
     assert INPUTS.classes["audio"] == ("long", None)
 
@@ -134,7 +134,7 @@ def test_horizon_bad_options_name_the_field(options: dict[str, Any], msg: str) -
     [
         ("edf2", "unknown policy"),
         ("import:nomodule", "expected 'import"),
-        ("import:tests.vllm.policies:Nope", "cannot load"),
+        (POLICY_PREFIX + "Nope", "cannot load"),
     ],
 )
 def test_bad_names(name: str, msg: str) -> None:

@@ -35,13 +35,12 @@ from tests.vllm.harness import (  # noqa: E402
     run,
     synthetic_output,
 )
-
-POLICIES = "import:tests.vllm.policies:"
+from tests.vllm.policies import POLICY_PREFIX  # noqa: E402
 
 
 def omni(configs: dict[str, Any], policy: str, queue: str = "fcfs", **extra: Any) -> Any:
     return make_scheduler(
-        OmniplaneScheduler, configs[queue], {"policy": POLICIES + policy, "sampler": "null", **extra}
+        OmniplaneScheduler, configs[queue], {"policy": POLICY_PREFIX + policy, "sampler": "null", **extra}
     )
 
 
@@ -152,7 +151,8 @@ def test_sm_cap_is_snapped_and_published_for_the_workers(configs: dict[str, Any]
 
 def test_async_scheduler_variant_keeps_the_invariants(configs: dict[str, Any]) -> None:
     sched = make_scheduler(
-        OmniplaneAsyncScheduler, configs["fcfs"], {"policy": POLICIES + "HideEveryOther", "sampler": "null"}
+        OmniplaneAsyncScheduler, configs["fcfs"],
+        {"policy": POLICY_PREFIX + "HideEveryOther", "sampler": "null"},
     )
     steps = run(sched, arrivals(45, seed=11), after=check_view)
     policy = sched.omniplane.bridge.policy

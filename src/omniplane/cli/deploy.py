@@ -24,6 +24,7 @@ from omniplane.cli.files import Outputs
 from omniplane.cli.output import console, notice, print_json, print_table
 from omniplane.cli.slo import SloOpt, legacy_solo_policy, slo_choice
 from omniplane.deploy.auth import API_KEY_ENV, MAX_BODY_BYTES, MAX_PROMPT_TOKENS, Guard, is_loopback
+from omniplane.deploy.engines import ENGINES
 from omniplane.errors import InputError
 from omniplane.spec import (
     LatencyTargets,
@@ -37,7 +38,6 @@ from omniplane.spec import (
 )
 
 APIS = ("typed", "chat")
-ENGINES = ("emulated", "vllm-omni", "vllm")  # omniplane.deploy.engines.ENGINES (imported lazily)
 
 
 PlanArg = Annotated[Path, opt.argument("Plan file (kind: plan).", opt.InputPath(), "PLAN")]

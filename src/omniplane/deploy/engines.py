@@ -12,13 +12,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from omniplane.deploy.clock import VirtualClock
-from omniplane.deploy.messages import OpenOrder, Released, StageEvent
-from omniplane.spec import ResolvedPlan
+if TYPE_CHECKING:  # annotations only: the CLI imports ENGINES at start-up, and this stays light
+    from omniplane.deploy.clock import VirtualClock
+    from omniplane.deploy.messages import OpenOrder, Released, StageEvent
+    from omniplane.spec import ResolvedPlan
 
-ENGINES = ("emulated", "vllm-omni", "vllm")
+ENGINES = ("emulated", "vllm-omni", "vllm")  # the one list: `deploy --engine` offers these
 
 
 class StageEngine(Protocol):
