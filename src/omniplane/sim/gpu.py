@@ -6,10 +6,12 @@ Sharing modes for executors on one GPU:
                kernels of different processes never run at the same instant; the GPU's kernel
                time is shared between the stages that have kernels pending, and a stage's host
                and launch time leaves the GPU to the others (:class:`TimeSliced`).
-``mps``        steps run concurrently without SM limits (NVIDIA MPS); each step's time comes
-               from the co-location model given what the other stage is doing.
+``mps``        steps run concurrently without SM limits (NVIDIA MPS); the stages in their GPU
+               phases share DRAM bandwidth and compute by the co-location model, re-timed
+               whenever one enters or leaves its GPU phase (:class:`Colocated`).
 ``split``      steps run concurrently on an explicit SM split: the shared stage's SM cap comes
-               from its policy each step, the other stage gets the rest.
+               from its policy each step, the other stage gets the rest; DRAM is shared as
+               under MPS, compute only where the allocations overlap.
 """
 
 from __future__ import annotations
