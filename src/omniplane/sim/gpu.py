@@ -154,9 +154,10 @@ class TimeSliced:
 
 class Flight:
     """A step of a co-located stage in flight: its fixed part (``host_s``: the runtime's host and
-    launch time and any collectives, :func:`split_step`'s host phase; neither pulls DRAM nor
-    computes on the shared SMs) comes first, then its GPU phase (the step's FLOPs and bytes on
-    ``sms`` SMs), which takes ``gpu_s`` alone and ``now_s`` next to the current co-runners."""
+    launch time, as in :func:`split_step`, plus any collectives, which the co-location model
+    prices as fixed time; neither pulls DRAM nor computes on the shared SMs) comes first, then
+    its GPU phase (the step's FLOPs and bytes on ``sms`` SMs), which takes ``gpu_s`` alone and
+    ``now_s`` next to the current co-runners."""
 
     __slots__ = ("bw", "flops", "gpu_phase", "gpu_s", "host_s", "left", "now_s", "sms", "solo_s", "work")
 
@@ -193,9 +194,11 @@ class Colocated:
 
     ``utilization`` is the signal the controller reads at a step's start (a sample at the
     scheduling boundary): the model's utilisation for the step about to run next to the draw
-    the co-runners' steps reported when they started (``sched.memsignal`` replaces it with an
-    NVML-style one). ``trace``, when a list, receives ``(time, DRAM bytes/s, FLOP/s)`` drawn
-    from then on, at every change.
+    the co-runners' steps reported when they started. ``colocation`` may be a signal wrapper
+    that replaces that utilisation (``sched.memsignal.MemoryActivity``, NVML-style): such a
+    wrapper exposes the physical model as ``inner``, receives exactly one call per step (at
+    its start), and the re-timing prices with ``inner``. ``trace``, when a list, receives
+    ``(time, DRAM bytes/s, FLOP/s)`` drawn from then on, at every change.
     """
 
     def __init__(self, mode: str, gpu: Any, eff: Any, colocation: Any, shared_stage: str,
@@ -205,7 +208,8 @@ class Colocated:
         self.mode = mode
         self.gpu = gpu
         self.eff = eff
-        self.model = colocation
+        self.model = colocation  # the step-start signal (and, unwrapped, the physics)
+        self.physics = getattr(colocation, "inner", colocation)
         self.shared_stage = shared_stage  # name of the shared-stage executor
         self.total = int(gpu.sms)
         self.cap = self.total  # the shared stage's current SM cap
@@ -249,7 +253,7 @@ class Colocated:
             self.log.append((now, sms, signal.utilization))
         gpu_work = Work(float(work.flops), float(work.bytes))
         host = max(float(work.overhead_s), 0.0) + max(float(work.comm_s), 0.0)
-        f = Flight(gpu_work, sms, host, self.model.stage(gpu_work, self.gpu, sms, eff=self.eff))
+        f = Flight(gpu_work, sms, host, self.physics.stage(gpu_work, self.gpu, sms, eff=self.eff))
         self.flight[ex] = f
         if f.gpu_s <= 0.0:
             return host
@@ -304,8 +308,8 @@ class Colocated:
             if len(on) == 1:
                 t = f.gpu_s
             else:
-                t = float(self.model.stage(f.work, self.gpu, f.sms, bw - f.bw, eff=self.eff,
-                                           corun_flops=flops - f.flops if shared else 0.0).time_s)
+                t = float(self.physics.stage(f.work, self.gpu, f.sms, bw - f.bw, eff=self.eff,
+                                             corun_flops=flops - f.flops if shared else 0.0).time_s)
             if t != f.now_s or ex is skip:
                 f.now_s = t
                 if ex is not skip:
