@@ -42,7 +42,8 @@ class FixedCap(FCFS):
         return StepDecision(sm_cap=self.cap if ctx.downstream_active else ctx.total_sms)
 
 
-def _run(mode: str, policy: FCFS | None = None, *, trace: bool = False) -> tuple[Simulation, object]:
+def _run(mode: str, policy: FCFS | None = None, *, trace: bool = False,
+         colocation: object = None) -> tuple[Simulation, object]:
     model = load_model("qwen2.5-omni")
     plan = resolve_plan(parse(PlanSpec, PLAN), model, load_gpus())
     wl = load_workload(catalog_dir() / "workloads" / "qwen2.5-omni-horizon.yaml")
@@ -50,7 +51,7 @@ def _run(mode: str, policy: FCFS | None = None, *, trace: bool = False) -> tuple
     cost = CostModel(model)
     loop = EventLoop()
     setup = RunSetup(policy_for=(lambda ex, c: policy if c == "thinker" else None),
-                     shared_gpu=SharedGPU("stage0/0.0", ("stage1/0.0",), mode), trace=trace)
+                     shared_gpu=SharedGPU("stage0/0.0", ("stage1/0.0",), mode, colocation), trace=trace)
     topo = build_topology(model, plan.spec, plan.gpu, cost, loop, setup)
     sim = Simulation(model, topo, reqs, loop=loop)
     sim.run()
@@ -109,3 +110,27 @@ def test_split_mode_never_starves_a_downstream_step_behind_an_idle_full_gpu_cap(
     assert slot.sms_for(s0, Step(0.01, 1, "decode", sm_cap=60)) == 60  # type: ignore[arg-type]
     slot.running["s0"] = 1e11
     assert slot.sms_for(s1, Step(0.01, 1, "decode")) == gpu.sms - 60  # type: ignore[arg-type]
+
+
+class _CountingSignal:
+    """A signal wrapper (as ``sched.memsignal.MemoryActivity``): the physics is ``inner``."""
+
+    def __init__(self) -> None:
+        from omniplane.perf import ColocationModel
+
+        self.inner = ColocationModel()
+        self.calls = 0
+
+    def stage(self, *args: object, **kwargs: object) -> object:
+        self.calls += 1
+        return self.inner.stage(*args, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", ["mps", "split"])
+def test_a_signal_wrapper_sees_one_call_per_step_and_the_re_timing_uses_the_physics(mode: str) -> None:
+    """A windowed signal records each call as a step: re-timing must not call it again."""
+    signal = _CountingSignal()
+    sim, slot = _run(mode, colocation=signal)
+    assert isinstance(slot, Colocated) and slot.physics is signal.inner
+    steps = sum(ex.stats.steps for ex in sim.topo.executors)
+    assert steps > 0 and signal.calls == steps

@@ -156,8 +156,9 @@ class ColocationModel:
 
         When the two together ask for more than the DRAM serves, each gets a share in
         proportion to what it asks (likewise compute under MPS). :meth:`pair` passes each stage
-        the other's uncontended demand, so the pair never exceeds the GPU; an event-driven
-        caller that passes the draw of a step already under way keeps that step's time."""
+        the other's uncontended demand, so the pair never exceeds the GPU; the simulator's
+        co-located GPU (:class:`omniplane.sim.gpu.Colocated`) does the same for the stages in
+        their GPU phases and re-times the steps in flight whenever that set changes."""
         eff = eff or self.efficiency(gpu)
         p = self.params
         x = min(max(sms, 1.0), float(gpu.sms)) / gpu.sms
