@@ -70,3 +70,11 @@ def test_an_exhausted_time_budget_still_simulates_the_best_survivor() -> None:
     res = _run(time_budget_s=1e-6)
     assert res.best is not None and res.counts.simulated == 1
     assert any("time budget" in str(c["rule"]) for c in _budget_cuts(res))
+
+
+def test_mc_budget_must_be_positive_or_unset() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="mc_budget must be >= 1"):
+        PlannerOptions(mc_budget=0)
+    assert PlannerOptions(mc_budget=None).mc_budget is None

@@ -7,6 +7,12 @@ from typing import Literal
 
 RoutingMode = Literal["grid", "lp"]
 
+# Monte Carlo estimates per plan space (``mc_budget``'s default). derived from cost, not from a
+# pick: an estimate costs about 0.2 ms of CPU at 128 samples per type (docs/benchmarks.md,
+# "Planner search"), so 40,000 are about 8 s, which keeps 64 GPUs within the 60 s goal
+# (issue 14) with flow, simulation and the baselines. It binds from 16 GPUs up on Qwen3-Omni.
+MC_BUDGET = 40_000
+
 
 @dataclass(frozen=True)
 class PlannerOptions:
@@ -69,7 +75,7 @@ class PlannerOptions:
     mc_tolerance: float = 0.03
     sim_requests: int = 1200
     max_simulated: int | None = None
-    mc_budget: int | None = None
+    mc_budget: int | None = MC_BUDGET
     time_budget_s: float | None = None
     max_routings: int = 121
     compose_compound: bool = False

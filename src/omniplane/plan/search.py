@@ -30,6 +30,7 @@ import numpy as np
 from omniplane.plan.costs import CostTable
 from omniplane.plan.explain import Ledger
 from omniplane.plan.flow import Candidates, Expansion, raw_count
+from omniplane.plan.groups import GROUP_PLANS, executor_groups
 from omniplane.plan.logical import LogicalPlan
 from omniplane.plan.montecarlo import evaluate
 from omniplane.plan.options import PlannerOptions
@@ -38,15 +39,13 @@ from omniplane.plan.pool import Block, Cloud, Counts, SearchResult, SearchStats,
 from omniplane.plan.problem import Problem
 from omniplane.plan.progress import NO_PROGRESS, Progress
 from omniplane.plan.refine import SimOutcome
-from omniplane.plan.routing import all_nodes_used, group_vectors, routing_vectors, type_grid_size
+from omniplane.plan.routing import routing_vectors, type_grid_size
 from omniplane.plan.screen import EstimateBound
 from omniplane.plan.select import Score, pareto_front
 from omniplane.plan.space import Space
-from omniplane.spec import PathClass
 
 MC_CHUNK = 2048  # candidates per vectorised Monte Carlo step
 ROWS = 512  # rows turned into chain elements per step
-GROUP_PLANS = 3  # logical plans whose best plan is tried with two executor groups per node (assumption)
 CACHE = 64  # expansions kept between tightening a logical plan's bound and expanding it
 CLOUD_SAMPLE = 200  # Monte Carlo-pruned plans per block kept for the pruning figure
 BAND = 0.01  # the first band of rows reaches 1% below the logical plan's bound, each next one twice as deep
@@ -184,7 +183,7 @@ class Search:
                              order.infeasible)
         self.progress.end()
         if self.space.full and not self.out_of_time() and not self.mc_spent():
-            self._groups()
+            executor_groups(self)
         elif self.space.full and self.mc_spent():
             self.ledger.drop("flow", f"--mc-budget {self.opt.mc_budget}: Monte Carlo budget spent, two "
                              "executor groups per node not tried", "budget", "logical plans",
@@ -302,60 +301,6 @@ class Search:
                              f"rate) below (1 - {self.opt.mc_tolerance:g}) x the best estimate: not built",
                              "estimate", "rows (config x routing vectors)", int((~ok).sum()))
         return idx[ok]
-
-    def _groups(self) -> None:
-        """Executor-level routing with mixed configs (Cornfigurator 4.2): around the best plan
-        of each of the ``GROUP_PLANS`` best logical plans, every node with two or more
-        executors may split them into two groups of any two configs, each type routed between
-        the groups on the grid (one split per path class) and independently of its route; the
-        counts are re-planned by the flow phase and the plans estimated like any other."""
-        self._prune_pool()
-        best: dict[int, tuple[float, Block, int]] = {}
-        for b in self.pool:
-            if b.cands.lp.group_of:
-                continue
-            score = self.score(b.goodput, self.pi)
-            k = int(np.argmax(score))
-            if id(b.cands.lp) not in best or score[k] > best[id(b.cands.lp)][0]:
-                best[id(b.cands.lp)] = (float(score[k]), b, k)
-        top = sorted(best.values(), key=lambda x: -x[0])[:GROUP_PLANS]
-        model = self.table.model
-        path_class = [0 if model.request_type(t).path_class is PathClass.SHORT else 1
-                      for t in self.table.types]
-        same = 0
-        for _, b, k in top:
-            c = b.cands
-            for n in range(len(c.costs)):
-                if c.cnt[k, n] < 2:
-                    continue
-                lp2, origin = c.lp.with_group(n)
-                classes = [path_class[t] if any(n in r for r in c.lp.routes[t]) else -1
-                           for t in range(len(self.pi))]
-                vecs = group_vectors(c.p[c.vec[k]], origin, classes, self.opt.grid_steps)
-                vecs = vecs[all_nodes_used(lp2, vecs)]
-                if not len(vecs):
-                    continue
-                node_opts = self._allowed(c.lp.nodes[n])
-                allowed = [np.array([c.opt[k, x]]) for x in range(len(c.costs))] + [node_opts]
-                allowed[n] = node_opts
-                exp = Expansion(lp2, self.table, vecs, self.pi, self.budget, allowed, self.space.counts)
-                opt, vec, top_r, cnt = exp.rows(self.threshold())
-                self.counts.built += exp.rows_evaluated
-                # Mixed configs only: (a, b) and (b, a) are one plan with the split mirrored (the
-                # grid holds both splits), so one order is kept (exact); two groups of one config
-                # are left out (a cut, in the ledger below).
-                g1, g2 = opt[:, n], opt[:, len(c.costs)]
-                same += int(np.count_nonzero(g1 == g2))
-                keep = np.nonzero(g1 < g2)[0]
-                self._band(exp, opt[keep], vec[keep], top_r[keep], cnt[keep])
-                self.stats.grouped += 1
-        self.ledger.drop("flow", f"two executor groups per node tried only around the best plan of the "
-                         f"{GROUP_PLANS} best logical plans", "heuristic", "logical plans",
-                         max(0, len(best) - GROUP_PLANS))
-        if same:
-            self.ledger.drop("flow", "two executor groups of the same config (a type-partitioned split of "
-                             "identical executors) not explored: groups mix configs (Cornfigurator 4.2)",
-                             "heuristic", "plans", same)
 
     def _note_routing(self, exp: Expansion) -> None:
         full = type_grid_size(exp.lp, self.opt.grid_steps)
