@@ -5,6 +5,7 @@ does not bind, the search is exactly the unbudgeted one."""
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from omniplane.plan.slo import target_array
 from tests.plan.conftest import problem
 
 WORKLOAD, GPUS = "qwen3-vl-servegen", 4
-SMALL = {"mc_samples": 32, "sim_requests": 150}
+SMALL: dict[str, Any] = {"mc_samples": 32, "sim_requests": 150}
 
 
 @cache
@@ -58,8 +59,8 @@ def test_the_budget_spends_its_estimates_on_the_highest_estimate_bounds_first() 
     assert mc, one.cuts
     # the example is the best plan the budget dropped: its bound is at most the kept plan's
     planner = Planner(problem(WORKLOAD, GPUS), options=PlannerOptions(**SMALL))
-    bound = EstimateBound(planner.table, planner.problem.pi(), target_array(planner.targets, planner.problem.types),
-                          planner.options.alpha, planner.transfer_s)
+    slo = target_array(planner.targets, planner.problem.types)
+    bound = EstimateBound(planner.table, planner.problem.pi(), slo, planner.options.alpha, planner.transfer_s)
     b = one.best.block.cands.take(np.array([one.best.i]))
     kept = float(bound.goodput(b).sum())
     dropped = float(str(mc[0]["example"]).split("estimate bound ")[1].split(" ")[0])
