@@ -46,7 +46,8 @@ def main() -> None:
     t0 = time.perf_counter()
     cpu0 = time.process_time()
     problem = make_problem(load_workload(path), load_gpus().get("A100-80GB"), gpus)
-    print(f"model {problem.model.name}: {len(problem.model.components)} components, {len(problem.types)} types")
+    m = problem.model
+    print(f"model {m.name}: {len(m.components)} components, {len(problem.types)} types")
     opts = PlannerOptions(**{k: _value(getattr(PlannerOptions(), k), v) for k, v in
                              (a[2:].split("=") for a in sys.argv[1:] if a.startswith("--") and "=" in a)})
     print(f"options: {opts}")

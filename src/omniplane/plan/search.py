@@ -16,6 +16,12 @@ Logical plans come best bound first and the search stops when the next bound fal
 threshold. The survivors are each logical plan's Pareto front on the estimate within the
 tolerance of the best estimate; they are simulated best estimate first, skipping any whose
 bound no longer beats the best simulated plan.
+
+Work budgets: ``mc_budget`` (Monte Carlo estimates per plan space, on by default) gives each
+Monte Carlo step's estimates to its plans of highest estimate bound and, once spent, stops the
+expansion; ``time_budget_s`` stops it on the clock. Whatever either left out is a ``budget``
+cut with its most promising item (docs/plan.md, "Scale"). Both still expand the best logical
+plan and simulate the best survivor, so the search always answers.
 """
 
 from __future__ import annotations
