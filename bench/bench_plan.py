@@ -24,6 +24,18 @@ from omniplane.plan.problem import make_problem
 from omniplane.spec import find_catalog_workload, load_gpus, load_workload
 
 
+def _value(default: object, text: str) -> object:
+    """``text`` as the type of the option's default (an unset option: int, else float; "none": unset)."""
+    if text.lower() == "none":
+        return None
+    if default is None:
+        try:
+            return int(text)
+        except ValueError:
+            return float(text)
+    return type(default)(text)
+
+
 def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     gpus = int(args[0]) if args else 16
@@ -34,7 +46,9 @@ def main() -> None:
     t0 = time.perf_counter()
     cpu0 = time.process_time()
     problem = make_problem(load_workload(path), load_gpus().get("A100-80GB"), gpus)
-    opts = PlannerOptions(**{k: type(getattr(PlannerOptions(), k))(v) for k, v in
+    m = problem.model
+    print(f"model {m.name}: {len(m.components)} components, {len(problem.types)} types")
+    opts = PlannerOptions(**{k: _value(getattr(PlannerOptions(), k), v) for k, v in
                              (a[2:].split("=") for a in sys.argv[1:] if a.startswith("--") and "=" in a)})
     print(f"options: {opts}")
     planner = Planner(problem, options=opts)

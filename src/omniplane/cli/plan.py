@@ -16,6 +16,7 @@ from omniplane.cli.output import console, notice, print_json, print_table
 from omniplane.cli.progress import StderrProgress
 from omniplane.cli.slo import SloOpt, legacy_plan_policy, slo_choice
 from omniplane.errors import unknown_name
+from omniplane.plan.options import MC_BUDGET
 from omniplane.plan.select import POLICIES
 from omniplane.spec import (
     SpecError,
@@ -149,6 +150,10 @@ def plan(
     max_simulated: Annotated[int | None, opt.int_opt(
         "--max-simulated", help="Plans simulated at most (default: every survivor; a cut when it binds).",
         lo=1, hi=100_000)] = None,
+    mc_budget: Annotated[int, opt.int_opt(
+        "--mc-budget", help="Plans estimated by Monte Carlo at most per plan space, best estimate bound "
+                            "first (0: no limit; a cut when it binds; docs/plan.md, \"Scale\").",
+        lo=0, hi=100_000_000)] = MC_BUDGET,
     mc_tolerance: Annotated[float, opt.float_opt(
         "--mc-tolerance", help="Keep plans within this fraction of the best estimate (docs/plan.md, "
                                "\"Search\").", lo=0, hi=1, hi_open=True)] = 0.03,
@@ -192,7 +197,8 @@ def plan(
         options = PlannerOptions(k_c=k_c, k_s=k_s, routing_step=routing_step, routing=routing,  # type: ignore[arg-type]
                                  alpha=alpha, mc_samples=mc_samples, mc_tolerance=mc_tolerance,
                                  sim_requests=sim_requests, max_simulated=max_simulated,
-                                 time_budget_s=time_budget, compose_compound=compose_compound, seed=seed)
+                                 mc_budget=mc_budget or None, time_budget_s=time_budget,
+                                 compose_compound=compose_compound, seed=seed)
     except ValueError as exc:
         fail(f"--routing: {exc}" if routing == "lp" else str(exc))
     legacy = legacy_plan_policy(wl.spec.slo, slo_policy, slo_percentile, slo_multiplier)

@@ -9,7 +9,8 @@ Every rule has a kind:
                the tolerance ``mc_tolerance``): the paper's rule, not a proof
 ``heuristic``  a restriction of the space beyond the paper's rules (routing splits tied
                across types when the per-type grid is too large)
-``budget``     the user's ``--time-budget`` (or ``--max-simulated``) stopped a phase early
+``budget``     a work budget stopped a phase early: ``--mc-budget`` (on by default), the user's
+               ``--time-budget`` or ``--max-simulated``
 
 ``cuts`` are the ``heuristic`` and ``budget`` entries that dropped something: the output says
 so, and it is empty when only exact rules and the paper's estimate rule acted.

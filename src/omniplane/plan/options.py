@@ -7,6 +7,12 @@ from typing import Literal
 
 RoutingMode = Literal["grid", "lp"]
 
+# Monte Carlo estimates per plan space (``mc_budget``'s default). derived from cost, not from a
+# pick: an estimate costs about 0.2 ms of CPU at 128 samples per type (docs/benchmarks.md,
+# "Planner search"), so 40,000 are about 8 s, which keeps 64 GPUs within the 60 s goal
+# (issue 14) with flow, simulation and the baselines. It binds from 16 GPUs up on Qwen3-Omni.
+MC_BUDGET = 40_000
+
 
 @dataclass(frozen=True)
 class PlannerOptions:
@@ -41,6 +47,14 @@ class PlannerOptions:
                     6.8); when it binds, the output lists it as a cut. When set and not spent
                     by the survivors, the rest goes to plans the estimate rules dropped (each
                     logical plan's 8 best by estimate), so a misranked plan can still win
+    mc_budget       physical plans estimated by Monte Carlo at most per plan space (None: no
+                    limit). A work budget, so that the planning time stops growing with the GPU
+                    budget: from 32 GPUs up hundreds of logical plans tie on the flow bound and on
+                    the estimate bound within the tolerance (docs/plan.md, "Scale"). Within each
+                    Monte Carlo step the plans with the highest estimate bound go first; when it
+                    binds, the plans not estimated and the logical plans not expanded are listed
+                    as ``budget`` cuts with the highest bound they had (how much could be lost on
+                    the estimate). Default ``MC_BUDGET`` (sized by cost: docs/benchmarks.md)
     time_budget_s   wall-clock seconds the search may take (None: no limit). When it binds,
                     logical plans not expanded and survivors not simulated are listed as cuts
     compose_compound  also compose pairs with a compound subplan side by side (the paper's k_s
@@ -61,6 +75,7 @@ class PlannerOptions:
     mc_tolerance: float = 0.03
     sim_requests: int = 1200
     max_simulated: int | None = None
+    mc_budget: int | None = MC_BUDGET
     time_budget_s: float | None = None
     max_routings: int = 121
     compose_compound: bool = False
@@ -86,6 +101,8 @@ class PlannerOptions:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.max_simulated is not None and self.max_simulated < 1:
             raise ValueError(f"max_simulated must be >= 1 (or unset), got {self.max_simulated}")
+        if self.mc_budget is not None and self.mc_budget < 1:
+            raise ValueError(f"mc_budget must be >= 1 (or unset), got {self.mc_budget}")
         if self.time_budget_s is not None and not self.time_budget_s > 0:
             raise ValueError(f"time_budget_s must be > 0 seconds (or unset), got {self.time_budget_s}")
 

@@ -240,8 +240,8 @@ class Planner:
                 "policy": self.policy_name,
                 "options": {k: getattr(self.options, k) for k in ("k_c", "k_s", "routing_step", "routing",
                                                                     "alpha", "mc_samples", "sim_requests",
-                                                                    "max_simulated", "time_budget_s",
-                                                                    "max_routings", "seed")},
+                                                                    "max_simulated", "mc_budget",
+                                                                    "time_budget_s", "max_routings", "seed")},
                 "logical_plan": best.logical,
             },
         }

@@ -16,6 +16,12 @@ Logical plans come best bound first and the search stops when the next bound fal
 threshold. The survivors are each logical plan's Pareto front on the estimate within the
 tolerance of the best estimate; they are simulated best estimate first, skipping any whose
 bound no longer beats the best simulated plan.
+
+Work budgets: ``mc_budget`` (Monte Carlo estimates per plan space, on by default) gives each
+Monte Carlo step's estimates to its plans of highest estimate bound and, once spent, stops the
+expansion; ``time_budget_s`` stops it on the clock. Whatever either left out is a ``budget``
+cut with its most promising item (docs/plan.md, "Scale"). Both still expand the best logical
+plan and simulate the best survivor, so the search always answers.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import numpy as np
 from omniplane.plan.costs import CostTable
 from omniplane.plan.explain import Ledger
 from omniplane.plan.flow import Candidates, Expansion, raw_count
+from omniplane.plan.groups import GROUP_PLANS, executor_groups
 from omniplane.plan.logical import LogicalPlan
 from omniplane.plan.montecarlo import evaluate
 from omniplane.plan.options import PlannerOptions
@@ -38,15 +45,13 @@ from omniplane.plan.pool import Block, Cloud, Counts, SearchResult, SearchStats,
 from omniplane.plan.problem import Problem
 from omniplane.plan.progress import NO_PROGRESS, Progress
 from omniplane.plan.refine import SimOutcome
-from omniplane.plan.routing import all_nodes_used, group_vectors, routing_vectors, type_grid_size
+from omniplane.plan.routing import routing_vectors, type_grid_size
 from omniplane.plan.screen import EstimateBound
 from omniplane.plan.select import Score, pareto_front
 from omniplane.plan.space import Space
-from omniplane.spec import PathClass
 
 MC_CHUNK = 2048  # candidates per vectorised Monte Carlo step
 ROWS = 512  # rows turned into chain elements per step
-GROUP_PLANS = 3  # logical plans whose best plan is tried with two executor groups per node (assumption)
 CACHE = 64  # expansions kept between tightening a logical plan's bound and expanding it
 CLOUD_SAMPLE = 200  # Monte Carlo-pruned plans per block kept for the pruning figure
 BAND = 0.01  # the first band of rows reaches 1% below the logical plan's bound, each next one twice as deep
@@ -90,6 +95,7 @@ class Search:
         self._pruned_size = 0  # pool rows after the last pruning
         self.reserve: dict[int, Block] = {}  # id(logical plan) -> best estimate-dropped rows (RESERVE)
         self.ebound = EstimateBound(table, self.pi, slo_s, options.alpha, transfer_s)
+        self.mc_left: int | None = options.mc_budget  # Monte Carlo estimates left (None: no budget)
 
     # ---- bounds and thresholds ----------------------------------------------------------------
     @property
@@ -122,6 +128,10 @@ class Search:
         tb = self.opt.time_budget_s
         return tb is not None and self.clock() - self.t0 > tb
 
+    def mc_spent(self) -> bool:
+        """The Monte Carlo budget (``mc_budget``) is spent."""
+        return self.mc_left is not None and self.mc_left <= 0
+
     # ---- main loop ------------------------------------------------------------------------------
     def run(self) -> SearchResult:
         st = self.stats
@@ -145,7 +155,9 @@ class Search:
                 break
             ub, i, j, lp = item
             yielded += 1
-            if ub < self.threshold() or self.out_of_time():
+            # a spent time budget still expands the best logical plan: the search always answers
+            late = self.out_of_time() and st.logical_expanded > 0
+            if ub < self.threshold() or late or self.mc_spent():
                 bound = float(self.goodput_bound(ub))
                 rest = order.total - order.infeasible - yielded + 1
                 if ub < self.threshold():
@@ -155,6 +167,12 @@ class Search:
                     self.ledger.drop("enumerate", rule, kind, "logical plans", rest, value=bound,
                                      example=f"{lp.describe()}: bound {bound:.2f} req/s, threshold "
                                              f"{self.threshold() * self.factor:.2f}")
+                elif self.mc_spent():
+                    st.stopped = "Monte Carlo budget"
+                    self.ledger.drop("enumerate", f"--mc-budget {self.opt.mc_budget}: Monte Carlo budget "
+                                     "spent, logical plans not expanded", "budget", "logical plans", rest,
+                                     value=bound, example=f"{lp.describe()}: bound {bound:.2f} req/s "
+                                                          f"(best estimate {self.best_estimate:.2f})")
                 else:
                     st.stopped = "time budget"
                     self.ledger.drop("enumerate", "time budget: logical plans not expanded", "budget",
@@ -170,8 +188,12 @@ class Search:
             self.ledger.drop("enumerate", "minimum GPUs exceed the budget", "exact", "logical plans",
                              order.infeasible)
         self.progress.end()
-        if self.space.full and not self.out_of_time():
-            self._groups()
+        if self.space.full and not self.out_of_time() and not self.mc_spent():
+            executor_groups(self)
+        elif self.space.full and self.mc_spent():
+            self.ledger.drop("flow", f"--mc-budget {self.opt.mc_budget}: Monte Carlo budget spent, two "
+                             "executor groups per node not tried", "budget", "logical plans",
+                             min(GROUP_PLANS, st.logical_expanded))
         self._finish()
         st.threshold = self.threshold()
         return SearchResult(self.simulated, self.pool, self.counts, st, self.ledger, self.cloud)
@@ -223,21 +245,34 @@ class Search:
             exp.rows_evaluated = 0
             st.seconds["flow"] += self.clock() - t1
             self._band(exp, opt[band], vec[band], top[band], cnt[band])
-            if floor <= self.threshold():
+            if floor <= self.threshold() or self.mc_spent():
                 break
             gap *= 2  # bands twice as deep each time: [1 - 2 gap, 1 - gap] of the bound
             ceiling, level = floor, ub_rate * max(0.0, 1 - gap)
         raw = float(raw_count(exp.costs, type_grid_size(exp.lp, self.opt.grid_steps), self.budget))
         unbuilt = max(0.0, raw - (self.counts.flow - flow_before))
-        self.ledger.drop("flow", "not built: redundant capacity (section 4.3) or flow rate below the "
-                         "threshold (and plans of rows the row estimate bound dropped, counted above as "
-                         "rows)", "exact", "physical plans", unbuilt)
+        if self.mc_spent():  # the budget stopped this expansion: what was not built is not all exact
+            self.ledger.drop("flow", f"--mc-budget {self.opt.mc_budget}: not built (redundant, below the "
+                             "threshold, or left when the Monte Carlo budget was spent)", "budget",
+                             "physical plans", unbuilt)
+        else:
+            self.ledger.drop("flow", "not built: redundant capacity (section 4.3) or flow rate below the "
+                             "threshold (and plans of rows the row estimate bound dropped, counted above as "
+                             "rows)", "exact", "physical plans", unbuilt)
 
     def _band(self, exp: Expansion, opt: np.ndarray, vec: np.ndarray, top: np.ndarray,
               cnt: np.ndarray) -> None:
         """Chain elements of these rows (best first) above the threshold, to Monte Carlo."""
         st = self.stats
         for start in range(0, len(top), ROWS):
+            if self.mc_spent():
+                left = int(np.count_nonzero(top[start:] >= self.threshold()))
+                if left:
+                    self.ledger.drop("flow", f"--mc-budget {self.opt.mc_budget}: Monte Carlo budget spent, "
+                                     "plans of rows above the threshold not built", "budget",
+                                     "rows (config x routing vectors)", left, value=float(top[start]),
+                                     example=f"{exp.lp.describe()}: row rate {float(top[start]):.2f}/s")
+                break
             t1 = self.clock()
             thr = self.threshold()
             sl = slice(start, start + ROWS)
@@ -273,60 +308,6 @@ class Search:
                              "estimate", "rows (config x routing vectors)", int((~ok).sum()))
         return idx[ok]
 
-    def _groups(self) -> None:
-        """Executor-level routing with mixed configs (Cornfigurator 4.2): around the best plan
-        of each of the ``GROUP_PLANS`` best logical plans, every node with two or more
-        executors may split them into two groups of any two configs, each type routed between
-        the groups on the grid (one split per path class) and independently of its route; the
-        counts are re-planned by the flow phase and the plans estimated like any other."""
-        self._prune_pool()
-        best: dict[int, tuple[float, Block, int]] = {}
-        for b in self.pool:
-            if b.cands.lp.group_of:
-                continue
-            score = self.score(b.goodput, self.pi)
-            k = int(np.argmax(score))
-            if id(b.cands.lp) not in best or score[k] > best[id(b.cands.lp)][0]:
-                best[id(b.cands.lp)] = (float(score[k]), b, k)
-        top = sorted(best.values(), key=lambda x: -x[0])[:GROUP_PLANS]
-        model = self.table.model
-        path_class = [0 if model.request_type(t).path_class is PathClass.SHORT else 1
-                      for t in self.table.types]
-        same = 0
-        for _, b, k in top:
-            c = b.cands
-            for n in range(len(c.costs)):
-                if c.cnt[k, n] < 2:
-                    continue
-                lp2, origin = c.lp.with_group(n)
-                classes = [path_class[t] if any(n in r for r in c.lp.routes[t]) else -1
-                           for t in range(len(self.pi))]
-                vecs = group_vectors(c.p[c.vec[k]], origin, classes, self.opt.grid_steps)
-                vecs = vecs[all_nodes_used(lp2, vecs)]
-                if not len(vecs):
-                    continue
-                node_opts = self._allowed(c.lp.nodes[n])
-                allowed = [np.array([c.opt[k, x]]) for x in range(len(c.costs))] + [node_opts]
-                allowed[n] = node_opts
-                exp = Expansion(lp2, self.table, vecs, self.pi, self.budget, allowed, self.space.counts)
-                opt, vec, top_r, cnt = exp.rows(self.threshold())
-                self.counts.built += exp.rows_evaluated
-                # Mixed configs only: (a, b) and (b, a) are one plan with the split mirrored (the
-                # grid holds both splits), so one order is kept (exact); two groups of one config
-                # are left out (a cut, in the ledger below).
-                g1, g2 = opt[:, n], opt[:, len(c.costs)]
-                same += int(np.count_nonzero(g1 == g2))
-                keep = np.nonzero(g1 < g2)[0]
-                self._band(exp, opt[keep], vec[keep], top_r[keep], cnt[keep])
-                self.stats.grouped += 1
-        self.ledger.drop("flow", f"two executor groups per node tried only around the best plan of the "
-                         f"{GROUP_PLANS} best logical plans", "heuristic", "logical plans",
-                         max(0, len(best) - GROUP_PLANS))
-        if same:
-            self.ledger.drop("flow", "two executor groups of the same config (a type-partitioned split of "
-                             "identical executors) not explored: groups mix configs (Cornfigurator 4.2)",
-                             "heuristic", "plans", same)
-
     def _note_routing(self, exp: Expansion) -> None:
         full = type_grid_size(exp.lp, self.opt.grid_steps)
         if full > exp.n_vectors and full > self.opt.max_routings:
@@ -349,25 +330,29 @@ class Search:
             # branch and bound on the estimate: an admissible bound on each plan's estimate
             # (omniplane.plan.screen); plans that cannot reach the estimate floor are not estimated
             ub = self.score(self.ebound.goodput(sub), self.pi)
-            fit = np.nonzero(ub >= self.estimate_floor())[0]
-            if len(fit) < len(sub) and self.opt.max_simulated is not None:
+            ok = ub >= self.estimate_floor()
+            fit, low = np.nonzero(ok)[0], np.nonzero(~ok)[0]
+            if self.mc_left is not None and len(fit) > self.mc_left:
+                fit = self._spend(sub, ub, fit)
+            spare = self.mc_left is None or self.mc_left >= len(fit) + len(low)
+            if len(low) and self.opt.max_simulated is not None and spare:
                 # the reserve (spare --max-simulated budget) ranks dropped plans by estimate
-                out = np.setdiff1d(np.arange(len(sub)), fit)
-                rest = sub.take(out)
+                rest = sub.take(low)
                 g_r, a_r = evaluate(rest, self.table, self.pi, self.slo, self.opt.alpha, self.transfer)
-                self.counts.monte_carlo += len(rest)
+                self._count_mc(len(rest))
                 self._keep(Block(rest, g_r, a_r))
-            if len(fit) < len(sub):
-                self.stats.estimate_bounded += len(sub) - len(fit)
+            if len(low):
+                self.stats.estimate_bounded += len(low)
                 self.ledger.drop("monte_carlo", f"estimate bound (no waits, lightest occupancy) below (1 - "
                                  f"{self.opt.mc_tolerance:g}) x the best estimate: not estimated",
-                                 "estimate", "physical plans", len(sub) - len(fit))
+                                 "estimate", "physical plans", len(low))
+            if len(fit) < len(sub):
                 sub = sub.take(fit)
             if not len(sub):
                 st.seconds["monte_carlo"] += self.clock() - t
                 continue
             good, att = evaluate(sub, self.table, self.pi, self.slo, self.opt.alpha, self.transfer)
-            self.counts.monte_carlo += len(sub)
+            self._count_mc(len(sub))
             block = Block(sub, good, att)
             self.pool.append(block)
             st.seconds["monte_carlo"] += self.clock() - t
@@ -376,6 +361,26 @@ class Search:
             if size > max(PARETO_EVERY, 2 * self._pruned_size):
                 self._prune_pool()
                 self._pruned_size = sum(len(b.goodput) for b in self.pool)
+
+    def _spend(self, sub: Candidates, ub: np.ndarray, fit: np.ndarray) -> np.ndarray:
+        """The last ``mc_left`` Monte Carlo estimates of the budget go to the plans of ``fit``
+        with the highest estimate bound ``ub``; the others are a ``budget`` cut (the highest
+        bound among them is its example: how much the cut could have lost on the estimate)."""
+        left = max(0, self.mc_left or 0)
+        order = fit[np.argsort(-ub[fit], kind="stable")]
+        keep, out = np.sort(order[:left]), order[left:]
+        k = int(out[0])
+        self.ledger.drop("monte_carlo", f"--mc-budget {self.opt.mc_budget}: Monte Carlo budget spent, plans "
+                         "above the estimate floor not estimated", "budget", "physical plans", len(out),
+                         value=float(ub[k]), example=f"{sub.lp.describe()}: estimate bound "
+                                                     f"{float(ub[k]):.2f} req/s (best estimate "
+                                                     f"{self.best_estimate:.2f})")
+        return keep
+
+    def _count_mc(self, n: int) -> None:
+        self.counts.monte_carlo += n
+        if self.mc_left is not None:
+            self.mc_left -= n
 
     # ---- simulation and the pool ---------------------------------------------------------------
     def _simulate(self, block: Block, i: int) -> Simulated:
@@ -485,8 +490,11 @@ class Search:
                                  example=f"{b.cands.lp.describe()}: estimate {float(est[k]):.2f} x "
                                          f"{ratio:.3f}")
                 continue
-            if self.out_of_time() or (limit is not None and self.counts.simulated >= limit):
-                rule = "time budget: survivors not simulated" if self.out_of_time() else \
+            # the first survivor is simulated whatever the time budget: a search that ran out of
+            # time still answers with the best plan it estimated
+            spent = self.out_of_time() and self.counts.simulated > 0
+            if spent or (limit is not None and self.counts.simulated >= limit):
+                rule = "time budget: survivors not simulated" if spent else \
                     f"--max-simulated {limit}: survivors not simulated"
                 self.ledger.drop("simulate", rule, "budget", "physical plans", 1, value=float(est[k]),
                                  example=f"{b.cands.lp.describe()}: estimate {float(est[k]):.2f} req/s")
