@@ -119,9 +119,14 @@ class Engine:
     def finish(self, now: float) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def batch_size(self) -> int:
+        """How many waiting jobs the next step takes: up to ``max_batch``."""
+        return self.max_batch
+
     def take_batch(self) -> list[Job]:
-        """Up to ``max_batch`` waiting jobs become the step in progress (whole-batch engines)."""
-        jobs = self.current = self.queue.popleft_n(self.max_batch)
+        """The first ``batch_size()`` waiting jobs become the step in progress (whole-batch engines)."""
+        n = self.batch_size()
+        jobs = self.current = self.queue.popleft_n(n) if n else []
         for j in jobs:
             j.engine = self
         return jobs
@@ -167,10 +172,10 @@ class EncoderEngine(OneShotEngine):
         self.cpu_seconds = cpu_seconds
         self.token_budget = token_budget
 
-    def take_batch(self) -> list[Job]:
+    def batch_size(self) -> int:
         budget = self.token_budget
         if budget is None:
-            return super().take_batch()
+            return super().batch_size()
         comp, n, used = self.comp, 0, 0
         for j in self.queue.in_order():
             if n >= self.max_batch:
@@ -180,10 +185,7 @@ class EncoderEngine(OneShotEngine):
                 break
             n += 1
             used += t
-        jobs = self.current = self.queue.popleft_n(n) if n else []
-        for j in jobs:
-            j.engine = self
-        return jobs
+        return n
 
     def prepare(self, req: SimRequest, now: float) -> Job:
         job = Job(req, self.comp, now, self)
