@@ -37,6 +37,17 @@ def prefer_loopback() -> None:
     os.environ.setdefault(SINGLE_MACHINE_ENV, "0")
 APP = "omniplane"
 READY_TIMEOUT_S = 600  # assumption: generous for 17 replica processes starting on 2 busy cores
+# Ray Serve's controller marks its HTTP proxy unhealthy, kills it and starts another when the proxy
+# is not ready within RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S (default 5 s) of starting, or misses
+# RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S (default 10 s) health checks (ray.serve._private.constants,
+# read in the controller). On 2 busy cores a proxy can take longer than 5 s to import and start, and
+# serve.start then fails on the killed proxy (ActorDiedError). Assumption: 60 s for both, passed to
+# the controller when this process creates it (Serve ignores them for a controller already running).
+SERVE_CONTROLLER_ENV = {
+    "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "60",
+    "RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S": "60",
+}
+SERVE_START_ATTEMPTS = 3  # assumption: a proxy replaced during start-up is retried, not fatal
 
 
 @contextmanager
@@ -78,20 +89,72 @@ def ray_cluster(
                 kwargs["dashboard_host"] = dashboard_host
         else:
             kwargs["address"] = address
-        ray.init(**kwargs)
+        _init_ray(kwargs, retry=address is None)
     try:
-        serve.start(http_options={"host": host, "port": port}, logging_config={"log_level": "WARNING"})
+        _start_serve(host, port)
         yield
     finally:
-        if started and address is None:
-            try:
+        # A failure while tearing down is logged, never raised over the error that ended the body.
+        try:
+            if started and address is None:
                 serve.shutdown()  # type: ignore[no-untyped-call]
-            finally:
-                ray.shutdown()
-        else:
-            serve.delete(APP)
+            else:
+                serve.delete(APP)
+        except Exception:
+            log.warning("Ray Serve did not shut down cleanly", exc_info=True)
+        finally:
             if started:
                 ray.shutdown()
+
+
+def _init_ray(kwargs: dict[str, Any], *, retry: bool) -> None:
+    """``ray.init``; a local node that missed Ray's fixed 30 s start-up wait for its raylet to
+    register (``ray._private.node``: "timed out during startup", seen on 2 overloaded cores) is
+    started once more before the error stands."""
+    import ray
+
+    try:
+        ray.init(**kwargs)
+    except Exception as exc:
+        if not retry or "timed out during startup" not in str(exc):
+            raise
+        log.warning("the local Ray node timed out during start-up; starting it once more")
+        ray.shutdown()
+        ray.init(**kwargs)
+
+
+def _start_serve(host: str, port: int) -> None:
+    """``serve.start`` with the proxy on ``host:port``, then wait until every proxy is healthy. A
+    proxy the controller replaced while ``serve.start`` waited on it (ActorDiedError) is not an
+    error: the next attempt joins the running controller and the wait covers the new proxy."""
+    import ray
+    from ray import serve
+
+    for attempt in range(1, SERVE_START_ATTEMPTS + 1):
+        try:
+            serve.start(
+                http_options={"host": host, "port": port},
+                logging_config={"log_level": "WARNING"},
+                controller_options={"runtime_env": {"env_vars": dict(SERVE_CONTROLLER_ENV)}},
+            )
+            break
+        except ray.exceptions.RayActorError as exc:
+            if attempt == SERVE_START_ATTEMPTS:
+                raise
+            log.warning("Ray Serve replaced its proxy while starting (%s); retrying", type(exc).__name__)
+    _wait_proxies(READY_TIMEOUT_S)
+
+
+def _wait_proxies(timeout_s: float) -> None:
+    from ray import serve
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        proxies = serve.status().proxies
+        if proxies and all(s == "HEALTHY" for s in proxies.values()):
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"Ray Serve's HTTP proxy was not healthy after {timeout_s:.0f} s")
 
 
 def deploy(plan: ResolvedPlan, options: DeployOptions, *, route_prefix: str = "/") -> DeployOptions:
