@@ -27,8 +27,8 @@ def test_audio_encoder_tokens_follow_seconds_and_rate() -> None:
            "image_encoder": {"items": 1, "tokens_per_item": 100},
            "thinker": {"prompt_tokens": 10, "output_tokens": 5}}
     work = resolve(model, "tia2t", raw)
-    assert work["audio_encoder"]["tokens"] == 100  # 8 s x 12.5 tokens/s
-    assert work["thinker"]["prompt_tokens"] == 210
+    assert work["audio_encoder"]["tokens"] == 104  # 8 s x 13 tokens per whole second
+    assert work["thinker"]["prompt_tokens"] == 214
 
 
 def test_sampling_is_deterministic_per_seed_and_counts_are_whole() -> None:
