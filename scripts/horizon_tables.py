@@ -285,8 +285,8 @@ def main() -> None:
     )
     ap.add_argument("--max-seqs", default="4,8,16,32")
     ap.add_argument("--out", type=Path, default=Path("docs/data/horizon_s5.json"))
-    ap.add_argument("--runtime", default="vllm-omni-paper-testbed",
-                    help="the testbed's serving runtime (vllm: session 5's; omniplane.sched.testbed)")
+    ap.add_argument("--runtime", default="vllm",
+                    help="the testbed's serving runtime (vllm-omni-paper-testbed: omniplane.sched.testbed)")
     ap.add_argument("--print", action="store_true", help="print the tables from --out; run nothing")
     a = ap.parse_args()
     seeds = [int(s) for s in a.seeds.split(",") if s.strip()]

@@ -12,6 +12,12 @@ Cornfigurator / planner side (``vllm`` and ``cornserve`` runtimes) does not move
 The fitted values and the residual at each point live in ``perf/data/paper_testbed_runtime.json``
 (written by ``python -m omniplane.sched.testbed --fit``); this module derives the runtime from
 them and the shipped ``vllm`` runtime, so a re-run of ``omniplane perf fit`` keeps it.
+
+Measured and NOT the testbed's default (session 6, docs/sched.md "The testbed's runtime"): it
+fits Table 3 but lowers the co-running memory signal to 0.67 / 0.42 against Figure 4's 0.93, since
+host time is time the DRAM is idle; so the paper's long TPOT is not host time, and HorizonServe
+over the best baseline stays 0.98-1.03x. Opt in with ``SingleGPU(..., runtime=TESTBED_RUNTIME)``
+or ``scripts/horizon_tables.py --runtime vllm-omni-paper-testbed``.
 """
 
 from __future__ import annotations
