@@ -111,16 +111,18 @@ def key(t: dict[str, Any]) -> str:
 
 
 @lru_cache(maxsize=4)
-def testbed_for(model: str, gpu: str, max_seqs: int, window: float | None) -> Any:
+def testbed_for(model: str, gpu: str, max_seqs: int, window: float | None, runtime: str) -> Any:
     from omniplane.sched.experiment import SingleGPU
 
-    return SingleGPU(model, gpu, max_seqs=max_seqs, signal_window_s=window)
+    return SingleGPU(model, gpu, max_seqs=max_seqs, signal_window_s=window, runtime=runtime)
 
 
 def run(t: dict[str, Any]) -> dict[str, Any]:
     from omniplane.sched.experiment import POINT_S, control_trace
 
-    testbed = testbed_for(t["model"], t["gpu"], t["max_seqs"], t.get("window", 1.0 / 6.0))
+    # runs without a "runtime" key were measured before it existed, on the "vllm" runtime
+    testbed = testbed_for(t["model"], t["gpu"], t["max_seqs"], t.get("window", 1.0 / 6.0),
+                          t.get("runtime", "vllm"))
     t0 = time.perf_counter()
     if t["table"] == "fig10":
         tr = control_trace(testbed, round(t["rate"] * POINT_S), t["seed"], t["rate"], t["frac"])
@@ -283,6 +285,8 @@ def main() -> None:
     )
     ap.add_argument("--max-seqs", default="4,8,16,32")
     ap.add_argument("--out", type=Path, default=Path("docs/data/horizon_s5.json"))
+    ap.add_argument("--runtime", default="vllm",
+                    help="the testbed's serving runtime (vllm-omni-paper-testbed: omniplane.sched.testbed)")
     ap.add_argument("--print", action="store_true", help="print the tables from --out; run nothing")
     a = ap.parse_args()
     seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
@@ -293,6 +297,7 @@ def main() -> None:
     if not a.print:
         todo, seen = [], set(data)
         for t in plan(a.plan, tuple(seeds), max_seqs):
+            t = {**t, "runtime": a.runtime}
             if key(t) not in seen and (tables is None or t["table"] in tables):
                 seen.add(key(t))
                 todo.append(t)

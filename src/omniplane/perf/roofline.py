@@ -187,7 +187,7 @@ def llm_coeffs(shape: Shape, gpu: GPUKind, tp: int, eff: Efficiency, rt: Runtime
         miss=1.0 - shape.active_experts / shape.experts if moe else 0.0,
         moe=moe,
         kv_bytes_per_token=shape.kv_bytes_per_token * heads_per_rank / shape.kv_heads,
-        fixed_s=lt * shape.layers + rt.step_s,
+        fixed_s=lt * shape.layers + rt.step_s_on(gpu.name),
         per_seq_s=eff.per_seq_s,
         comm_latency_s=_collective_latency(ALLREDUCES_PER_LAYER * shape.layers, tp, eff),
         comm_s_per_token=ALLREDUCES_PER_LAYER * shape.layers * shape.hidden * ACT_BYTES

@@ -41,6 +41,9 @@ class Runtime:
                            replay). Applies to LLM iterations, MTP passes, encoder, DiT, VAE
                            and vocoder forwards.
     step_s                 LLM: fixed host time per iteration (scheduling, sampling, output)
+    step_s_by_gpu          ``step_s`` per GPU kind name where one testbed's host differs
+                           (e.g. ``vllm-omni-paper-testbed``, fitted per GPU); other kinds
+                           keep ``step_s``
     prompt_token_s         LLM: host time per prefilled token (e.g. embeddings handed over)
     request_s              LLM: host time per request prefilled in an iteration
     mtp_pass_s             fixed host time per MTP pass (sampling and embedding one codebook)
@@ -60,6 +63,7 @@ class Runtime:
     source: str
     layer_s: float | None = None
     step_s: float = 0.0
+    step_s_by_gpu: Mapping[str, float] = field(default_factory=dict)
     prompt_token_s: float = 0.0
     request_s: float = 0.0
     mtp_pass_s: float = 0.0
@@ -80,9 +84,18 @@ class Runtime:
                 raise ValueError(f"Runtime {self.name!r}: {name} must be a finite number >= 0, got {v!r}")
         if self.layer_s is not None and not (math.isfinite(self.layer_s) and self.layer_s >= 0.0):
             raise ValueError(f"Runtime {self.name!r}: layer_s must be null or a finite number >= 0")
+        for gpu, v in dict(self.step_s_by_gpu).items():
+            if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0.0):
+                raise ValueError(f"Runtime {self.name!r}: step_s_by_gpu.{gpu} must be a finite number >= 0, "
+                                 f"got {v!r}")
         if self.vocoder_chunk_frames < 1:
             raise ValueError(f"Runtime {self.name!r}: vocoder_chunk_frames must be >= 1")
         object.__setattr__(self, "factor_sources", MappingProxyType(dict(self.factor_sources)))
+        object.__setattr__(self, "step_s_by_gpu", MappingProxyType(dict(self.step_s_by_gpu)))
+
+    def step_s_on(self, gpu: str) -> float:
+        """The LLM's fixed host time per iteration on GPU kind ``gpu``."""
+        return float(self.step_s_by_gpu.get(gpu, self.step_s))
 
     def source_of(self, factor: str) -> str:
         return self.factor_sources.get(factor, self.source)
@@ -96,6 +109,7 @@ class Runtime:
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "name"}
         d["factor_sources"] = dict(self.factor_sources)
+        d["step_s_by_gpu"] = dict(self.step_s_by_gpu)
         d["fitted_to"] = list(self.fitted_to)
         return d
 
@@ -111,6 +125,7 @@ class Runtime:
         values = dict(d)
         values["fitted_to"] = tuple(values.get("fitted_to", ()))
         values["factor_sources"] = {str(k): str(v) for k, v in dict(values.get("factor_sources", {})).items()}
+        values["step_s_by_gpu"] = {str(k): v for k, v in dict(values.get("step_s_by_gpu", {})).items()}
         try:
             return cls(name=name, **values)
         except (TypeError, ValueError) as exc:

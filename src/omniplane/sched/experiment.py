@@ -36,6 +36,11 @@ runtime):
 * **Chunked prefill** (``token_budget``): vLLM's ``max_num_batched_tokens`` default for the
   OpenAI server, by GPU memory (``EngineArgs.get_batch_defaults``: 8192 at >= 70 GiB, 2048
   below): 2048 on RTX 6000 Ada (48 GB), 8192 on RTX PRO 6000 (96 GB).
+* **Serving runtime** (``runtime``): ``"vllm"`` (issue 13's fit) by default;
+  ``vllm-omni-paper-testbed`` (:mod:`omniplane.sched.testbed`: the ``vllm`` runtime with its
+  per-iteration host time fitted per GPU kind to Table 3's Vanilla TPOT) is opt-in, measured and
+  not made the default: it contradicts Figure 4's memory signal (docs/sched.md, "The testbed's
+  runtime").
 * **Memory-activity signal**: NVML-style (:mod:`omniplane.sched.memsignal`), over NVML's past
   sample period (``signal_window_s``, default 1/6 s; ``None``: the step that starts, the
   session-4 signal).
@@ -54,10 +59,12 @@ from typing import Any
 import numpy as np
 
 from omniplane.perf import CostModel
+from omniplane.perf.runtime import Runtime
 from omniplane.sched.calibration import OfflineCalibration, calibrate
 from omniplane.sched.factory import make_policy
 from omniplane.sched.horizon import HorizonServe
 from omniplane.sched.memsignal import NVML_SAMPLE_PERIOD_S, MemoryActivity
+from omniplane.sched.testbed import TESTBED_RUNTIME, testbed_runtime
 from omniplane.sim import EventLoop, RunSetup, SharedGPU, Simulation, build_topology
 from omniplane.spec import (
     GeneratorKind,
@@ -174,10 +181,11 @@ class SingleGPU:
     def __init__(self, model: str, gpu: str, *, max_seqs: int = STOCK_MAX_SEQS,
                  sm_sweep: Path | None = None, first_audio: str = "chunk",
                  token_budget: int | None = None,
-                 signal_window_s: float | None = NVML_SAMPLE_PERIOD_S) -> None:
+                 signal_window_s: float | None = NVML_SAMPLE_PERIOD_S,
+                 runtime: str | Runtime = "vllm") -> None:
         """``sm_sweep``: a real fixed-SM sweep (perf sweep format) for S_cap instead of the
-        co-location model's; ``first_audio``, ``token_budget`` (default: vLLM's for the GPU) and
-        ``signal_window_s``: the module docstring."""
+        co-location model's; ``first_audio``, ``token_budget`` (default: vLLM's for the GPU),
+        ``signal_window_s`` and ``runtime``: the module docstring."""
         if signal_window_s is not None and not signal_window_s > 0:
             raise ValueError(f"signal_window_s must be > 0 seconds or None, got {signal_window_s}")
         self.signal_window_s = signal_window_s
@@ -189,7 +197,8 @@ class SingleGPU:
         self.token_budget = vllm_token_budget(self.gpu) if token_budget is None else token_budget
         if self.token_budget < 1:
             raise ValueError(f"token_budget must be >= 1, got {self.token_budget}")
-        self.cost = CostModel(self.model, runtime="vllm")  # HorizonServe runs on vLLM-Omni
+        rt = testbed_runtime() if runtime == TESTBED_RUNTIME else runtime
+        self.cost = CostModel(self.model, runtime=rt)  # HorizonServe runs on vLLM-Omni
         self.calibration: OfflineCalibration = calibrate(self.model, self.gpu, self.cost, sweep_file=sm_sweep)
         self.plan = deployment(self.model, self.gpu)
         self.resolved = ResolvedPlan(self.plan, self.model, self.gpu, None)
@@ -293,10 +302,11 @@ class SweepSpec:
 
 @lru_cache(maxsize=4)
 def single_gpu(model: str, gpu: str, max_seqs: int, sm_sweep: str | None = None,
-               first_audio: str = "chunk", token_budget: int | None = None) -> SingleGPU:
+               first_audio: str = "chunk", token_budget: int | None = None,
+               runtime: str = "vllm") -> SingleGPU:
     """One calibrated testbed per process and configuration (worker processes build their own)."""
     return SingleGPU(model, gpu, max_seqs=max_seqs, sm_sweep=Path(sm_sweep) if sm_sweep else None,
-                     first_audio=first_audio, token_budget=token_budget)
+                     first_audio=first_audio, token_budget=token_budget, runtime=runtime)
 
 
 def _run_point(args: tuple[SweepSpec, str, float]) -> RunResult:

@@ -1,0 +1,164 @@
+"""The HorizonServe testbed's serving runtime, ``vllm-omni-paper-testbed`` (issue 15).
+
+An ENVIRONMENT parameter, not a policy parameter: the per-iteration host time (``step_s``) of
+the vLLM-Omni runtime the paper's testbed ran, per GPU kind, fitted to the paper's Table 3
+Vanilla (the baseline's) shared-stage TPOT p50 (39.5 ms on RTX 6000 Ada, 36.0 ms on RTX PRO 6000).
+Table 3 does not say at which load it was measured, so the one published p50 is the target at
+both ends of Figure 8's rate sweep (0.2 and 0.5 req/s at long-path fraction 0.3) on the 4-slot
+testbed the stressed points run on: two points per GPU, never one, never a HorizonServe number.
+Every other factor is the ``vllm`` runtime's (issue 13's fit to the Qwen3-Omni report), so the
+Cornfigurator / planner side (``vllm`` and ``cornserve`` runtimes) does not move.
+
+The fitted values and the residual at each point live in ``perf/data/paper_testbed_runtime.json``
+(written by ``python -m omniplane.sched.testbed --fit``); this module derives the runtime from
+them and the shipped ``vllm`` runtime, so a re-run of ``omniplane perf fit`` keeps it.
+
+Measured and NOT the testbed's default (session 6, docs/sched.md "The testbed's runtime"): it
+fits Table 3 but lowers the co-running memory signal to 0.67 / 0.42 against Figure 4's 0.93, since
+host time is time the DRAM is idle; so the paper's long TPOT is not host time, and HorizonServe
+over the best baseline stays 0.98-1.03x. Opt in with ``SingleGPU(..., runtime=TESTBED_RUNTIME)``
+or ``scripts/horizon_tables.py --runtime vllm-omni-paper-testbed``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from collections.abc import Sequence
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from omniplane.perf.factors import Calibration, load_calibration
+from omniplane.perf.runtime import Runtime
+
+TESTBED_RUNTIME = "vllm-omni-paper-testbed"
+BASE_RUNTIME = "vllm"
+FIT_RATES = (0.2, 0.5)  # Figure 8's lowest and highest rate (Table 3's load is not stated)
+FIT_LONG_FRACTION = 0.3  # the rate sweep's mix
+FIT_MAX_SEQS = 4  # the stressed points' testbed (Figure 6 draws a shared-stage batch of 4)
+FIT_REQUESTS = 200  # per point, seed 0 (common random numbers), as Table 3's check
+STEP_BOUNDS_S = (0.0, 0.04)  # bounds of the fit: 0 to 40 ms of host time per iteration
+
+
+def data_path() -> Path:
+    return Path(str(files("omniplane.perf") / "data" / "paper_testbed_runtime.json"))
+
+
+def testbed_runtime(calibration: Calibration | None = None, path: Path | None = None) -> Runtime:
+    """``vllm-omni-paper-testbed``: the ``vllm`` runtime with the fitted per-GPU ``step_s``."""
+    file = path or data_path()
+    data = json.loads(file.read_text())
+    where = f"{file}: step_s_by_gpu"
+    by_gpu = data.get("step_s_by_gpu")
+    if not isinstance(by_gpu, dict) or not by_gpu:
+        raise ValueError(f"{where}: expected an object of GPU kind -> seconds")
+    base = (calibration or load_calibration()).runtime(BASE_RUNTIME)
+    sources = dict(base.factor_sources)
+    sources["step_s_by_gpu"] = (f"fitted per GPU kind to HorizonServe Table 3 Vanilla TPOT p50 at rates "
+                                f"{', '.join(f'{r:g}' for r in FIT_RATES)} req/s ({file.name})")
+    try:
+        return base.with_factors(name=TESTBED_RUNTIME, source=str(data.get("source", TESTBED_RUNTIME)),
+                                 step_s_by_gpu={str(k): v for k, v in by_gpu.items()},
+                                 factor_sources=sources, fitted_to=tuple(data.get("fitted_to", ())))
+    except ValueError as exc:
+        raise ValueError(f"{file}: {exc}") from None
+
+
+def published_vanilla_p50_ms(model: str = "qwen2.5-omni") -> dict[str, float]:
+    from omniplane.sched.table3 import published
+
+    return {gpu: float(v["vanilla"][0]) for gpu, v in published()[model].items()}
+
+
+def vanilla_p50_ms(gpu: str, runtime: Runtime, rates: Sequence[float] = FIT_RATES,
+                   model: str = "qwen2.5-omni") -> list[float]:
+    """Vanilla's shared-stage TPOT p50 (ms) at each rate on the testbed priced with ``runtime``."""
+    from omniplane.sched.experiment import SingleGPU
+
+    tb = SingleGPU(model, gpu, max_seqs=FIT_MAX_SEQS, runtime=runtime)
+    return [tb.run("vanilla", r, FIT_LONG_FRACTION, FIT_REQUESTS, 0).shared_tpot_ms["p50"] for r in rates]
+
+
+def fit_gpu(gpu: str, model: str = "qwen2.5-omni", xtol_s: float = 2.5e-4, max_trials: int = 8,
+            log: Any = None) -> dict[str, Any]:
+    """The host time at which the mean of log(predicted / published) over both rates is zero (the
+    least-squares optimum in log when both points move alike with ``step_s``, which they do:
+    ``step_s`` adds to every iteration), by the secant method from the ``vllm`` runtime's value,
+    kept inside ``STEP_BOUNDS_S``; stops when a step is under ``xtol_s``."""
+    from omniplane.sched.experiment import GPUS
+
+    target = published_vanilla_p50_ms(model)[gpu]
+    base = load_calibration().runtime(BASE_RUNTIME)
+    kind = GPUS.get(gpu, gpu)
+    trials: list[tuple[float, list[float]]] = []
+
+    def mean_log(step_s: float) -> float:
+        got = vanilla_p50_ms(gpu, base.with_factors(step_s_by_gpu={kind: step_s}), model=model)
+        trials.append((step_s, got))
+        if log is not None:
+            log(f"{kind}: step_s {step_s * 1e3:.3f} ms -> vanilla TPOT p50 {[round(g, 2) for g in got]} ms "
+                f"(published {target})")
+        return sum(math.log(g / target) for g in got) / len(got)
+
+    lo, hi = STEP_BOUNDS_S
+    x0 = base.step_s
+    f0 = mean_log(x0)
+    x1 = min(hi, max(lo, x0 - f0 * target * 1e-3))  # first guess: TPOT moves 1:1 with step_s
+    f1 = mean_log(x1)
+    while len(trials) < max_trials and abs(x1 - x0) > xtol_s and f1 != f0:
+        x0, f0, x1 = x1, f1, min(hi, max(lo, x1 - f1 * (x1 - x0) / (f1 - f0)))
+        f1 = mean_log(x1)
+    step, got = min(trials, key=lambda t: sum(math.log(g / target) ** 2 for g in t[1]))
+    return {"gpu": kind, "step_s": step, "published_vanilla_p50_ms": target,
+            "points": [{"rate": r, "predicted_p50_ms": round(g, 3), "residual": round(g / target - 1, 4)}
+                       for r, g in zip(FIT_RATES, got, strict=True)],
+            "trials": [[round(s, 6), [round(x, 3) for x in g]] for s, g in trials],
+            "base_step_s": base.step_s}
+
+
+def record(fits: Sequence[dict[str, Any]], seconds: float) -> dict[str, Any]:
+    """The data file's content for ``fits`` (one per GPU kind)."""
+    return {
+        "source": ("fitted: the vllm runtime with step_s per GPU kind, the zero of the mean "
+                   "log(predicted/published) of HorizonServe Table 3 Vanilla TPOT p50 at rates 0.2 and 0.5 "
+                   f"req/s (long fraction {FIT_LONG_FRACTION}, {FIT_MAX_SEQS} slots, {FIT_REQUESTS} "
+                   "requests, seed 0); 2 points per GPU kind"),
+        "command": "python -m omniplane.sched.testbed --fit",
+        "fit_seconds": round(seconds, 1),
+        "why_per_gpu": ("the paper's two testbeds have different hosts (its Table 2: RTX 6000 Ada on an AMD "
+                        "Ryzen Threadripper PRO 5955WX, RTX PRO 6000 on a 24-vCPU Intel Xeon Platinum "
+                        "8568Y+), and one host time cannot fit both: Table 3's Vanilla p50 differs by 1.10x "
+                        "between them where the GPUs' bandwidth differs by 1.87x"),
+        "step_s_by_gpu": {f["gpu"]: round(f["step_s"], 6) for f in fits},
+        "fitted_to": [f"horizonserve-table3/qwen2.5-omni/{f['gpu']}/vanilla-p50/rate-{p['rate']:g}"
+                      for f in fits for p in f["points"]],
+        "fits": list(fits),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    from concurrent.futures import ProcessPoolExecutor
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--fit", action="store_true", help="fit and write perf/data/paper_testbed_runtime.json")
+    ap.add_argument("--gpus", default="rtx6000ada,rtxpro6000")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--out", type=Path, default=None)
+    a = ap.parse_args(argv)
+    if not a.fit:
+        print(json.dumps(testbed_runtime().to_json(), indent=1))
+        return
+    t0 = time.time()
+    with ProcessPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+        fits = list(pool.map(fit_gpu, a.gpus.split(",")))
+    out = record(fits, time.time() - t0)
+    path = a.out or data_path()
+    path.write_text(json.dumps(out, indent=1) + "\n")
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
