@@ -23,8 +23,8 @@ def test_json_has_exactly_the_issue_keys_and_writes_the_plan(tmp_path: Path) -> 
     result = runner.invoke(app, ["plan", *SMALL, "--json", "--out", str(out), "--figures", str(figs)])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert set(doc) == {"plan", "goodput", "baselines", "counts", "estimate_error", "cuts", "phases",
-                        "seconds"}
+    assert set(doc) == {"plan", "goodput", "baselines", "counts", "estimate_error", "cuts", "baseline_cuts",
+                        "phases", "seconds"}
     assert set(doc["goodput"]) == {"total", "per_type"}
     assert set(doc["goodput"]["per_type"]) == {"t2t", "ti2t"}
     counts = doc["counts"]
@@ -41,6 +41,9 @@ def test_json_has_exactly_the_issue_keys_and_writes_the_plan(tmp_path: Path) -> 
     # --max-simulated 2 is a budget: when it dropped survivors, the cut is listed
     assert all({"phase", "rule", "kind", "count", "unit"} <= set(c) for c in doc["cuts"])
     assert all(c["kind"] in ("heuristic", "budget") for c in doc["cuts"])
+    assert set(doc["baseline_cuts"]) == set(doc["baselines"])
+    assert all({"phase", "rule", "kind", "count", "unit"} <= set(c) and c["kind"] in ("heuristic", "budget")
+               for cuts in doc["baseline_cuts"].values() for c in cuts)
     assert set(doc["phases"]) == {"enumerate", "flow", "monte_carlo", "simulate"}
     for phase in doc["phases"].values():
         assert set(phase) == {"count", "seconds"}

@@ -56,3 +56,19 @@ def test_planner_is_never_below_a_baseline_of_its_own_space() -> None:
         assert cmp.planner.total == next(b.total for b in inside if b.name == seeded)
         assert search["search_best_total"] < cmp.planner.total
         assert doc["plan"]["meta"]["seeded_from"] == seeded
+
+
+def test_json_lists_each_baseline_space_s_own_cuts() -> None:
+    """A budget that binds in a baseline's space is that space's cut, in ``baseline_cuts`` with
+    the shape of the planner's ``cuts``; a baseline the budget does not reach has none."""
+    opts = PlannerOptions(mc_samples=32, sim_requests=150, max_simulated=4, mc_budget=5)
+    cmp = compare(Planner(problem("tiny", 3), options=opts))
+    doc = to_json(cmp)
+    assert set(doc["baseline_cuts"]) == {b.name for b in cmp.baselines}
+    vllm = doc["baseline_cuts"]["vllm"]
+    assert any(c["kind"] == "budget" and c["phase"] == "monte_carlo" and "--mc-budget 5" in c["rule"]
+               for c in vllm)
+    shape = {frozenset(c) - {"example"} for c in doc["cuts"]}
+    assert {frozenset(c) - {"example"} for c in vllm} <= shape
+    free = to_json(compare(Planner(problem("tiny", 3), options=SMALL)))
+    assert free["baseline_cuts"]["vllm"] == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -11,7 +13,12 @@ from omniplane.plan.costs import FILLS
 from omniplane.plan.enumerate import subplan_of
 from omniplane.plan.flow import Candidates
 from omniplane.plan.logical import compose
-from omniplane.plan.montecarlo import admission_queue, node_states, route_latency
+from omniplane.plan.montecarlo import (
+    admission_queue,
+    node_states,
+    route_latency,
+    step_queue_factor,
+)
 from omniplane.plan.routing import node_share
 from tests.plan.conftest import table
 
@@ -118,3 +125,36 @@ def test_queueing_only_adds_waiting() -> None:
     without = node_states(cands, tab, rate, queueing=False)
     added = [float(with_q[k][1][0] - without[k][1][0]) for k in with_q]
     assert min(added) >= 0.0 and max(added) > 0.0
+
+
+def test_step_queue_factor_is_pollaczek_khinchine_and_erlang_c() -> None:
+    """One executor: the residual over 1 - u (M/G/1); two: M/M/2's ratio to M/M/1, C(2, 2u) =
+    2u^2 / (1 + u); never below 1, growing with u, infinite at u = 1; a node's pooled executors
+    wait less than one executor at the same utilisation."""
+    u = np.array([0.2, 0.5, 0.8, 0.95, 0.99])
+    one = step_queue_factor(u, np.ones(5, dtype=int))
+    assert one == pytest.approx(np.maximum(1.0, 1 / (1 - u)))
+    two = step_queue_factor(u, np.full(5, 2))
+    assert two == pytest.approx(np.maximum(1.0, (2 * u**2 / (1 + u)) / (2 * u) / (1 - u)))
+    assert np.all(np.diff(one) > 0) and np.all(two <= one) and np.all(two >= 1.0)
+    assert np.isinf(step_queue_factor(np.array([1.0]), np.array([1]))[0])
+
+
+def test_executors_pooled_in_a_node_wait_less_than_one_alone_near_capacity() -> None:
+    """Near its full-batch capacity one executor fed alone (a copy of a subplan side by side,
+    c = 1) waits longer for the step in progress than each of two pooled in one node (c = 2,
+    dispatch to the least loaded: Erlang C), at the same load per executor; the SLO resolver's
+    processing-only latencies (no queueing) do not tell them apart."""
+    tab = table("qwen3-vl-servegen")
+    model = tab.model
+    nodes = (frozenset(["vision_encoder", "llm"]),)
+    alone = _single(tab, nodes, [tab.node(nodes[0]).options.index((1, 32))])
+    pooled = dataclasses.replace(alone, cnt=np.full_like(alone.cnt, 2))
+    uniform = np.full(len(model.type_names), 1 / len(model.type_names))
+    capacity = 1 / float(alone.costs[0].s_full[alone.opt[0, 0]] @ uniform)
+    rate = np.full((1, 1, len(model.type_names)), 0.9 * capacity / len(model.type_names))
+    for c in ("vision_encoder", "llm"):
+        one, two = node_states(alone, tab, rate)[(0, c)][1][0], node_states(pooled, tab, rate)[(0, c)][1][0]
+        assert two < one
+        plain = [node_states(x, tab, rate, queueing=False)[(0, c)][1][0] for x in (alone, pooled)]
+        assert plain[0] == plain[1] <= two

@@ -302,10 +302,13 @@ def _print(cmp: Any, plan_spec: Any, meta: dict[str, Any], out: Path | None, wri
     if cuts:
         console.print("[bold yellow]cuts that changed what was explored:[/]")
         for c in cuts:
-            console.print(f"  [{c['kind']}] {c['phase']}: {c['rule']}: {c['count']:.3g} {c['unit']}",
-                          highlight=False)
+            console.print("  " + _cut(c), highlight=False)
     else:
         console.print("no heuristic or budget cut changed what was explored", highlight=False)
+    for name, bcuts in doc["baseline_cuts"].items():
+        if bcuts:
+            console.print(f"[yellow]{name} baseline's cuts:[/] " + "; ".join(map(_cut, bcuts)),
+                          highlight=False)
     if explain:
         console.print(res.ledger.render(), highlight=False)
     seed = res.extra.get("seeded_from")
@@ -334,6 +337,13 @@ def _one_line(spec: Any) -> str:
     from omniplane.plan.emit import describe
 
     return describe(spec)
+
+
+def _cut(c: dict[str, Any]) -> str:
+    """One cut as a line of console markup (its ``[kind]`` escaped, so it is printed)."""
+    from rich.markup import escape
+
+    return escape(f"[{c['kind']}] {c['phase']}: {c['rule']}: {c['count']:.3g} {c['unit']}")
 
 
 def _pct(x: float | None) -> str:

@@ -97,7 +97,8 @@ def _entry(name: str, result: PlanResult, planner: Planner, sweep: bool) -> Entr
 
 def to_json(cmp: Comparison) -> dict[str, Any]:
     """One document: ``plan`` (with details in ``plan.meta``), ``goodput``, ``baselines``,
-    ``counts``, ``estimate_error``, ``cuts``, ``phases`` and ``seconds`` (docs/plan.md, "JSON")."""
+    ``counts``, ``estimate_error``, ``cuts``, ``baseline_cuts`` (name -> that space's cuts, the
+    shape of ``cuts``), ``phases`` and ``seconds`` (docs/plan.md, "CLI")."""
     main = cmp.planner
     types = main.result.types
     out = main.outcome
@@ -123,6 +124,7 @@ def to_json(cmp: Comparison) -> dict[str, Any]:
         "counts": main.result.counts.to_json(),
         "estimate_error": estimate_error(cmp),
         "cuts": main.result.cuts,
+        "baseline_cuts": {e.name: e.result.cuts for e in cmp.baselines},
         "phases": {k: {"count": v.count, "seconds": v.seconds} for k, v in main.result.phases.items()},
         "seconds": main.result.seconds,
     }

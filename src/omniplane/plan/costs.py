@@ -26,7 +26,7 @@ import numpy as np
 from omniplane.perf import CostModel, ExecutorConfig, InfeasibleConfig
 from omniplane.plan.enumerate import compound_subplans, simple_subplans
 from omniplane.plan.logical import Subplan
-from omniplane.plan.parts import Part, WorkArrays, compute_part, llm_peak
+from omniplane.plan.parts import Part, Pool, WorkArrays, compute_part, llm_peak
 from omniplane.plan.problem import Problem
 from omniplane.spec import GeneratorKind
 
@@ -152,15 +152,16 @@ class CostTable:
         pid = self._part_ids.get(key)
         if pid is None:
             part = compute_part(self.model, self.cost, comp, cfg, self.work[t], batch, self.paths[t],
-                                self._pool(comp))
+                                self.batch_mates(comp))
             self.calls += 1
             pid = self._part_ids[key] = len(self._parts)
             self._parts.append(part)
         return pid
 
-    def _pool(self, comp: str) -> np.ndarray | None:
-        """Sizes a DiT or VAE batch-mate may have: every serving type's samples, repeated in
-        proportion to the type mix the table was built for (uniform if none is positive)."""
+    def batch_mates(self, comp: str) -> Pool | None:
+        """Sizes a DiT or VAE batch-mate may have: every serving type's samples, each drawn with
+        probability ``mix[t] / (sum of the serving types' mix) / samples of t``, the type mix the
+        table was built for, exactly (uniform over types if none is positive)."""
         c = self.model.component(comp)
         if not self.pad or c.generator not in (GeneratorKind.DIT, GeneratorKind.VAE):
             return None
@@ -170,9 +171,9 @@ class CostTable:
         weights = np.array([mix.get(t, 0.0) for t in users])
         if weights.sum() <= 0:
             weights = np.ones(len(users))
-        reps = np.maximum(0, np.round(weights / weights.sum() * 100)).astype(int)
-        return np.concatenate([np.tile(self.work[t].get(comp, key), r)
-                               for t, r in zip(users, reps, strict=True)])
+        sizes = [self.work[t].get(comp, key) for t in users]
+        probs = np.concatenate([np.full(len(x), w / len(x)) for x, w in zip(sizes, weights, strict=True)])
+        return Pool(np.concatenate(sizes), probs / probs.sum())
 
     # ---- dense arrays for the vectorised phases ----------------------------------------------
     def arrays(self) -> PartArrays:

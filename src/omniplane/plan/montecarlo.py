@@ -88,14 +88,17 @@ def node_states(cands: Candidates, table: CostTable, lam: np.ndarray, *, queuein
         turns = {c: np.zeros(n_c) for c in nc.comps}
         passes = TURN_PASSES if len(nc.comps) > 1 else 1
         for k in range(passes):  # the admission queue does not feed back: computed on the last pass
-            levels, betas, steps, held, queue = _occupancy(nc, opt, lam_n, arr, rows, turns, ca2,
-                                                           queueing and k == passes - 1)
+            levels, betas, steps, held, queue, full = _occupancy(nc, opt, lam_n, arr, rows, turns, ca2,
+                                                                 queueing and k == passes - 1)
             turns = {c: sum((held[j] * steps[j] for j in nc.comps if j != c), np.zeros(n_c))
                      for c in nc.comps}
         rho = sum(betas.values(), np.zeros(n_c))
         scale = np.where(rho > 1.0, 1.0 / np.maximum(rho, 1e-12), 1.0)  # busy shares sum to <= 1
         busy = {c: np.minimum(betas[c], 1.0) * scale for c in nc.comps}
         residual = sum((busy[c] * steps[c] / 2 for c in nc.comps), np.zeros(n_c))
+        if queueing:  # the executor's load of its full-batch capacity (step_queue_factor)
+            util = np.minimum(sum(full.values(), np.zeros(n_c)), 1.0)
+            residual = residual * step_queue_factor(util, np.maximum(cands.cnt[:, n], 1))
         loaded = np.minimum(rho, 1.0)
         for c in nc.comps:
             own = betas[c] / np.maximum(rho, 1e-12)  # the step in progress is c's own
@@ -107,6 +110,33 @@ def node_states(cands: Candidates, table: CostTable, lam: np.ndarray, *, queuein
 TURN_PASSES = 3  # fixed-point passes of occupancy and turns on merged executors (converges in 2-3)
 
 
+def step_queue_factor(util: np.ndarray, servers: np.ndarray) -> np.ndarray:
+    """What the wait for the step in progress becomes once queueing for the executor is priced
+    (an approximation, labelled as one; docs/plan.md "Monte Carlo queueing"):
+    Pollaczek-Khinchine's M/G/1 wait, the residual over ``1 - u``, with the executor's step as
+    the service, and for a node's ``c`` executors (dispatch to the least loaded, as the
+    simulator and Ray Serve's router do) M/G/c by the Erlang C ratio ``C(c, c u) / (c u)`` of
+    M/M/c to M/M/1 at the same utilisation ``u``. ``u`` is the executor's busy share at full
+    batch (its offered work over its full-batch capacity, the flow phase's notion), capped at 1:
+    the busy share at the Little's-law level is not used, because on merged executors it sums
+    past 1 on plans the simulator serves well (docs/plan.md "Accuracy", sessions 5 and 6). At
+    least 1 (never below the residual alone); infinite at ``u >= 1``. Copies of a subplan side
+    by side are separate nodes (``c = 1`` each, a random split), so they wait longer than the
+    same executors pooled in one node."""
+    u = np.clip(util, 0.0, 1.0)
+    c = servers.astype(int)
+    a = c * u
+    b = np.ones(len(u))  # Erlang B by recursion, B(k) = a B(k-1) / (k + a B(k-1)), up to each c
+    for k in range(1, int(c.max()) + 1):
+        nxt = a * b / (k + a * b)
+        b = np.where(k <= c, nxt, b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        erlang_c = b / (1.0 - u * (1.0 - b))
+        ratio = np.where(u > 0, erlang_c / np.maximum(a, 1e-300), 0.0)
+        factor = np.where(u < 1.0, ratio / (1.0 - u), np.inf)
+    return np.maximum(factor, 1.0)
+
+
 def _occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays, rows: np.ndarray,
                turns: dict[str, np.ndarray], ca2: float, queueing: bool) -> tuple[dict[str, np.ndarray], ...]:
     """Per hosted component: occupancy level (the smallest whose room holds the requests in
@@ -115,6 +145,7 @@ def _occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArray
     times ``(c_a^2 + c_s^2) / 2``), with each request's residence lengthened by ``turns[c]``
     per further step."""
     levels: dict[str, np.ndarray] = {}
+    full: dict[str, np.ndarray] = {}
     betas: dict[str, np.ndarray] = {}
     steps: dict[str, np.ndarray] = {}
     held: dict[str, np.ndarray] = {}
@@ -135,6 +166,8 @@ def _occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArray
         queue = admission_queue(conc, slots) if queueing else np.zeros(len(rows))
         k = np.where(fits.any(axis=1), fits.argmax(axis=1), len(FILLS) - 1)
         levels[c] = k
+        top = pid[:, :, -1]  # busy share at the fullest level: the load of the full-batch capacity
+        full[c] = (lam_n * np.where(top >= 0, arr.cost[np.maximum(top, 0)], 0.0)).sum(axis=1)
         pk = pid[rows, :, k]  # [C, T]
         ok = pk >= 0
         betas[c] = (lam_n * np.where(ok, arr.cost[np.maximum(pk, 0)], 0.0)).sum(axis=1)
@@ -148,7 +181,7 @@ def _occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArray
             mean2 = np.maximum(m1, 1e-300) ** 2
             cs2 = np.where(m1 > 0, m2 * np.maximum(w.sum(axis=1), 1e-12) / mean2 - 1, 1.0)
             waits[c] = np.where(lam_c > 0, queue / np.maximum(lam_c, 1e-300), 0.0) * (ca2 + cs2) / 2
-    return levels, betas, steps, held, waits
+    return levels, betas, steps, held, waits, full
 
 
 def arrival_cv2(table: CostTable) -> float:

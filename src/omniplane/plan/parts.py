@@ -91,7 +91,7 @@ def llm_peak(w: WorkArrays, comp: str) -> float:
 
 
 def compute_part(model: ModelSpec, cost: CostModel, comp: str, cfg: ExecutorConfig,
-                 w: WorkArrays, batch: int, path: list[str], pool: np.ndarray | None = None) -> Part:
+                 w: WorkArrays, batch: int, path: list[str], pool: Pool | None = None) -> Part:
     """The part of ``comp`` on ``cfg`` for one type's samples ``w`` at occupancy ``batch``.
 
     ``pool`` (DiT: latent tokens, VAE: pixels) holds the sizes of requests of every type this
@@ -124,13 +124,21 @@ def compute_part(model: ModelSpec, cost: CostModel, comp: str, cfg: ExecutorConf
 PAD_DRAWS = 64  # batch-mates drawn per request to estimate its padded size (assumption)
 
 
-def padded(own: np.ndarray, pool: np.ndarray | None, batch: int) -> np.ndarray:
+@dataclass(frozen=True)
+class Pool:
+    """The sizes a DiT or VAE batch-mate may have and the probability of each (they sum to 1)."""
+
+    sizes: np.ndarray
+    p: np.ndarray
+
+
+def padded(own: np.ndarray, pool: Pool | None, batch: int) -> np.ndarray:
     """Expected size a request's batch is padded to: the mean over draws of the largest of its
     own size and ``batch - 1`` sizes drawn from ``pool``."""
-    if pool is None or batch <= 1 or not len(pool):
+    if pool is None or batch <= 1 or not len(pool.sizes):
         return own
     rng = np.random.default_rng(batch)
-    mates = rng.choice(pool, size=(PAD_DRAWS, batch - 1)).max(axis=1)  # [D]
+    mates = rng.choice(pool.sizes, size=(PAD_DRAWS, batch - 1), p=pool.p).max(axis=1)  # [D]
     return np.asarray(np.maximum(own[:, None], mates[None, :]).mean(axis=1))
 
 

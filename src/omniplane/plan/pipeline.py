@@ -218,11 +218,13 @@ class Planner:
         return best
 
     def _prediction(self, best: Simulated) -> Prediction:
-        """The typed ``prediction`` of the plan file: the load simulated and its goodput."""
+        """The typed ``prediction`` of the plan file: the load simulated and its goodput. The mix
+        is written as the problem holds it, unrounded: rounded fractions need not sum to 1 within
+        the spec's tolerance (1/6, 1/6, 2/3 to 6 decimals sum to 1.000001)."""
         types = self.problem.types
         per = {t: round(float(g), 4) for t, g in zip(types, best.outcome.goodput, strict=True)}
         return Prediction(workload=workload_ref(self.problem.workload),
-                          mix={t: round(float(f), 6) for t, f in self.problem.mix.items()},
+                          mix={t: float(f) for t, f in self.problem.mix.items()},
                           offered_rps=round(best.outcome.rate, 6), requests=self.options.sim_requests,
                           seed=self.options.seed,
                           goodput_rps=PredictedGoodput(total=round(float(best.outcome.goodput.sum()), 4),
