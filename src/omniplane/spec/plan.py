@@ -189,11 +189,11 @@ class PlanSpec(Document):
                         (loc, f"{len(probs)} probabilities for {len(node.executors)} executor groups")
                     )
                 elif abs(sum(probs) - 1) > _TOL:
-                    issues.append((loc, f"probabilities must sum to 1, but sum to {sum(probs):.6g}"))
+                    issues.append((loc, f"probabilities must sum to 1, but sum to {sum(probs):.12g}"))
         for t, routes in self.routes.items():
             total = sum(r.p for r in routes)
             if abs(total - 1) > _TOL:
-                issues.append((("routes", t), f"route probabilities sum to {total:.6g}, not 1"))
+                issues.append((("routes", t), f"route probabilities sum to {total:.12g}, not 1"))
             for j, r in enumerate(routes):
                 for k, n in enumerate(r.nodes):
                     if n not in names:

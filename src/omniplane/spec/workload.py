@@ -34,7 +34,7 @@ _SUM_TOL = 1e-6
 def check_fractions(fractions: dict[str, float], what: str) -> None:
     total = sum(fractions.values())
     if abs(total - 1.0) > _SUM_TOL:
-        raise ValueError(f"{what} must sum to 1, but sum to {total:.6g}")
+        raise ValueError(f"{what} must sum to 1, but sum to {total:.12g} (tolerance {_SUM_TOL:g})")
 
 
 class Poisson(SpecModel):
@@ -179,7 +179,7 @@ class WorkloadSpec(Document):
         if self.mix is not None:
             total = sum(self.mix.values())
             if abs(total - 1.0) > _SUM_TOL:
-                raise SpecFieldError([(("mix",), f"mix fractions must sum to 1, but sum to {total:.6g}")])
+                raise SpecFieldError([(("mix",), f"mix fractions must sum to 1, but sum to {total:.12g}")])
         elif not (
             isinstance(self.arrival, TraceArrivals)
             and self.arrival.mapping is not None
