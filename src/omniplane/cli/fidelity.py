@@ -159,6 +159,11 @@ def fidelity(
     pin: Annotated[bool, typer.Option(
         "--pin/--no-pin", help="--fixture: keep the load generator, the API server and the engine core off "
         "the cores vLLM's worker bound (CPU affinity; omniplane.loadgen.affinity).")] = True,
+    pin_layout: Annotated[str, typer.Option(
+        "--pin-layout", metavar="LAYOUT",
+        help="--pin: 'client' (the load generator alone on the cores the worker did not bind, the API "
+        "server and engine core with the worker) or 'worker' (the worker alone, the rest with the "
+        "client).")] = "client",
     max_num_seqs: Annotated[int | None, opt.int_opt(
         "--max-num-seqs", help="If the engine does not report it.", lo=1, hi=1_000_000)] = None,
     max_num_batched_tokens: Annotated[int | None, opt.int_opt(
@@ -183,6 +188,8 @@ def fidelity(
         except (OSError, ValueError, KeyError) as exc:
             fail(f"{report}: not a fidelity document ({exc})")
         return
+    if pin_layout not in ("client", "worker"):
+        fail(f"--pin-layout must be 'client' or 'worker', got {pin_layout!r}")
     if (url is None) == (not fixture):
         fail("give exactly one of --url URL and --fixture")
     try:
@@ -217,14 +224,17 @@ def fidelity(
             except ServerError as exc:
                 fail(str(exc))
             url = server.url
-            pinning = (stack.enter_context(separate(server.pgid)) if pin
+            pinning = (stack.enter_context(separate(server.pgid, layout=pin_layout)) if pin
                        else Pinning(False, note="--no-pin"))
+            pgid, workers = server.pgid, pinning.worker_pids
         else:
             pinning = Pinning(False, note="--url: the engine's processes are not this command's to pin")
+            pgid, workers = None, ()
         err_console.print(pinning.describe(), highlight=False)
         assert url is not None
         opts = FidelityOptions(url, wl, fractions, duration, seed, component,
-                               ProbePlan.quick() if quick else ProbePlan(), given, table, repeats=repeats)
+                               ProbePlan.quick() if quick else ProbePlan(), given, table, repeats=repeats,
+                               engine_pgid=pgid, worker_pids=workers)
         try:
             doc = run_fidelity(opts, say=lambda msg: err_console.print(msg, highlight=False))
         except (EngineConfigError, ValueError, RuntimeError) as exc:
