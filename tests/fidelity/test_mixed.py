@@ -9,8 +9,11 @@ from tests.perf.sse_server import Delays, serve_in_subprocess
 
 
 def test_the_pairs_fit_the_engines_limits() -> None:
-    plan = MixedPlan(decodes=(4, 64, 128), chunks=(16, 2000))
-    assert plan.pairs(max_num_seqs=128, budget=2048) == [(4, 16), (4, 2000), (64, 16)]
+    plan = MixedPlan(decodes=(4, 64, 128, 256), chunks=(16, 2000))
+    # decodes cut to max_num_seqs - 1 (the sample's request must be admitted), chunk + decodes
+    # within the token budget (the chunk scheduled whole)
+    assert plan.pairs(max_num_seqs=128, budget=2048) == [(4, 16), (4, 2000), (64, 16), (127, 16)]
+    assert plan.burst_tokens(4, 6) == 32 + 12 * 6 and plan.burst_tokens(127, 6) == 32 + 4 * 6
 
 
 def test_each_sample_is_one_requests_engine_prefill_while_the_burst_decodes() -> None:

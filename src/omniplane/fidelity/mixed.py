@@ -40,21 +40,28 @@ from omniplane.perf.steptime import MixedRow
 
 @dataclass(frozen=True)
 class MixedPlan:
-    """What a mixed probe measures: every (decodes, chunk) pair with ``chunk + decodes`` within
-    the engine's token budget and ``decodes + 1`` within its ``max_num_seqs``."""
+    """What a mixed probe measures: every (decodes, chunk) pair, decodes cut to the engine's
+    ``max_num_seqs - 1`` (so the sample's request is admitted at once) and ``chunk + decodes``
+    within its token budget (so the chunk is scheduled whole)."""
 
-    decodes: tuple[int, ...] = (4, 16, 64)
+    # 128 (cut to max_num_seqs - 1): the capacity loop's iterations, a newcomer with 127 decodes
+    decodes: tuple[int, ...] = (4, 16, 64, 128)
     chunks: tuple[int, ...] = (16, 64, 256)
     rounds: int = 2  # samples per (decodes, chunk)
     prompt: int = 16  # the burst's prompt (cut to budget // decodes)
-    # the burst's output: 32 + this many tokens per sample, to outlast the samples (each takes an
-    # HTTP round trip, one or two iterations and two /metrics reads; a guess sized for this host:
-    # a sample taken after the burst ended is dropped and counted, never kept)
+    # the burst's output: 32 + tokens_per_sample(n) per sample, to outlast the samples (each
+    # takes an HTTP round trip, one or two iterations and two /metrics reads, so fewer tokens at
+    # larger, slower batches): a heuristic sized for this host; a sample taken after the burst
+    # ended is dropped and counted, never kept
     tokens_per_sample: int = 12
 
     def pairs(self, max_num_seqs: int, budget: int) -> list[tuple[int, int]]:
-        return [(n, k) for n in self.decodes for k in self.chunks
-                if n + 1 <= max_num_seqs and n + k <= budget]
+        ns = sorted({min(n, max_num_seqs - 1) for n in self.decodes if max_num_seqs > 1})
+        return [(n, k) for n in ns for k in self.chunks if n + k <= budget]
+
+    def burst_tokens(self, decodes: int, samples: int) -> int:
+        per = max(4, round(self.tokens_per_sample * 16 / max(decodes, 16)))
+        return 32 + per * samples
 
 
 @dataclass(frozen=True)
@@ -90,7 +97,7 @@ def _body(model: str, prompt: list[int], tokens: int) -> dict[str, Any]:
 async def _point(url: str, model: str, vocab: int, n: int, chunk_sizes: Sequence[int], plan: MixedPlan,
                  prompt: int, salt: str, label: str) -> tuple[list[MixedRow], int]:
     rounds = plan.rounds
-    out_tokens = 32 + plan.tokens_per_sample * len(chunk_sizes) * rounds
+    out_tokens = plan.burst_tokens(n, len(chunk_sizes) * rounds)
     counts = [0] * n
     started = asyncio.Event()
     samples: list[MixedRow] = []
