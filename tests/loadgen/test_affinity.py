@@ -93,6 +93,7 @@ def test_the_client_layout_leaves_the_client_alone_and_the_engine_together(engin
             pass
         after = cpu_split(proc.pid, pin.worker_pids)
     assert after["client"] - before["client"] >= 0.03  # clock ticks: 10 ms resolution
+    assert all(after[k] >= before[k] >= 0 for k in after) and "worker_wait" in after
     assert after["worker"] - before["worker"] < 0.03 and after["server"] == before["server"] == 0.0
     with pytest.raises(ValueError, match="layout must be one of"), separate(proc.pid, layout="both"):
         pass

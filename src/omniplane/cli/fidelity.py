@@ -84,6 +84,9 @@ def show_report(doc: dict[str, Any]) -> None:
         err_console.print(f"[yellow]warning:[/] {w}")
     if (pin := eng.get("pinning")) is not None:
         console.print(Pinning.from_json(pin).describe(), highlight=False)
+    if busy := eng.get("capacity_cpu_cores"):
+        console.print("capacity run, busy cores (CPU time / wall time): "
+                      + ", ".join(f"{k} {_fmt(v)}" for k, v in busy.items()), highlight=False)
     spread = _spread(doc)
     table = Table(title="predicted (simulator) vs measured (engine)")
     table.add_column("offered req/s")
@@ -111,6 +114,11 @@ def show_report(doc: dict[str, Any]) -> None:
                 f"probe drift {_err(drift, None)}; front end {_fmt(cal.get('frontend_ms'))} ms; delivery "
                 f"{_fmt(dl.get('base_ms'))} + {_fmt(dl.get('per_stream_ms'))} x streams ms/token",
                 highlight=False)
+            mixed = (cal.get("step_model") or {}).get("mixed_coefficients_s") or {}
+            if any(mixed.values()):
+                n = len((cal.get("step_model") or {}).get("mixed_rows") or [])
+                terms = ", ".join(f"{k} {v * 1e3:+.4g} ms" for k, v in mixed.items())
+                console.print(f"  mixed iterations ({n} samples): {terms}", highlight=False)
             if drift is not None and drift > DRIFT_WARN:
                 err_console.print(f"[yellow]warning:[/] load {detail.get('fraction', 0):.0%}: the probes "
                                   f"before and after its replays differ by {drift:.0%} (median per point): "
@@ -161,9 +169,9 @@ def fidelity(
         "the cores vLLM's worker bound (CPU affinity; omniplane.loadgen.affinity).")] = True,
     pin_layout: Annotated[str, typer.Option(
         "--pin-layout", metavar="LAYOUT",
-        help="--pin: 'client' (the load generator alone on the cores the worker did not bind, the API "
-        "server and engine core with the worker) or 'worker' (the worker alone, the rest with the "
-        "client).")] = "client",
+        help="--pin: 'worker' (the worker alone on its cores, the API server, the engine core and the "
+        "load generator on the rest) or 'client' (the load generator alone, the rest of the engine "
+        "with the worker; docs/fidelity.md: slower on a loaded 2-core host).")] = "worker",
     max_num_seqs: Annotated[int | None, opt.int_opt(
         "--max-num-seqs", help="If the engine does not report it.", lo=1, hi=1_000_000)] = None,
     max_num_batched_tokens: Annotated[int | None, opt.int_opt(

@@ -189,22 +189,35 @@ def separate(pgid: int, restore_group: bool = False, layout: str = "worker") -> 
                 os.sched_setaffinity(tid, aff)
 
 
-def _thread_cpu_s(pid: int, tid: int) -> float:
+def _thread_cpu_s(pid: int, tid: int) -> tuple[float, float]:
+    """(CPU seconds, seconds runnable but waiting for a CPU) of one thread so far."""
+    task = PROC / str(pid) / "task" / str(tid)
     try:
-        fields = (PROC / str(pid) / "task" / str(tid) / "stat").read_text().rsplit(")", 1)[-1].split()
+        fields = (task / "stat").read_text().rsplit(")", 1)[-1].split()
+        sched = (task / "schedstat").read_text().split()
     except OSError:
-        return 0.0  # it ended meanwhile
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return 0.0, 0.0  # it ended meanwhile
+    wait = int(sched[1]) / 1e9 if len(sched) > 1 else 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), wait
 
 
 def cpu_split(pgid: int, worker_pids: tuple[int, ...]) -> dict[str, float]:
     """CPU seconds used so far by the engine group's **worker** processes (``worker_pids``: those
     holding the bound threads, :attr:`Pinning.worker_pids`), its **other** processes (API server,
-    engine core) and this process (**client**): read twice around a run, the difference over
-    its wall time is each part's busy share in cores. Threads that ended are not counted."""
-    out = {"worker": 0.0, "server": 0.0, "client": 0.0}
+    engine core) and this process (**client**), and (``<part>_wait``) the seconds their threads
+    were runnable but waiting for a CPU (``/proc/.../schedstat``: taken by other threads, of this
+    run or of other jobs). Read twice around a run, the differences over its wall time are each
+    part's busy and CPU-starved shares in cores: a worker neither busy nor waiting for a CPU was
+    waiting for work. Threads that ended are not counted."""
+    out = dict.fromkeys(("worker", "server", "client", "worker_wait", "server_wait", "client_wait"), 0.0)
+
+    def add(part: str, pid: int) -> None:
+        for t in threads(pid):
+            cpu, wait = _thread_cpu_s(pid, t)
+            out[part] += cpu
+            out[f"{part}_wait"] += wait
+
     for pid in group_pids(pgid):
-        out["worker" if pid in worker_pids else "server"] += sum(_thread_cpu_s(pid, t) for t in threads(pid))
-    me = os.getpid()
-    out["client"] = sum(_thread_cpu_s(me, t) for t in threads(me))
+        add("worker" if pid in worker_pids else "server", pid)
+    add("client", os.getpid())
     return out
