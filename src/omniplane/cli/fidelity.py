@@ -123,6 +123,14 @@ def show_report(doc: dict[str, Any]) -> None:
                 err_console.print(f"[yellow]warning:[/] load {detail.get('fraction', 0):.0%}: the probes "
                                   f"before and after its replays differ by {drift:.0%} (median per point): "
                                   "the host moved under the measurement")
+        if sim_its := detail.get("simulated_iterations"):
+            measured_its = [r.get("engine_iterations") or {} for r in detail.get("repeats", [])]
+            console.print(
+                "  iterations: measured " + ", ".join(
+                    f"{_fmt(m.get('iterations'))} ({_fmt(m.get('tokens_per_iteration'))} tokens each)"
+                    for m in measured_its) + f"; simulated {_fmt(sim_its.get('iterations'))} "
+                f"({_fmt(sim_its.get('tokens_per_iteration'))} tokens each, {_fmt(sim_its.get('mixed'))} mixed)",
+                highlight=False)
         for dec in detail.get("ttft_decomposition_ms", []):
             m, sim = dec["measured"], dec["simulated"]
             console.print(

@@ -166,19 +166,55 @@ def engine_plan(model: ModelSpec, engine: EngineConfig) -> PlanSpec:
     )
 
 
+class _Counted:
+    """The step model, counting the iterations the simulator prices one by one (those with a
+    prompt chunk: a decode-only run of iterations is priced as a span)."""
+
+    def __init__(self, step: StepModel) -> None:
+        self._step = step
+        self.prefill_only = self.mixed = 0
+        self.prefill_tokens = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._step, name)
+
+    def llm_iteration_time(self, component: str, cfg: Any, **work: int) -> float:
+        if work.get("prefill_tokens", 0) > 0:
+            self.prefill_tokens += work["prefill_tokens"]
+            if work.get("decode_batch", 0) > 0:
+                self.mixed += 1
+            else:
+                self.prefill_only += 1
+        return self._step.llm_iteration_time(component, cfg, **work)
+
+
 def simulate_engine(model: ModelSpec, engine: EngineConfig, step: StepModel, requests: Sequence[Request],
-                    frontend_s: float, delivery: Delivery | None = None) -> list[Timing]:
+                    frontend_s: float, delivery: Delivery | None = None,
+                    stats: dict[str, float] | None = None) -> list[Timing]:
     """The simulator's prediction for ``requests`` on the engine (its limits, its step model),
     with the front-end latency added to every first token and finish and, given a delivery
     cost, ``(tokens - 1) delivery.per_token(b)`` to every finish (``b``: the mean number of
-    simulated requests decoding while it decodes)."""
+    simulated requests decoding while it decodes). ``stats`` receives what the simulated engine
+    ran: iterations, of which mixed and prefill-only, and scheduled tokens per iteration (the
+    counterpart of the replay's ``engine_iterations``)."""
     loop = EventLoop()
     limits = step.limits
     # a measured engine has no GPU kind: its config is the engine's own limits (make_cfg), and
     # build_topology only hands the GPU kind to make_cfg
     setup = RunSetup(make_cfg=lambda _gpu, _tp, _batch: limits, token_budget=engine.max_num_batched_tokens)
-    topo = build_topology(model, engine_plan(model, engine), cast(GPUKind, None), step, loop, setup)
+    counted = _Counted(step)
+    topo = build_topology(model, engine_plan(model, engine), cast(GPUKind, None), cast(StepModel, counted),
+                          loop, setup)
     rec = Simulation(model, topo, requests, loop=loop).run().requests
+    if stats is not None:
+        llm = [e for ex in topo.executors for e in ex.engines if hasattr(e, "iters")]
+        decode_its = sum(int(getattr(e, "iters", 0)) for e in llm)  # decode iterations, mixed included
+        its = decode_its + counted.prefill_only
+        # as vLLM's vllm:iteration_tokens_total counts them: computed prompt tokens plus every
+        # generated token (the first one included)
+        generated = sum(int(r.work[step.component]["output_tokens"]) for r in requests)
+        stats.update({"iterations": its, "mixed": counted.mixed, "prefill_only": counted.prefill_only,
+                      "tokens_per_iteration": (counted.prefill_tokens + generated) / its if its else 0.0})
     comp = step.component
     tokens = {r.id: int(r.work[comp]["output_tokens"]) for r in requests}
     done = [(int(rid), float(a), float(f), float(e)) for rid, a, f, e, failed
@@ -386,7 +422,8 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
             prev = probe()
             around.append(prev)
         cal = calibrate(around, comp, engine, source(around))
-        predicted = simulate_engine(model, engine, cal.step, requests, cal.frontend_s, cal.delivery)
+        sim_its: dict[str, float] = {}
+        predicted = simulate_engine(model, engine, cal.step, requests, cal.frontend_s, cal.delivery, sim_its)
         simulated = summarize(predicted)
         measured = _median_metrics([m for m, _ in runs])
         hold = cal.to_json()["holdout"]
@@ -402,6 +439,7 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
         details.append({"fraction": frac, "requests": len(requests),
                         **{k: v for k, v in runs[0][1].items() if k != "summary"},
                         "calibration": cal.to_json(), "ttft_decomposition_ms": decomposition,
+                        "simulated_iterations": sim_its,
                         "repeats": [d for _, d in runs]})
     if opts.table is not None:
         opts.table.parent.mkdir(parents=True, exist_ok=True)
