@@ -129,7 +129,8 @@ def show_report(doc: dict[str, Any]) -> None:
                 "  iterations: measured " + ", ".join(
                     f"{_fmt(m.get('iterations'))} ({_fmt(m.get('tokens_per_iteration'))} tokens each)"
                     for m in measured_its) + f"; simulated {_fmt(sim_its.get('iterations'))} "
-                f"({_fmt(sim_its.get('tokens_per_iteration'))} tokens each, {_fmt(sim_its.get('mixed'))} mixed)",
+                f"({_fmt(sim_its.get('tokens_per_iteration'))} tokens each, "
+                f"{_fmt(sim_its.get('mixed'))} mixed)",
                 highlight=False)
         for dec in detail.get("ttft_decomposition_ms", []):
             m, sim = dec["measured"], dec["simulated"]
