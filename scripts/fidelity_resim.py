@@ -1,8 +1,9 @@
 """Re-simulate the loads of an ``omniplane fidelity`` document without an engine (docs/fidelity.md,
 "Where the error comes from"): each load's requests regenerated from the document's seed, the
 simulator run on the step model refitted to that load's own probe rows (``as run``: reproduces
-the document's simulated column) and, as a what-if, to those rows plus the first probe's decode
-bursts of 64 and more sequences (what a load's model saw before every probe measured them). Per
+the document's simulated column) and, as what-ifs, to those rows plus the first probe's decode
+bursts of 64 and more sequences (what a load's model saw before every probe measured them), and
+without the probes' mixed iterations (the additive step model, what ran before session 6). Per
 load: TTFT / TPOT p50 and throughput against the measured column, the simulator's mean TTFT,
 and the engine's own decomposition of each replay. Never fits anything to a replay.
 
@@ -21,7 +22,7 @@ from omniplane.fidelity.compare import mean_ttft_ms, summarize
 from omniplane.fidelity.engine import EngineConfig
 from omniplane.fidelity.loop import simulate_engine
 from omniplane.perf.profiles import ProfileRow
-from omniplane.perf.steptime import fit_step_model
+from omniplane.perf.steptime import MixedRow, fit_step_model
 from omniplane.spec import load_workload
 from omniplane.workload import generate
 
@@ -31,6 +32,10 @@ BIG = 64  # decode bursts of at least this many sequences: the what-if's extra r
 
 def rows(probe: dict[str, Any], comp: str) -> list[ProfileRow]:
     return [ProfileRow(comp, "cpu", 1, r["op"], r["batch"], r["size"], r["ms"]) for r in probe["rows"]]
+
+
+def mixed(probe: dict[str, Any]) -> list[MixedRow]:
+    return [MixedRow(m["decodes"], m["chunk"], m["context"], m["ms"]) for m in probe.get("mixed", ())]
 
 
 def main() -> None:
@@ -52,11 +57,14 @@ def main() -> None:
         reqs = generate(wl, duration_s=eng["duration_s"], rate=load["offered_rps"], seed=eng["seed"] + 10 + i)
         delivery = Delivery(cal["delivery"]["base_ms"] / 1e3, cal["delivery"]["per_stream_ms"] / 1e3)
         own = [r for k in cal["probes"] for r in rows(probes[k], comp)]
+        own_mixed = [x for k in cal["probes"] for x in mixed(probes[k])]
         has_big = any(r.op == "decode" and r.batch >= BIG for r in own)
-        variants = [("as run", own)] + ([] if has_big else [(f"+ probe 0's decode >= {BIG}", own + big)])
+        variants = [("as run", own, own_mixed)]
+        variants += [] if has_big else [(f"+ probe 0's decode >= {BIG}", own + big, own_mixed)]
+        variants += [("additive (no mixed terms)", own, [])] if own_mixed else []
         m = load["measured"]
-        for name, rs in variants:
-            step = fit_step_model(rs, comp, limits, source="fidelity_resim")
+        for name, rs, mx in variants:
+            step = fit_step_model(rs, comp, limits, source="fidelity_resim", mixed=mx)
             pred = simulate_engine(wl.model, engine, step, reqs, cal["frontend_ms"] / 1e3, delivery)
             s = summarize(pred)
 

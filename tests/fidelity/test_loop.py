@@ -163,3 +163,17 @@ def test_probe_rows_are_the_engines_own_times_and_delivery_the_rest() -> None:
     assert fit_delivery(pts[:1]) == Delivery(0.0, 0.0)
     later = probe_rows([_pt("prefill-64", 1, 0.05, 0.001, 0.033, prompt=64)], "llm", "cpu", "probe 1")
     assert probe_drift(rows, later) == pytest.approx(0.1)  # 30 -> 33 ms on the one shared point
+
+
+def test_the_simulated_engine_counts_its_iterations(model: ModelSpec) -> None:
+    cfg = engine()
+    stats: dict[str, float] = {}
+    # two requests 1 s apart: each one prefill-only iteration and 4 decode-only ones
+    simulate_engine(model, cfg, step_model(cfg), [req(0, 0.0, 100, 5), req(1, 1.0, 100, 5)], 0.0, stats=stats)
+    assert stats["iterations"] == 10 and stats["prefill_only"] == 2 and stats["mixed"] == 0
+    assert stats["tokens_per_iteration"] == pytest.approx((200 + 10) / 10)
+    # the second arrives while the first decodes: its prompt joins a decode iteration
+    both: dict[str, float] = {}
+    reqs = [req(0, 0.0, 100, 20), req(1, 0.05, 100, 20)]
+    simulate_engine(model, cfg, step_model(cfg), reqs, 0.0, stats=both)
+    assert both["mixed"] == 1 and both["prefill_only"] == 1

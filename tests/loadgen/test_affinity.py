@@ -10,7 +10,15 @@ import time
 
 import pytest
 
-from omniplane.loadgen.affinity import Pinning, engine_cpus, group_pids, host_cpus, separate, threads
+from omniplane.loadgen.affinity import (
+    Pinning,
+    cpu_split,
+    engine_cpus,
+    group_pids,
+    host_cpus,
+    separate,
+    threads,
+)
 
 # a stand-in for vLLM's engine: its main thread binds itself to one core (as the CPU worker's
 # OpenMP threads do), a helper thread stays free
@@ -68,3 +76,24 @@ def test_nothing_bound_means_nothing_pinned() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_client_layout_leaves_the_client_alone_and_the_engine_together(engine_like: object) -> None:
+    proc, host = engine_like  # type: ignore[misc]
+    with separate(proc.pid, restore_group=True, layout="client") as pin:
+        assert pin.pinned and pin.layout == "client" and pin.worker_pids == (proc.pid,)
+        # the free helper thread joins the bound one on the worker's core; this process has the rest
+        assert all(os.sched_getaffinity(t) == {host[0]} for t in threads(proc.pid))
+        assert os.sched_getaffinity(0) == set(host[1:])
+        assert "alone on cores" in pin.describe()
+        assert Pinning.from_json(pin.to_json()) == pin
+        before = cpu_split(proc.pid, pin.worker_pids)
+        t0 = time.process_time()
+        while time.process_time() - t0 < 0.05:  # this process (the "client") burns 50 ms
+            pass
+        after = cpu_split(proc.pid, pin.worker_pids)
+    assert after["client"] - before["client"] >= 0.03  # clock ticks: 10 ms resolution
+    assert all(after[k] >= before[k] >= 0 for k in after) and "worker_wait" in after
+    assert after["worker"] - before["worker"] < 0.03 and after["server"] == before["server"] == 0.0
+    with pytest.raises(ValueError, match="layout must be one of"), separate(proc.pid, layout="both"):
+        pass

@@ -9,7 +9,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from omniplane.perf import ProfileRow
-from omniplane.perf.steptime import FEATURES, EngineLimits, StepModel, features, fit_step_model, holdout_fits
+from omniplane.perf.steptime import (
+    FEATURES,
+    EngineLimits,
+    MixedRow,
+    StepModel,
+    features,
+    fit_step_model,
+    holdout_fits,
+)
 
 LIMITS = EngineLimits(max_batch=64, token_budget=2048, kv_tokens=100_000)
 # a known engine: 12 ms per step, 0.2 ms per prompt token, 3 ms per prompt, attention 1e-7 s per
@@ -131,3 +139,57 @@ def test_held_out_points_are_predicted_by_the_others() -> None:
     stalled[1] = ProfileRow("llm", "cpu", 1, "prefill", 1, 64, stalled[1].latency_ms * 5)  # a host stall
     [held] = [f for f in holdout_fits(stalled, "llm", LIMITS) if (f.op, f.size) == ("prefill", 64)]
     assert held.error == pytest.approx(1 / 5 - 1, abs=0.05)  # the others still know the engine
+
+
+# a known engine whose mixed iterations cost 4 ms + 0.05 ms per prompt token + 0.2 ms per decode
+# more than the sum of their parts
+MIXED = (0.004, 5e-5, 2e-4)
+
+
+def mixed_rows(truth: StepModel, chunks: tuple[int, ...] = (16, 64, 256)) -> list[MixedRow]:
+    return [MixedRow(n, k, 40.0, truth.time(k, 0, 1, n, 40 * n) * 1e3) for n in (4, 16, 64) for k in chunks]
+
+
+def test_mixed_terms_recover_a_known_engines_mixed_iterations() -> None:
+    truth = StepModel("llm", TRUE, LIMITS, mixed_s=MIXED)
+    model = fit_step_model(rows(), "llm", LIMITS, mixed=mixed_rows(truth))
+    assert model.coef_s == pytest.approx(TRUE, rel=1e-6)  # the rest of the model is not moved
+    assert model.mixed_s == pytest.approx(MIXED, rel=1e-4)
+    assert max(abs(f.error) for f in model.mixed_fit) < 1e-6
+    assert model.to_json()["mixed_coefficients_s"]["mixed_seq"] == pytest.approx(MIXED[2], rel=1e-4)
+    # only an iteration holding both prefill and decode pays them
+    additive = StepModel("llm", TRUE, LIMITS)
+    assert model.time(prefill_tokens=64) == pytest.approx(additive.time(prefill_tokens=64))
+    assert model.time(decode_batch=8, decode_context=320) == pytest.approx(
+        additive.time(decode_batch=8, decode_context=320))
+    both = additive.time(64, 0, 1, 8, 320)
+    assert model.time(64, 0, 1, 8, 320) == pytest.approx(both + MIXED[0] + 64 * MIXED[1] + 8 * MIXED[2])
+
+
+def test_without_mixed_rows_the_model_is_additive_and_one_chunk_size_is_said() -> None:
+    assert fit_step_model(rows(), "llm", LIMITS).mixed_s == (0.0, 0.0, 0.0)
+    truth = StepModel("llm", TRUE, LIMITS, mixed_s=MIXED)
+    model = fit_step_model(rows(), "llm", LIMITS, mixed=mixed_rows(truth, chunks=(64,)))
+    assert model.mixed_s[1] == 0.0 and any("mixed_token not determined" in n for n in model.notes)
+    assert max(abs(f.error) for f in model.mixed_fit) < 0.05  # 64-token chunks are still priced
+
+
+def test_cheaper_mixed_iterations_refund_at_most_the_parts() -> None:
+    additive = StepModel("llm", TRUE, LIMITS)
+    # an engine whose mixed iterations take a tenth of the sum of their parts
+    cheap = [MixedRow(n, k, 40.0, 0.1 * additive.time(k, 0, 1, n, 40 * n) * 1e3)
+             for n in (4, 16, 64) for k in (16, 64, 256)]
+    model = fit_step_model(rows(), "llm", LIMITS, mixed=cheap)
+    m0, m1, m2 = model.mixed_s
+    cheapest = min(model.per_seq(b) for b in (1, 64))
+    assert m0 >= -TRUE[0] - 1e-12 and m1 >= -TRUE[1] - 1e-12 and m2 >= -cheapest - 1e-12
+    assert m0 < 0 or m1 < 0 or m2 < 0
+    assert all(0 < f.fitted_ms < additive.time(int(f.size), 0, 1, f.batch, 40 * f.batch) * 1e3
+               for f in model.mixed_fit)  # it moved toward the measurement, and stayed above zero
+
+
+def test_held_out_mixed_points_are_predicted_by_the_other_mixed_points() -> None:
+    truth = StepModel("llm", TRUE, LIMITS, mixed_s=MIXED)
+    held = [f for f in holdout_fits(rows(), "llm", LIMITS, mixed_rows(truth)) if f.op == "mixed"]
+    assert len(held) == 9
+    assert max(abs(f.error) for f in held) < 0.05

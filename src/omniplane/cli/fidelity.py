@@ -84,6 +84,9 @@ def show_report(doc: dict[str, Any]) -> None:
         err_console.print(f"[yellow]warning:[/] {w}")
     if (pin := eng.get("pinning")) is not None:
         console.print(Pinning.from_json(pin).describe(), highlight=False)
+    if busy := eng.get("capacity_cpu_cores"):
+        console.print("capacity run, busy cores (CPU time / wall time): "
+                      + ", ".join(f"{k} {_fmt(v)}" for k, v in busy.items()), highlight=False)
     spread = _spread(doc)
     table = Table(title="predicted (simulator) vs measured (engine)")
     table.add_column("offered req/s")
@@ -111,10 +114,24 @@ def show_report(doc: dict[str, Any]) -> None:
                 f"probe drift {_err(drift, None)}; front end {_fmt(cal.get('frontend_ms'))} ms; delivery "
                 f"{_fmt(dl.get('base_ms'))} + {_fmt(dl.get('per_stream_ms'))} x streams ms/token",
                 highlight=False)
+            mixed = (cal.get("step_model") or {}).get("mixed_coefficients_s") or {}
+            if any(mixed.values()):
+                n = len((cal.get("step_model") or {}).get("mixed_rows") or [])
+                terms = ", ".join(f"{k} {v * 1e3:+.4g} ms" for k, v in mixed.items())
+                console.print(f"  mixed iterations ({n} samples): {terms}", highlight=False)
             if drift is not None and drift > DRIFT_WARN:
                 err_console.print(f"[yellow]warning:[/] load {detail.get('fraction', 0):.0%}: the probes "
                                   f"before and after its replays differ by {drift:.0%} (median per point): "
                                   "the host moved under the measurement")
+        if sim_its := detail.get("simulated_iterations"):
+            measured_its = [r.get("engine_iterations") or {} for r in detail.get("repeats", [])]
+            console.print(
+                "  iterations: measured " + ", ".join(
+                    f"{_fmt(m.get('iterations'))} ({_fmt(m.get('tokens_per_iteration'))} tokens each)"
+                    for m in measured_its) + f"; simulated {_fmt(sim_its.get('iterations'))} "
+                f"({_fmt(sim_its.get('tokens_per_iteration'))} tokens each, "
+                f"{_fmt(sim_its.get('mixed'))} mixed)",
+                highlight=False)
         for dec in detail.get("ttft_decomposition_ms", []):
             m, sim = dec["measured"], dec["simulated"]
             console.print(
@@ -159,6 +176,11 @@ def fidelity(
     pin: Annotated[bool, typer.Option(
         "--pin/--no-pin", help="--fixture: keep the load generator, the API server and the engine core off "
         "the cores vLLM's worker bound (CPU affinity; omniplane.loadgen.affinity).")] = True,
+    pin_layout: Annotated[str, typer.Option(
+        "--pin-layout", metavar="LAYOUT",
+        help="--pin: 'worker' (the worker alone on its cores, the API server, the engine core and the "
+        "load generator on the rest) or 'client' (the load generator alone, the rest of the engine "
+        "with the worker; docs/fidelity.md: slower on a loaded 2-core host).")] = "worker",
     max_num_seqs: Annotated[int | None, opt.int_opt(
         "--max-num-seqs", help="If the engine does not report it.", lo=1, hi=1_000_000)] = None,
     max_num_batched_tokens: Annotated[int | None, opt.int_opt(
@@ -183,6 +205,8 @@ def fidelity(
         except (OSError, ValueError, KeyError) as exc:
             fail(f"{report}: not a fidelity document ({exc})")
         return
+    if pin_layout not in ("client", "worker"):
+        fail(f"--pin-layout must be 'client' or 'worker', got {pin_layout!r}")
     if (url is None) == (not fixture):
         fail("give exactly one of --url URL and --fixture")
     try:
@@ -217,14 +241,17 @@ def fidelity(
             except ServerError as exc:
                 fail(str(exc))
             url = server.url
-            pinning = (stack.enter_context(separate(server.pgid)) if pin
+            pinning = (stack.enter_context(separate(server.pgid, layout=pin_layout)) if pin
                        else Pinning(False, note="--no-pin"))
+            pgid, workers = server.pgid, pinning.worker_pids
         else:
             pinning = Pinning(False, note="--url: the engine's processes are not this command's to pin")
+            pgid, workers = None, ()
         err_console.print(pinning.describe(), highlight=False)
         assert url is not None
         opts = FidelityOptions(url, wl, fractions, duration, seed, component,
-                               ProbePlan.quick() if quick else ProbePlan(), given, table, repeats=repeats)
+                               ProbePlan.quick() if quick else ProbePlan(), given, table, repeats=repeats,
+                               engine_pgid=pgid, worker_pids=workers)
         try:
             doc = run_fidelity(opts, say=lambda msg: err_console.print(msg, highlight=False))
         except (EngineConfigError, ValueError, RuntimeError) as exc:

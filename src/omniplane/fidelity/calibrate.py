@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from scipy.optimize import nnls
 
 from omniplane.fidelity.engine import EngineConfig
+from omniplane.fidelity.mixed import MixedPlan
 from omniplane.perf.profiler import PointMetrics, RequestSpec
 from omniplane.perf.profiles import ProfileRow
 
@@ -62,11 +63,15 @@ class ProbePlan:
     capacity_batches: tuple[int, ...] = ()  # further batches only in the probe before the capacity run
     capacity_s: float = 30.0  # the closed loop at the largest batch runs this long
     capacity_concurrency: int = 0  # workers of the capacity point (0: the engine's max_num_seqs)
+    # mixed iterations (a prompt chunk batched with decodes, omniplane.fidelity.mixed), in every
+    # probe: a served load runs mostly those, and the decode-only bursts cannot price them
+    mixed: MixedPlan = field(default_factory=MixedPlan)
 
     @classmethod
     def quick(cls) -> ProbePlan:
-        """A short probe for tests: its capacity is at 16 workers, not the largest batch."""
-        return cls((32, 256), 2, (1, 4), 1, 8, 512, (1,), (16,), 6.0, 16)
+        """A short probe for tests: its capacity is at 16 workers, not the largest batch; no
+        mixed iterations (the mixed probe is tested on a loopback server)."""
+        return cls((32, 256), 2, (1, 4), 1, 8, 512, (1,), (16,), 6.0, 16, MixedPlan(decodes=()))
 
 
 def probe_specs(plan: ProbePlan, engine: EngineConfig, typical_prompt: int,

@@ -19,6 +19,7 @@ replay the same workload against the engine, and put predicted next to measured.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import statistics
@@ -46,13 +47,15 @@ from omniplane.fidelity.calibrate import (
 )
 from omniplane.fidelity.compare import Timing, mean_ttft_ms, measured_timings, summarize, ttft_decomposition
 from omniplane.fidelity.engine import EngineConfig, read_engine_config
+from omniplane.fidelity.mixed import run_mixed
+from omniplane.loadgen.affinity import cpu_split
 from omniplane.loadgen.client import LoadOptions, replay
 from omniplane.loadgen.metrics import COMPLETED, send_lateness
 from omniplane.perf import ProfileSet
 from omniplane.perf.profiler import PointMetrics, ProfileRun, SweepResult, run_profile
 from omniplane.perf.profiler.client import server_means, server_totals
 from omniplane.perf.profiles import ProfileRow
-from omniplane.perf.steptime import RowFit, StepModel, fit_step_model, holdout_fits
+from omniplane.perf.steptime import MixedRow, RowFit, StepModel, fit_step_model, holdout_fits
 from omniplane.sim import EventLoop, RunSetup, Simulation, build_topology
 from omniplane.spec import ExecutorGroup, GPUKind, ModelSpec, PlanNode, PlanSpec, ResolvedWorkload, Route
 from omniplane.workload import Request, generate
@@ -76,6 +79,8 @@ class FidelityOptions:
     gpu: str = "cpu"  # the table's gpu column: the engine's hardware, as a label
     drain_s: float = 120.0
     repeats: int = 2  # replays of each load (the same requests); measured = the median of each metric
+    engine_pgid: int | None = None  # the engine's process group (--fixture): CPU shares are read
+    worker_pids: tuple[int, ...] = ()  # its processes holding the bound threads (Pinning.worker_pids)
 
 
 @dataclass(frozen=True)
@@ -87,11 +92,14 @@ class Probe:
     machine_load: list[float] | None
     points: tuple[PointMetrics, ...]
     rows: tuple[ProfileRow, ...]
+    mixed: tuple[MixedRow, ...] = ()  # mixed iterations (omniplane.fidelity.mixed)
+    mixed_dropped: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "at_s": round(self.at, 1), "machine_load": self.machine_load,
                 "rows": [{"op": r.op, "batch": r.batch, "size": r.size, "ms": round(r.latency_ms, 3)}
                          for r in self.rows],
+                "mixed": [m.to_json() for m in self.mixed], "mixed_dropped": self.mixed_dropped,
                 "points": [p.to_json() for p in self.points]}
 
 
@@ -123,11 +131,13 @@ class Calibration:
 def calibrate(probes: Sequence[Probe], comp: str, engine: EngineConfig, source: str) -> Calibration:
     """The environment of the replays these probes bracket (module docstring); probes only."""
     rows = [r for p in probes for r in p.rows]
+    mixed = [m for p in probes for m in p.mixed]
     points = [pt for p in probes for pt in p.points]
     limits = engine.limits()
-    step = fit_step_model(rows, comp, limits, source=source)
-    return Calibration(step, frontend_latency(points), fit_delivery(points), holdout_fits(rows, comp, limits),
-                       probe_drift(probes[0].rows, probes[-1].rows), tuple(p.index for p in probes))
+    step = fit_step_model(rows, comp, limits, source=source, mixed=mixed)
+    return Calibration(step, frontend_latency(points), fit_delivery(points),
+                       holdout_fits(rows, comp, limits, mixed), probe_drift(probes[0].rows, probes[-1].rows),
+                       tuple(p.index for p in probes))
 
 
 def _component(model: ModelSpec, name: str) -> str:
@@ -156,19 +166,55 @@ def engine_plan(model: ModelSpec, engine: EngineConfig) -> PlanSpec:
     )
 
 
+class _Counted:
+    """The step model, counting the iterations the simulator prices one by one (those with a
+    prompt chunk: a decode-only run of iterations is priced as a span)."""
+
+    def __init__(self, step: StepModel) -> None:
+        self._step = step
+        self.prefill_only = self.mixed = 0
+        self.prefill_tokens = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._step, name)
+
+    def llm_iteration_time(self, component: str, cfg: Any, **work: int) -> float:
+        if work.get("prefill_tokens", 0) > 0:
+            self.prefill_tokens += work["prefill_tokens"]
+            if work.get("decode_batch", 0) > 0:
+                self.mixed += 1
+            else:
+                self.prefill_only += 1
+        return self._step.llm_iteration_time(component, cfg, **work)
+
+
 def simulate_engine(model: ModelSpec, engine: EngineConfig, step: StepModel, requests: Sequence[Request],
-                    frontend_s: float, delivery: Delivery | None = None) -> list[Timing]:
+                    frontend_s: float, delivery: Delivery | None = None,
+                    stats: dict[str, float] | None = None) -> list[Timing]:
     """The simulator's prediction for ``requests`` on the engine (its limits, its step model),
     with the front-end latency added to every first token and finish and, given a delivery
     cost, ``(tokens - 1) delivery.per_token(b)`` to every finish (``b``: the mean number of
-    simulated requests decoding while it decodes)."""
+    simulated requests decoding while it decodes). ``stats`` receives what the simulated engine
+    ran: iterations, of which mixed and prefill-only, and scheduled tokens per iteration (the
+    counterpart of the replay's ``engine_iterations``)."""
     loop = EventLoop()
     limits = step.limits
     # a measured engine has no GPU kind: its config is the engine's own limits (make_cfg), and
     # build_topology only hands the GPU kind to make_cfg
     setup = RunSetup(make_cfg=lambda _gpu, _tp, _batch: limits, token_budget=engine.max_num_batched_tokens)
-    topo = build_topology(model, engine_plan(model, engine), cast(GPUKind, None), step, loop, setup)
+    counted = _Counted(step)
+    topo = build_topology(model, engine_plan(model, engine), cast(GPUKind, None), cast(StepModel, counted),
+                          loop, setup)
     rec = Simulation(model, topo, requests, loop=loop).run().requests
+    if stats is not None:
+        llm = [e for ex in topo.executors for e in ex.engines if hasattr(e, "iters")]
+        decode_its = sum(int(getattr(e, "iters", 0)) for e in llm)  # decode iterations, mixed included
+        its = decode_its + counted.prefill_only
+        # as vLLM's vllm:iteration_tokens_total counts them: computed prompt tokens plus every
+        # generated token (the first one included)
+        generated = sum(int(r.work[step.component]["output_tokens"]) for r in requests)
+        stats.update({"iterations": its, "mixed": counted.mixed, "prefill_only": counted.prefill_only,
+                      "tokens_per_iteration": (counted.prefill_tokens + generated) / its if its else 0.0})
     comp = step.component
     tokens = {r.id: int(r.work[comp]["output_tokens"]) for r in requests}
     done = [(int(rid), float(a), float(f), float(e)) for rid, a, f, e, failed
@@ -209,8 +255,11 @@ def capacity(result: SweepResult) -> float:
 def _replay(requests: Sequence[Request], load: LoadOptions) -> tuple[dict[str, float | None], dict[str, Any]]:
     """One open-loop replay: its summary and what happened (counts, the engine's own means)."""
     before = asyncio.run(_server_totals(load.url))
+    it0 = asyncio.run(_iteration_totals(load.url))
     records = asyncio.run(replay(requests, load))
     server = server_means(before, asyncio.run(_server_totals(load.url)))
+    it1 = asyncio.run(_iteration_totals(load.url))
+    its = {k: it1[k] - it0.get(k, 0.0) for k in it1}
     timings = measured_timings(records)
     summary = summarize(timings)
     return summary, {
@@ -224,6 +273,9 @@ def _replay(requests: Sequence[Request], load: LoadOptions) -> tuple[dict[str, f
         # the engine's own means over the replay (vLLM's histograms): where the time went; read
         # for the report only, never fitted to
         "server_ms": {k: v * 1e3 for k, v in server.items()},
+        # what the engine ran (vLLM's counters): iterations, their mean scheduled tokens, preemptions
+        "engine_iterations": {**its, "tokens_per_iteration": its["tokens"] / its["iterations"]}
+        if its.get("iterations") else its,
         "ttft_mean_ms": mean_ttft_ms(timings),
         "machine_load": _machine_load(),
         "summary": summary,
@@ -242,6 +294,37 @@ def _median_metrics(runs: Sequence[dict[str, float | None]]) -> dict[str, float 
 async def _server_totals(url: str) -> dict[str, tuple[float, float]] | None:
     async with httpx.AsyncClient(timeout=10.0) as client:
         return await server_totals(client, url)
+
+
+def _cpu(opts: FidelityOptions) -> dict[str, float] | None:
+    return cpu_split(opts.engine_pgid, opts.worker_pids) if opts.engine_pgid is not None else None
+
+
+def _cpu_shares(before: dict[str, float] | None, after: dict[str, float] | None,
+                wall_s: float) -> dict[str, float]:
+    """Busy cores of each part between two :func:`cpu_split` readings."""
+    if before is None or after is None or wall_s <= 0:
+        return {}
+    return {k: (after[k] - before.get(k, 0.0)) / wall_s for k in after}
+
+
+async def _iteration_totals(url: str) -> dict[str, float]:
+    """The engine's iteration counters (vLLM's ``vllm:iteration_tokens_total`` histogram: one
+    observation per iteration, its scheduled tokens; ``vllm:num_preemptions_total``)."""
+    want = {"vllm:iteration_tokens_total_sum": "tokens", "vllm:iteration_tokens_total_count": "iterations",
+            "vllm:num_preemptions_total": "preemptions"}
+    out: dict[str, float] = {}
+    async with httpx.AsyncClient(timeout=10.0) as client:
+        try:
+            resp = await client.get(f"{url}/metrics")
+        except httpx.HTTPError:
+            return out
+    for line in resp.text.splitlines() if resp.status_code == 200 else ():
+        key = want.get(line.split("{", 1)[0].split(" ", 1)[0])
+        if key is not None:
+            with contextlib.suppress(ValueError):
+                out[key] = out.get(key, 0.0) + float(line.rsplit(" ", 1)[-1])
+    return out
 
 
 def _machine_load() -> list[float] | None:
@@ -287,8 +370,13 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
         if res.error:
             raise RuntimeError(f"probe {n} failed: {res.error}")
         points = tuple(p for p in res.points if p.request != WARMUP)
+        label = f"omniplane fidelity probe {n} of {engine.url}"
+        mix = run_mixed(engine.url, engine.model, vocab, opts.plan.mixed, engine.max_num_seqs,
+                        engine.max_num_batched_tokens, f"{seed}:{n}", label)
+        if mix.error:
+            raise RuntimeError(f"probe {n}'s mixed iterations failed: {mix.error}")
         p = Probe(n, time.monotonic() - t0, _machine_load(), points,
-                  tuple(probe_rows(points, comp, opts.gpu, f"omniplane fidelity probe {n} of {engine.url}")))
+                  tuple(probe_rows(points, comp, opts.gpu, label)), mix.samples, mix.dropped)
         probes.append(p)
         return p
 
@@ -298,8 +386,10 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
     tell("probe, capacity (closed loop of "
          f"{capacity_spec(opts.plan, engine, sizes).concurrency[0]} workers), probe")
     before = probe(with_capacity=True)
+    cpu0, wall0 = _cpu(opts), time.monotonic()
     cap_result = run_profile(replace(base, requests=(capacity_spec(opts.plan, engine, sizes),),
                                      salt=seed * 1000 + 999))
+    cap_cpu = _cpu_shares(cpu0, _cpu(opts), time.monotonic() - wall0)
     if cap_result.error:
         if not _few_errors(cap_result):
             raise RuntimeError(f"the capacity run failed: {cap_result.error}")
@@ -312,6 +402,8 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
     sim_cap = summarize(simulate_engine(model, engine, cap_cal.step, overload, cap_cal.frontend_s))[
         "throughput_rps"]
     tell(f"capacity {cap:.2f} req/s measured, {sim_cap or 0:.2f} simulated")
+    if cap_cpu:
+        tell("  capacity run, busy cores: " + ", ".join(f"{k} {v:.2f}" for k, v in cap_cpu.items()))
     loads, details = [], []
     priorities = {rt.name: rt.priority for rt in model.request_types if rt.priority is not None}
     for i, frac in enumerate(opts.loads):
@@ -330,7 +422,8 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
             prev = probe()
             around.append(prev)
         cal = calibrate(around, comp, engine, source(around))
-        predicted = simulate_engine(model, engine, cal.step, requests, cal.frontend_s, cal.delivery)
+        sim_its: dict[str, float] = {}
+        predicted = simulate_engine(model, engine, cal.step, requests, cal.frontend_s, cal.delivery, sim_its)
         simulated = summarize(predicted)
         measured = _median_metrics([m for m, _ in runs])
         hold = cal.to_json()["holdout"]
@@ -346,6 +439,7 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
         details.append({"fraction": frac, "requests": len(requests),
                         **{k: v for k, v in runs[0][1].items() if k != "summary"},
                         "calibration": cal.to_json(), "ttft_decomposition_ms": decomposition,
+                        "simulated_iterations": sim_its,
                         "repeats": [d for _, d in runs]})
     if opts.table is not None:
         opts.table.parent.mkdir(parents=True, exist_ok=True)
@@ -366,6 +460,8 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
                             "the probes around the capacity run"),
         "capacity_point": cap_result.points[0].to_json(),
         "capacity_errors": cap_result.error or None,
+        # CPU busy share (cores) of each part over the capacity run: which one bound it (a report)
+        "capacity_cpu_cores": cap_cpu or None,
         "calibration": CALIBRATION,
         "frontend_ms": cap_cal.frontend_s * 1e3,
         "step_model": cap_cal.step.to_json(),

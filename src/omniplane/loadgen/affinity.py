@@ -14,6 +14,13 @@ threads** (the load generator and the profiler's probes) to the remaining cores.
 own bound threads are left as they are. Undone for this process on exit (the server's threads
 stay pinned until it stops). A heuristic of this host's layout, labelled as such in the output:
 it isolates the engine from the client, not from other jobs on the machine.
+
+Two layouts (``layout``): ``"worker"`` gives the worker its cores alone and puts the rest of the
+engine (API server, engine core) with the client; ``"client"`` gives the **client** the cores
+the worker did not bind alone and puts the rest of the engine with the worker, so the whole
+engine (worker, engine core, API server) is measured on its cores and the load generator can
+never be what binds it. :func:`cpu_split` reads how busy each part was (``/proc`` CPU times),
+so a run can tell which core bound it.
 """
 
 from __future__ import annotations
@@ -38,20 +45,27 @@ class Pinning:
     client_cpus: tuple[int, ...] = ()
     moved_threads: int = 0
     note: str = ""
+    layout: str = "worker"  # where the engine's other threads went: with the client, or the worker
+    worker_pids: tuple[int, ...] = ()  # processes holding the bound threads (the engine's worker)
 
     def to_json(self) -> dict[str, Any]:
         return {"pinned": self.pinned, "engine_cpus": list(self.engine_cpus),
                 "client_cpus": list(self.client_cpus), "moved_threads": self.moved_threads,
-                "note": self.note}
+                "note": self.note, "layout": self.layout, "worker_pids": list(self.worker_pids)}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Pinning:
         return cls(bool(d["pinned"]), tuple(d.get("engine_cpus", ())), tuple(d.get("client_cpus", ())),
-                   int(d.get("moved_threads", 0)), str(d.get("note", "")))
+                   int(d.get("moved_threads", 0)), str(d.get("note", "")), str(d.get("layout", "worker")),
+                   tuple(d.get("worker_pids", ())))
 
     def describe(self) -> str:
         if not self.pinned:
             return f"client not pinned: {self.note}"
+        if self.layout == "client":
+            return (f"load generator alone on cores {list(self.client_cpus)}; the engine's worker and "
+                    f"{self.moved_threads} other engine threads (API server, engine core) on cores "
+                    f"{list(self.engine_cpus)}")
         return (f"engine worker on cores {list(self.engine_cpus)}; load generator and {self.moved_threads} "
                 f"other engine threads (API server, engine core) pinned to cores {list(self.client_cpus)}")
 
@@ -94,6 +108,13 @@ def _affinity(tid: int) -> frozenset[int] | None:
         return None  # the thread ended
 
 
+def bound_pids(pgid: int, host: frozenset[int] | None = None) -> tuple[int, ...]:
+    """The group's processes with a thread bound narrower than ``host`` (the engine's worker)."""
+    host = host_cpus() if host is None else host
+    return tuple(pid for pid in group_pids(pgid)
+                 if any((a := _affinity(t)) is not None and a < host for t in threads(pid)))
+
+
 def engine_cpus(pgid: int, host: frozenset[int] | None = None) -> frozenset[int]:
     """The cores the group's threads are bound to: the union of every affinity narrower than
     ``host`` (the engine's OpenMP binding); empty when nothing is bound."""
@@ -131,11 +152,17 @@ def _pin_self(cpus: frozenset[int]) -> dict[int, frozenset[int]]:
     return before
 
 
+LAYOUTS = ("worker", "client")
+
+
 @contextlib.contextmanager
-def separate(pgid: int, restore_group: bool = False) -> Iterator[Pinning]:
-    """Pin the engine group's unbound threads and this process to the cores the engine did not
-    bind, for the duration of the block (this process's affinity is restored after; the group's
-    moved threads too with ``restore_group``, for an A/B comparison on one engine)."""
+def separate(pgid: int, restore_group: bool = False, layout: str = "worker") -> Iterator[Pinning]:
+    """Pin this process to the cores the engine did not bind and the engine group's unbound
+    threads to those too (``layout="worker"``) or to the worker's (``"client"``), for the
+    duration of the block (this process's affinity is restored after; the group's moved threads
+    too with ``restore_group``, for an A/B comparison on one engine)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"pinning layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     host = host_cpus()
     bound = engine_cpus(pgid, host)
     rest = host - bound
@@ -146,15 +173,51 @@ def separate(pgid: int, restore_group: bool = False) -> Iterator[Pinning]:
         yield Pinning(False, engine_cpus=tuple(sorted(bound)),
                       note=f"the engine bound every core this process may use ({sorted(host)})")
         return
-    moved = pin_unbound(pgid, rest, host)
+    workers = bound_pids(pgid, host)
+    moved = pin_unbound(pgid, bound if layout == "client" else rest, host)
     before = _pin_self(rest)
     if restore_group:
         before.update(dict.fromkeys(moved, host))
+    what = "the client from the whole engine" if layout == "client" else "the client from the engine's worker"
     try:
         yield Pinning(True, tuple(sorted(bound)), tuple(sorted(rest)), len(moved),
-                      "heuristic of this host's layout: separates the client from the engine's worker, "
-                      "not from other jobs on the machine")
+                      f"heuristic of this host's layout: separates {what}, not from other jobs on the "
+                      "machine", layout, workers)
     finally:
         for tid, aff in before.items():
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(tid, aff)
+
+
+def _thread_cpu_s(pid: int, tid: int) -> tuple[float, float]:
+    """(CPU seconds, seconds runnable but waiting for a CPU) of one thread so far."""
+    task = PROC / str(pid) / "task" / str(tid)
+    try:
+        fields = (task / "stat").read_text().rsplit(")", 1)[-1].split()
+        sched = (task / "schedstat").read_text().split()
+    except OSError:
+        return 0.0, 0.0  # it ended meanwhile
+    wait = int(sched[1]) / 1e9 if len(sched) > 1 else 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), wait
+
+
+def cpu_split(pgid: int, worker_pids: tuple[int, ...]) -> dict[str, float]:
+    """CPU seconds used so far by the engine group's **worker** processes (``worker_pids``: those
+    holding the bound threads, :attr:`Pinning.worker_pids`), its **other** processes (API server,
+    engine core) and this process (**client**), and (``<part>_wait``) the seconds their threads
+    were runnable but waiting for a CPU (``/proc/.../schedstat``: taken by other threads, of this
+    run or of other jobs). Read twice around a run, the differences over its wall time are each
+    part's busy and CPU-starved shares in cores: a worker neither busy nor waiting for a CPU was
+    waiting for work. Threads that ended are not counted."""
+    out = dict.fromkeys(("worker", "server", "client", "worker_wait", "server_wait", "client_wait"), 0.0)
+
+    def add(part: str, pid: int) -> None:
+        for t in threads(pid):
+            cpu, wait = _thread_cpu_s(pid, t)
+            out[part] += cpu
+            out[f"{part}_wait"] += wait
+
+    for pid in group_pids(pgid):
+        add("worker" if pid in worker_pids else "server", pid)
+    add("client", os.getpid())
+    return out

@@ -20,6 +20,24 @@ The coefficients are fitted by non-negative least squares on relative error to t
 ``C_d = b c``); every row's in-sample error is kept (:attr:`StepModel.fit`). A mixed iteration
 counts ``step`` once.
 
+**Mixed iterations** (a prefill chunk batched with decodes) are priced by the sum above plus
+three terms that apply only when an iteration holds both, fitted to measured mixed iterations
+(:class:`MixedRow`, e.g. :mod:`omniplane.fidelity.mixed`'s probe) and to nothing else::
+
+      + mixed_step  x 1                         per mixed iteration
+      + mixed_token x n                         per prompt token in a mixed iteration
+      + mixed_seq   x b                         per decoding sequence in a mixed iteration
+
+They are what the additive model gets wrong on that engine (positive: a mixed iteration costs more
+than its parts, e.g. a second attention path; negative: the parts overlap), fitted by bounded least
+squares on relative error to the residuals of the mixed rows after the rest of the model; each is
+bounded below by the cost it could refund (``-step``, ``-prefill_token``, the cheapest measured
+per-sequence decode cost), so no iteration is priced below zero. A term the rows cannot determine
+(one chunk size: ``mixed_token``; one decode batch: ``mixed_seq``) is left at 0 and the notes say
+so. Without mixed rows all three are 0 (the additive model, as before). Several prompt chunks in
+one iteration count ``mixed_step`` once and ``mixed_token`` per token (an assumption: the probe
+measures one chunk per iteration).
+
 Inside the measured decode batches the table itself is the model, as in
 :class:`~omniplane.perf.costmodel.CostModel`: ``decode_seq`` becomes a per-sequence cost
 ``k(b)`` read off each measured batch (what its rows leave after ``step`` and the context term,
@@ -41,16 +59,17 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from scipy.optimize import nnls
+from scipy.optimize import lsq_linear, nnls
 
 from omniplane.perf.profiles import ProfileRow
 from omniplane.perf.span import LinearMaxSpan
 
 FEATURES = ("step", "prefill_token", "prefill_seq", "prefill_attn", "decode_seq", "decode_ctx")
+MIXED_FEATURES = ("mixed_step", "mixed_token", "mixed_seq")
 _DECODE_SEQ, _DECODE_CTX = FEATURES.index("decode_seq"), FEATURES.index("decode_ctx")
 
 
@@ -87,6 +106,25 @@ class RowFit:
 
 
 @dataclass(frozen=True)
+class MixedRow:
+    """One measured mixed iteration: ``decodes`` sequences decoding over ``context`` tokens each,
+    batched with one whole ``chunk``-token prompt; ``latency_ms`` is the iteration's time."""
+
+    decodes: int
+    chunk: int
+    context: float
+    latency_ms: float
+    source: str = ""
+
+    def args(self) -> tuple[int, int, int, int, int]:
+        return self.chunk, 0, 1, self.decodes, round(self.decodes * self.context)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"decodes": self.decodes, "chunk": self.chunk, "context": round(self.context, 1),
+                "ms": round(self.latency_ms, 3)}
+
+
+@dataclass(frozen=True)
 class EngineLimits:
     """What the simulator's LLM engine is configured with (the engine's own config)."""
 
@@ -107,10 +145,15 @@ class StepModel:
     fit: tuple[RowFit, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
     decode_curve: tuple[tuple[int, float], ...] = ()  # (batch, s for its b sequences), ascending
+    mixed_s: tuple[float, float, float] = (0.0, 0.0, 0.0)  # MIXED_FEATURES, fitted to mixed rows
+    mixed_fit: tuple[RowFit, ...] = ()  # op "mixed", batch = decodes, size = chunk
 
     def __post_init__(self) -> None:
         if len(self.coef_s) != len(FEATURES) or any(not c >= 0 for c in self.coef_s):
             raise ValueError(f"StepModel.coef_s: expected {len(FEATURES)} numbers >= 0, got {self.coef_s}")
+        if len(self.mixed_s) != len(MIXED_FEATURES) or any(not abs(c) < float("inf") for c in self.mixed_s):
+            raise ValueError(f"StepModel.mixed_s: expected {len(MIXED_FEATURES)} finite numbers, "
+                             f"got {self.mixed_s}")
 
     def time(self, prefill_tokens: int = 0, prefill_context: int = 0, prefill_requests: int = 1,
              decode_batch: int = 0, decode_context: int = 0) -> float:
@@ -118,7 +161,10 @@ class StepModel:
         t = float(sum(c * v for c, v in zip(self.coef_s, x, strict=True)))
         if self.decode_curve and decode_batch > 0:
             t += decode_batch * (self.per_seq(decode_batch) - self.coef_s[_DECODE_SEQ])
-        return t
+        if prefill_tokens > 0 and decode_batch > 0:
+            m0, m1, m2 = self.mixed_s
+            t += m0 + m1 * prefill_tokens + m2 * decode_batch
+        return max(t, 0.0)
 
     def per_seq(self, batch: float) -> float:
         """Cost of one decoding sequence in a batch of ``batch`` (the curve, or ``decode_seq``)."""
@@ -138,8 +184,8 @@ class StepModel:
         return dict(zip(FEATURES, self.coef_s, strict=True))
 
     def fit_errors(self) -> dict[str, float]:
-        """Median and worst absolute in-sample error over the table's rows."""
-        errs = sorted(abs(f.error) for f in self.fit)
+        """Median and worst absolute in-sample error over the table's rows and the mixed rows."""
+        errs = sorted(abs(f.error) for f in self.fit + self.mixed_fit)
         if not errs:
             return {}
         return {"median": float(np.median(errs)), "max": errs[-1], "rows": len(errs)}
@@ -149,6 +195,8 @@ class StepModel:
             "component": self.component,
             "coefficients_s": self.coefficients(),
             "decode_curve_s": [list(p) for p in self.decode_curve],
+            "mixed_coefficients_s": dict(zip(MIXED_FEATURES, self.mixed_s, strict=True)),
+            "mixed_rows": [{**f.__dict__, "error": f.error} for f in self.mixed_fit],
             "limits": self.limits.__dict__,
             "source": self.source,
             "fit_errors": self.fit_errors(),
@@ -195,10 +243,10 @@ class StepModel:
 
 
 def fit_step_model(rows: Sequence[ProfileRow], component: str, limits: EngineLimits,
-                   source: str = "") -> StepModel:
-    """Fit :class:`StepModel` to the ``prefill`` and ``decode`` rows of ``component`` (module
-    docstring). Raises ``ValueError`` when the rows cannot determine an iteration time (no
-    decode rows, or no prefill rows)."""
+                   source: str = "", mixed: Sequence[MixedRow] = ()) -> StepModel:
+    """Fit :class:`StepModel` to the ``prefill`` and ``decode`` rows of ``component`` and its
+    mixed terms to ``mixed`` (module docstring). Raises ``ValueError`` when the rows cannot
+    determine an iteration time (no decode rows, or no prefill rows)."""
     mine = [r for r in rows if r.component == component and r.op in ("prefill", "decode")]
     ops = {r.op for r in mine}
     if ops != {"prefill", "decode"}:
@@ -228,7 +276,34 @@ def fit_step_model(rows: Sequence[ProfileRow], component: str, limits: EngineLim
     curve = decode_curve([r for r in mine if r.op == "decode"], coefs)
     model = StepModel(component, coefs, limits, source, (), tuple(notes), curve)
     fit = tuple(RowFit(r.op, r.batch, r.size, r.latency_ms, 1e3 * model.time(*_row_args(r))) for r in mine)
-    return StepModel(component, coefs, limits, source, fit, tuple(notes), curve)
+    model = StepModel(component, coefs, limits, source, fit, tuple(notes), curve)
+    return _fit_mixed(model, mixed) if mixed else model
+
+
+def _fit_mixed(model: StepModel, mixed: Sequence[MixedRow]) -> StepModel:
+    """``model`` with its mixed terms fitted to ``mixed`` (module docstring)."""
+    y = np.array([m.latency_ms / 1e3 for m in mixed])
+    base = np.array([model.time(*m.args()) for m in mixed])
+    x = np.array([[1.0, float(m.chunk), float(m.decodes)] for m in mixed])
+    cols = [0, 1, 2]
+    notes = list(model.notes)
+    if len({m.chunk for m in mixed}) < 2:
+        cols.remove(1)
+        notes.append("mixed rows at one chunk size: mixed_token not determined, set to 0")
+    if len({m.decodes for m in mixed}) < 2:
+        cols.remove(2)
+        notes.append("mixed rows at one decode batch: mixed_seq not determined, set to 0")
+    c = model.coef_s
+    cheapest = min([t / b for b, t in model.decode_curve] or [c[_DECODE_SEQ]])
+    lo = np.array([-c[0], -c[FEATURES.index("prefill_token")], -cheapest])[cols]
+    sol = lsq_linear(x[:, cols] / y[:, None], (y - base) / y, bounds=(lo, np.full(len(cols), np.inf))).x
+    coef = [0.0, 0.0, 0.0]
+    for j, v in zip(cols, sol, strict=True):
+        coef[j] = float(v)
+    notes.append("mixed terms fitted to measured mixed iterations (one prompt chunk with n decodes)")
+    out = replace(model, mixed_s=(coef[0], coef[1], coef[2]), notes=tuple(notes))
+    fits = tuple(RowFit("mixed", m.decodes, m.chunk, m.latency_ms, 1e3 * out.time(*m.args())) for m in mixed)
+    return replace(out, mixed_fit=fits)
 
 
 def _row_args(row: ProfileRow) -> tuple[int, int, int, int, int]:
@@ -258,10 +333,12 @@ def decode_curve(rows: Sequence[ProfileRow], coef: Sequence[float]) -> tuple[tup
     return tuple(zip(batches, mono, strict=True))
 
 
-def holdout_fits(rows: Sequence[ProfileRow], component: str, limits: EngineLimits) -> tuple[RowFit, ...]:
-    """Leave-one-point-out check of the fit: for each measured point (op, batch, size), the
-    model fitted to every *other* point predicts it (its rows' mean). A point whose removal
-    leaves an op without rows cannot be checked and is skipped."""
+def holdout_fits(rows: Sequence[ProfileRow], component: str, limits: EngineLimits,
+                 mixed: Sequence[MixedRow] = ()) -> tuple[RowFit, ...]:
+    """Leave-one-point-out check of the fit: for each measured point (op, batch, size; a mixed
+    point is (``"mixed"``, decodes, chunk)), the model fitted to every *other* point predicts it
+    (its rows' mean). A point whose removal leaves an op without rows cannot be checked and is
+    skipped."""
     mine = [r for r in rows if r.component == component and r.op in ("prefill", "decode")]
     keys = sorted({(r.op, r.batch, r.size) for r in mine})
     out = []
@@ -270,7 +347,15 @@ def holdout_fits(rows: Sequence[ProfileRow], component: str, limits: EngineLimit
         if {r.op for r in rest} != {"prefill", "decode"}:
             continue
         held = [r for r in mine if (r.op, r.batch, r.size) == key]
-        model = fit_step_model(rest, component, limits)
+        model = fit_step_model(rest, component, limits, mixed=mixed)
         measured = float(np.mean([r.latency_ms for r in held]))
         out.append(RowFit(key[0], key[1], key[2], measured, 1e3 * model.time(*_row_args(held[0]))))
+    if {r.op for r in mine} != {"prefill", "decode"}:
+        return tuple(out)
+    for n, k in sorted({(m.decodes, m.chunk) for m in mixed}):
+        others = [m for m in mixed if (m.decodes, m.chunk) != (n, k)]
+        held_m = [m for m in mixed if (m.decodes, m.chunk) == (n, k)]
+        model = fit_step_model(mine, component, limits, mixed=others)
+        predicted = float(np.mean([model.time(*m.args()) for m in held_m]))
+        out.append(RowFit("mixed", n, k, float(np.mean([m.latency_ms for m in held_m])), 1e3 * predicted))
     return tuple(out)
