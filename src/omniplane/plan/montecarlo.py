@@ -88,8 +88,8 @@ def node_states(cands: Candidates, table: CostTable, lam: np.ndarray, *, queuein
         turns = {c: np.zeros(n_c) for c in nc.comps}
         passes = TURN_PASSES if len(nc.comps) > 1 else 1
         for k in range(passes):  # the admission queue does not feed back: computed on the last pass
-            levels, betas, steps, held, queue, full = _occupancy(nc, opt, lam_n, arr, rows, turns, ca2,
-                                                                 queueing and k == passes - 1)
+            levels, betas, steps, held, queue, full = occupancy(nc, opt, lam_n, arr, rows, turns, ca2,
+                                                                  queueing and k == passes - 1)
             turns = {c: sum((held[j] * steps[j] for j in nc.comps if j != c), np.zeros(n_c))
                      for c in nc.comps}
         rho = sum(betas.values(), np.zeros(n_c))
@@ -137,7 +137,7 @@ def step_queue_factor(util: np.ndarray, servers: np.ndarray) -> np.ndarray:
     return np.maximum(factor, 1.0)
 
 
-def _occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays, rows: np.ndarray,
+def occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays, rows: np.ndarray,
                turns: dict[str, np.ndarray], ca2: float, queueing: bool) -> tuple[dict[str, np.ndarray], ...]:
     """Per hosted component: occupancy level (the smallest whose room holds the requests in
     service, Little's law), busy share, mean step, requests held and, with ``queueing``, the

@@ -30,7 +30,7 @@ import numpy as np
 
 from omniplane.plan.costs import FILLS, CostTable
 from omniplane.plan.flow import Candidates
-from omniplane.plan.montecarlo import Service, _occupancy, path_latency
+from omniplane.plan.montecarlo import Service, occupancy, path_latency
 
 SLACK = 1e-6  # relative: samples this close above the target count as within it (float32 rounding)
 
@@ -80,7 +80,7 @@ class EstimateBound:
             zero = {c: np.zeros(len(cands)) for c in nc.comps}
             # the level is Little's law alone: no admission queue (it only adds waits, which the
             # bound drops), so the arrival CV does not enter
-            levels = _occupancy(nc, cands.opt[:, n], lam[:, n, :], arr, rows, zero, 1.0, False)[0]
+            levels = occupancy(nc, cands.opt[:, n], lam[:, n, :], arr, rows, zero, 1.0, False)[0]
             for c in nc.comps:
                 out[(n, c)] = levels[c]
         return out
