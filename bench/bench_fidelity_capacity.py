@@ -33,13 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-try:
-    import vllm  # noqa: F401
-except ImportError:
-    print("bench_fidelity_capacity: skipped: needs vLLM (run it with .venv-vllm/bin/python; make vllm-extra)")
-    sys.exit(0)
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from _live import FIXTURE_DATA  # first: skips without vLLM, puts src/ on the path
 
 from omniplane.fidelity.calibrate import ProbePlan, capacity_spec
 from omniplane.fidelity.engine import read_engine_config
@@ -50,7 +44,7 @@ from omniplane.perf.profiler import ProfileRun, run_profile
 from omniplane.spec import load_workload
 from omniplane.workload import generate
 
-DATA = Path(__file__).resolve().parents[1] / "src" / "omniplane" / "fidelity" / "data"
+DATA = FIXTURE_DATA
 
 
 def main() -> None:

@@ -32,13 +32,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-try:
-    import vllm  # noqa: F401
-except ImportError:
-    print("bench_fidelity_pinning: skipped: needs vLLM (run it with .venv-vllm/bin/python; make vllm-extra)")
-    sys.exit(0)
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from _live import FIXTURE_DATA  # first: skips without vLLM, puts src/ on the path
 
 from omniplane.fidelity.compare import measured_timings, summarize
 from omniplane.fidelity.fixture import ensure_model_dir
@@ -49,7 +43,7 @@ from omniplane.loadgen.metrics import send_lateness
 from omniplane.spec import load_workload
 from omniplane.workload import generate
 
-DATA = Path(__file__).resolve().parents[1] / "src" / "omniplane" / "fidelity" / "data"
+DATA = FIXTURE_DATA
 
 
 @contextlib.contextmanager

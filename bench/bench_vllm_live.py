@@ -20,24 +20,17 @@ import argparse
 import json
 import os
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
-try:
-    import vllm  # noqa: F401
-except ImportError:
-    print("bench_vllm_live: skipped: needs vLLM (run it with .venv-vllm/bin/python; make vllm-extra)")
-    sys.exit(0)
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from _live import FIXTURE_DATA  # first: skips without vLLM, puts src/ on the path
 
 from omniplane.fidelity.fixture import ensure_model_dir
 from omniplane.fidelity.schedlive import POLICIES, LiveSchedOptions, class_table, run_one
 from omniplane.spec import load_workload
 from omniplane.workload import generate
 
-DATA = Path(__file__).resolve().parents[1] / "src" / "omniplane" / "fidelity" / "data"
+DATA = FIXTURE_DATA
 
 
 def main() -> None:
