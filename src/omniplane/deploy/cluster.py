@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -148,13 +148,11 @@ def _start_serve(host: str, port: int) -> None:
 def _wait_proxies(timeout_s: float) -> None:
     from ray import serve
 
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def healthy() -> bool:
         proxies = serve.status().proxies
-        if proxies and all(s == "HEALTHY" for s in proxies.values()):
-            return
-        time.sleep(0.5)
-    raise TimeoutError(f"Ray Serve's HTTP proxy was not healthy after {timeout_s:.0f} s")
+        return bool(proxies) and all(s == "HEALTHY" for s in proxies.values())
+
+    _wait_until(healthy, timeout_s, "Ray Serve's HTTP proxy was not healthy")
 
 
 def deploy(plan: ResolvedPlan, options: DeployOptions, *, route_prefix: str = "/") -> DeployOptions:
@@ -173,15 +171,23 @@ def deploy(plan: ResolvedPlan, options: DeployOptions, *, route_prefix: str = "/
 def _wait_running(timeout_s: float) -> None:
     from ray import serve
 
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def running() -> bool:
         app = serve.status().applications.get(APP)
-        if app is not None and app.status == "RUNNING":
-            return
         if app is not None and app.status in ("DEPLOY_FAILED", "UNHEALTHY"):
             raise RuntimeError(f"deployment failed: {app.message}")
+        return app is not None and app.status == "RUNNING"
+
+    _wait_until(running, timeout_s, "the application was not running")
+
+
+def _wait_until(ready: Callable[[], bool], timeout_s: float, what: str) -> None:
+    """Poll ``ready`` (every 0.5 s) until it holds; ``TimeoutError(what ...)`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if ready():
+            return
         time.sleep(0.5)
-    raise TimeoutError(f"the application was not running after {timeout_s:.0f} s")
+    raise TimeoutError(f"{what} after {timeout_s:.0f} s")
 
 
 def replica_actors(deployment: str) -> list[str]:
