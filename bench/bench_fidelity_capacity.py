@@ -44,8 +44,6 @@ from omniplane.perf.profiler import ProfileRun, run_profile
 from omniplane.spec import load_workload
 from omniplane.workload import generate
 
-DATA = FIXTURE_DATA
-
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -53,7 +51,7 @@ def main() -> None:
     ap.add_argument("--window", type=float, default=20.0)
     ap.add_argument("--out", type=Path, default=Path("out/fidelity-capacity.json"))
     a = ap.parse_args()
-    wl = load_workload(DATA / "tiny-qwen2-fidelity.yaml")
+    wl = load_workload(FIXTURE_DATA / "tiny-qwen2-fidelity.yaml")
     model = wl.model
     comp = next(c.name for c in model.components if c.is_llm)
     sizes = [(int(r.work[comp]["prompt_tokens"]), int(r.work[comp]["output_tokens"]))

@@ -43,8 +43,6 @@ from omniplane.loadgen.metrics import send_lateness
 from omniplane.spec import load_workload
 from omniplane.workload import generate
 
-DATA = FIXTURE_DATA
-
 
 @contextlib.contextmanager
 def mode(name: str, pgid: int) -> Iterator[Pinning]:
@@ -66,7 +64,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", type=Path, default=Path("out/fidelity-pinning.json"))
     a = ap.parse_args()
-    wl = load_workload(DATA / "tiny-qwen2-fidelity.yaml")
+    wl = load_workload(FIXTURE_DATA / "tiny-qwen2-fidelity.yaml")
     model = wl.model
     comp = next(c.name for c in model.components if c.is_llm)
     requests = generate(wl, duration_s=a.duration, rate=a.rate, seed=0)

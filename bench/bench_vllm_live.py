@@ -30,8 +30,6 @@ from omniplane.fidelity.schedlive import POLICIES, LiveSchedOptions, class_table
 from omniplane.spec import load_workload
 from omniplane.workload import generate
 
-DATA = FIXTURE_DATA
-
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -42,7 +40,7 @@ def main() -> None:
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--out", type=Path, default=Path("out/vllm-live.json"))
     a = ap.parse_args()
-    wl = load_workload(DATA / "tiny-qwen2-mixed.yaml")
+    wl = load_workload(FIXTURE_DATA / "tiny-qwen2-mixed.yaml")
     opts = LiveSchedOptions(str(ensure_model_dir()), wl, a.rate, a.duration, capacity_s=a.capacity,
                             log_dir=a.out.parent / "vllm-live-logs")
     opts.log_dir.mkdir(parents=True, exist_ok=True)  # type: ignore[union-attr]
