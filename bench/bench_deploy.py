@@ -9,7 +9,8 @@
    cluster, 60 model seconds at 12 req/s, time scale 10, SLO = 1 x solo p95; then the same
    with one replica of the thinker node killed half way. About 13 minutes each here.
 
-Run: .venv/bin/python bench/bench_deploy.py [--quick]
+Run: .venv/bin/python bench/bench_deploy.py [--quick] [--rate R]   (R: part 1's rate, default 12/s;
+at the current prices 12/s is about 4x the catalog plan's capacity, so part 1 also runs below it)
 """
 
 from __future__ import annotations
@@ -35,14 +36,14 @@ PLAN = catalog_dir() / "plans" / "qwen3-omni-16xa100-cornfigurator.yaml"
 SLO = SoloMultiplierSLO(multiplier=1.0, percentile=95.0)
 
 
-def virtual_time_agreement() -> None:
+def virtual_time_agreement(rate: float = 12.0) -> None:
     plan = load_plan(PLAN)
     path = find_catalog_workload("qwen3-omni-servegen")
     assert path is not None
     wl = load_workload(path)
     cost = CostModel(plan.model)
     slo = targets_for(wl, plan.gpu, plan.spec.gpus or plan.spec.total_gpus, SLO, cost=cost).seconds
-    reqs = generate_reqs(wl, 120.0, 12.0)
+    reqs = generate_reqs(wl, 120.0, rate)
     t0 = time.perf_counter()
     res = simulate(plan, reqs, cost, slo_s=slo)
     t_sim = time.perf_counter() - t0
@@ -59,8 +60,11 @@ def virtual_time_agreement() -> None:
     diff = max(abs((r.latency() or 0.0) - (lat[r.id] or 0.0)) for r in records)
     m = summarize(records, slo)
     print(
-        f"== in-process deployment, virtual time, vs simulator: {len(reqs)} requests, catalog plan, 12/s"
+        f"== in-process deployment, virtual time, vs simulator: {len(reqs)} requests, catalog plan, "
+        f"{rate:g}/s"
     )
+    done = sum(1 for r in records if r.status == "completed")
+    print(f"completed: emulated {done} of {len(records)}")
     print(f"largest per-request first-response difference: {diff * 1e3:.3g} ms")
     print(f"goodput: emulated {m['request_goodput']:.4f} req/s, simulated {res.goodput:.4f} req/s")
     print(f"wall: simulator {t_sim:.2f} s, emulation in virtual time {t_emu:.2f} s ({t_emu / t_sim:.1f}x)")
@@ -122,7 +126,8 @@ def rehearsals() -> None:
 
 if __name__ == "__main__":
     print(f"python {platform.python_version()} on {platform.machine()}, {platform.processor() or 'cpu'}")
-    virtual_time_agreement()
+    rate = float(sys.argv[sys.argv.index("--rate") + 1]) if "--rate" in sys.argv else 12.0
+    virtual_time_agreement(rate)
     if "--quick" not in sys.argv:
         idle_cost()
         rehearsals()

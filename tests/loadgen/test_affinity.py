@@ -65,9 +65,10 @@ def test_separate_moves_the_free_threads_and_this_process_off_the_bound_core(eng
 
 
 def test_nothing_bound_means_nothing_pinned() -> None:
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
-    try:
-        time.sleep(0.2)
+    proc = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)"],
+                            stdout=subprocess.PIPE, start_new_session=True, text=True)
+    try:  # the child says when it runs (no sleep as synchronisation)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         mine = os.sched_getaffinity(0)
         with separate(proc.pid) as pin:
             assert not pin.pinned and "bound no core" in pin.note

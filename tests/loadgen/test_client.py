@@ -6,9 +6,10 @@ import asyncio
 import json
 
 import httpx
+import pytest
 
 from omniplane.loadgen.client import LoadOptions, replay
-from omniplane.loadgen.metrics import COMPLETED, FAILED, LOST, SHED
+from omniplane.loadgen.metrics import COMPLETED, FAILED, LOST, SHED, Record
 from omniplane.workload import Request
 
 WORK = {
@@ -130,6 +131,20 @@ def test_sends_in_arrival_order_and_reports_lateness() -> None:
     reqs = [Request(i, a, "ti2t", WORK) for i, a in enumerate((0.06, 0.0, 0.03))]
     recs = asyncio.run(replay(reqs, LoadOptions("http://127.0.0.1:1", run_id="t-"), httpx.MockTransport(ok)))
     assert order == [1, 2, 0] and [r.status for r in recs] == [COMPLETED] * 3
-    assert all(r.start >= r.arrival for r in recs)
+    assert all(r.start >= r.arrival for r in recs)  # never early; how late is the host's load
     late = send_lateness(recs, late_s=10.0)
-    assert late["sent"] == 3 and late["over"] == 0 and 0 <= late["p50"] <= late["max"] < 10_000
+    assert late["sent"] == 3 and 0 <= late["p50"] <= late["max"]
+    assert late["max"] == 1e3 * max(r.start - r.arrival for r in recs)
+
+
+def test_send_lateness_on_exact_records() -> None:
+    """The lateness arithmetic on known send times (no wall clock): ms, and the count over
+    ``late_s``; a lost request that was never sent does not count."""
+    from omniplane.loadgen.metrics import send_lateness
+
+    recs = [Record(i, "ti2t", 1.0, 1.0 + d, COMPLETED) for i, d in enumerate((0.0, 0.005, 0.02))]
+    recs.append(Record(3, "ti2t", 2.0, 2.0, LOST))
+    late = send_lateness(recs, late_s=0.01)
+    assert late["sent"] == 3 and late["over"] == 1 and late["over_ms"] == pytest.approx(10.0)
+    assert late["p50"] == pytest.approx(5.0) and late["max"] == pytest.approx(20.0)
+    assert send_lateness([Record(0, "ti2t", 2.0, 2.0, LOST)]) == {}

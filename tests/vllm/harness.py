@@ -115,7 +115,9 @@ def run(
         snap = {
             "waiting": [r.request_id for r in sched.waiting],
             "running": [r.request_id for r in sched.running],
-            "kv_waiting": [r.request_id for r in getattr(sched, "kv_holding_waiting", ())],
+            # vLLM's side queues, shown to the policy but never hidden (omniplane.vllm.mixin)
+            "side_waiting": [r.request_id for q in ("kv_holding_waiting", "skipped_waiting")
+                             for r in getattr(sched, q, ())],
         }
         out = sched.schedule()
         if after is not None:
@@ -143,7 +145,7 @@ def check_view(sched: Any, step: int, out: Any, snap: dict[str, list[str]]) -> N
     survivors = [i for i in snap["waiting"] if i in set(waiting_now)]
     assert [i for i in waiting_now if i in set(snap["waiting"])] == survivors
     admitted = set(out.num_scheduled_tokens) - set(snap["running"])
-    visible = (set(snap["waiting"]) - hidden) | set(snap["kv_waiting"])
+    visible = (set(snap["waiting"]) - hidden) | set(snap["side_waiting"])
     assert admitted <= visible, f"step {step}: vLLM admitted {admitted - visible}, which the policy hid"
     assert admitted.isdisjoint(hidden)
 

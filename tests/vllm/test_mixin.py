@@ -3,6 +3,7 @@ vLLM tests, plus the control record a downstream stage publishes."""
 
 from __future__ import annotations
 
+from collections import deque
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -108,3 +109,72 @@ def test_horizon_without_a_configured_ladder_refuses_to_throttle(caplog: pytest.
     safe = make(policy="horizon", total_sms=132, ladder={"s_min": 40, "s_max": 64})
     assert safe.omniplane.bridge.policy.config.spatial.throttle
     assert safe.omniplane.bridge.policy.spatial.ladder.s_cap == 64
+
+
+class SkippingScheduler(FakeScheduler):
+    """vLLM 0.30's two waiting queues (``v1/core/sched/scheduler.py``): ``skipped_waiting``
+    (blocked or set-aside requests) is drained before ``waiting``; a request whose ``blocked``
+    is set is skipped and stays there."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.skipped_waiting: deque[FakeRequest] = deque()
+
+    def schedule(self) -> Any:
+        ready = [r for r in self.skipped_waiting if not getattr(r, "blocked", False)]
+        take = ready[: self.batch]
+        for r in take:
+            self.skipped_waiting.remove(r)
+        self.batch -= len(take)
+        try:
+            out = super().schedule()
+        finally:
+            self.batch += len(take)
+        self.running += take
+        for r in take:
+            r.num_computed_tokens = r.num_prompt_tokens
+        parked = {r.request_id: r.num_prompt_tokens for r in take}
+        out.num_scheduled_tokens = parked | out.num_scheduled_tokens
+        return out
+
+
+class WrappedSkipping(PolicySchedulerMixin, SkippingScheduler):
+    pass
+
+
+def _park(s: Any, rid: str, blocked: bool) -> FakeRequest:
+    """Move a waiting request to ``skipped_waiting`` (as vLLM does with one it sets aside)."""
+    r = next(r for r in s.waiting if r.request_id == rid)
+    s.waiting.remove(r)
+    r.blocked = blocked
+    s.skipped_waiting.append(r)
+    return r
+
+
+def test_requests_parked_in_skipped_waiting_are_seen_and_counted(tmp_path: Path) -> None:
+    """vLLM 0.30 parks some waiting requests in ``skipped_waiting``: the policy sees them as
+    waiting (ahead of ``waiting``, in the order vLLM drains them), the published activity counts
+    them, they are never hidden (vLLM takes that queue first) and they stay where vLLM put them."""
+    cfg = SimpleNamespace(additional_config={"omniplane": {
+        "sampler": "null", "policy": POLICY_PREFIX + "HideAll", "role": "downstream", "slot": 1,
+        "control": "sk", "control_dir": str(tmp_path)}})
+    s = WrappedSkipping(vllm_config=cfg)
+    for i in range(4):
+        s.add_request(FakeRequest(str(i)))
+    _park(s, "2", blocked=True)
+    _park(s, "3", blocked=False)
+    policy = s.omniplane.bridge.policy
+    out = s.schedule()
+    assert policy.contexts[-1][1] == 4  # two in waiting, two in skipped_waiting
+    assert policy.last_hidden == frozenset({0, 1, 2, 3})  # the policy hides all four ...
+    assert set(out.num_scheduled_tokens) == {"3"}  # ... but vLLM admits the unblocked parked one
+    assert [r.request_id for r in s.waiting] == ["0", "1"]
+    assert [r.request_id for r in s.skipped_waiting] == ["2"]  # untouched: no hide, no restore
+    with ControlRecord.open("sk", directory=tmp_path, create=False) as rec:
+        first = rec.read(1)
+        assert first is not None and first.active == 4  # "3" running, "0" and "1" waiting, "2" parked
+        s.update_from_output(out, None)
+        after = rec.read(1)
+        assert after is not None and after.active == 3  # "3" finished; "2" still parked counts
+    assert policy.finishes == {3: 1}
+    s.shutdown()

@@ -9,15 +9,25 @@ The SM cap is snapped to the ladder and published in the control record for the 
 
 No vLLM import here (the base class brings it): the same code wraps vLLM's ``Scheduler``,
 vLLM-Omni's ``OmniARScheduler`` or a test double with the same attributes (``waiting``,
-``running``, ``requests``, ``finished_req_ids``, optional ``kv_holding_waiting``).
+``running``, ``requests``, ``finished_req_ids``, optional ``kv_holding_waiting`` and
+``skipped_waiting``).
 
-Requests in ``kv_holding_waiting`` (a queue of vLLM 0.32.0, where this was first written:
-waiting requests that already hold KV blocks, drained before ``waiting``) are shown to the
-policy as waiting but never hidden: hiding them would keep their blocks idle. vLLM 0.30.0, the
-release ``.venv-vllm`` pins, has no such queue (the lookup finds nothing); its
-``skipped_waiting`` (requests set aside for async dependencies or constraints) is not shown to
-the policy. With vLLM's ``priority`` scheduling policy the waiting queue is a
-heap, and a decision's ``order`` cannot be imposed on it (hiding still works).
+Two side queues of waiting requests are shown to the policy as waiting, ahead of ``waiting``
+(vLLM drains them first), and counted as active, but never hidden or reordered:
+
+* ``kv_holding_waiting`` (vLLM 0.32.0, where this was first written: waiting requests that
+  already hold KV blocks): hiding them would keep their blocks idle.
+* ``skipped_waiting`` (vLLM 0.30.0, the release ``.venv-vllm`` pins, ``v1/core/sched/
+  scheduler.py``): requests in a blocked status (waiting for a structured-output grammar, for
+  remote KV blocks, which are already allocated, or for streaming input, which holds a request
+  slot) and requests a pass set aside (stale output in flight, the LoRA limit, an encoder input
+  in transit). vLLM's FCFS pass takes this queue before ``waiting``, so a policy's ``order``
+  cannot put a ``waiting`` request ahead of one of them, and a policy that hides one of them
+  does not stop vLLM admitting it (a limitation, labelled here and in docs/vllm.md).
+
+A lookup that finds no such queue (the other release) finds nothing. With vLLM's ``priority``
+scheduling policy the waiting queue is a heap, and a decision's ``order`` cannot be imposed on
+it (hiding still works).
 """
 
 from __future__ import annotations
@@ -85,8 +95,16 @@ class OmniplaneState:
         return state
 
 
+SIDE_QUEUES = ("kv_holding_waiting", "skipped_waiting")  # shown and counted, never hidden
+
+
+def _side_waiting(sched: Any) -> list[Any]:
+    """The requests of vLLM's side queues (module docstring), in the order vLLM drains them."""
+    return [r for name in SIDE_QUEUES for r in getattr(sched, name, ())]
+
+
 def _active(sched: Any) -> int:
-    return len(sched.running) + len(sched.waiting) + len(getattr(sched, "kv_holding_waiting", ()))
+    return len(sched.running) + len(sched.waiting) + sum(len(getattr(sched, n, ())) for n in SIDE_QUEUES)
 
 
 class PolicySchedulerMixin:
@@ -125,7 +143,7 @@ class PolicySchedulerMixin:
         bridge.reconcile(sched.requests, now)  # finishes vLLM never reported (O(requests))
         waiting = list(sched.waiting)
         ctx = bridge.context(
-            list(getattr(sched, "kv_holding_waiting", ())) + waiting,
+            _side_waiting(sched) + waiting,
             list(sched.running),
             downstream_active=control.downstream_active(),
             bw_util=control.bw_util(now),

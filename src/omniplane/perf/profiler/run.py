@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
@@ -55,8 +54,9 @@ class RequestSpec:
     vLLM-Omni). ``concurrency`` overrides the run's sweep for this spec; ``sizes`` (a mix of
     (prompt, output) pairs, cycled) overrides the two sizes; ``burst`` sends each round of
     ``concurrency`` requests at once (module docstring); ``duration_s`` makes a closed-loop point's
-    workers keep sending until that long after every worker has completed its first request
-    (the window then lasts about that long, however slow the ramp-up) instead of
+    workers keep sending until a request of theirs ends that long after every worker has
+    completed its first request (the window then lasts at least that long, however slow the
+    ramp-up or the machine) instead of
     ``requests_per_worker`` requests each."""
 
     name: str
@@ -159,14 +159,18 @@ async def _point(client: httpx.AsyncClient, run: ProfileRun, spec: RequestSpec, 
 
     async def worker(w: int) -> None:
         if spec.duration_s > 0:
-            k = 0
-            while not opened or time.monotonic() < opened[0] + spec.duration_s:
-                if not (await one(w, k)).ok:
+            # timed by the records' own end stamps (no await between a stamp and these checks):
+            # the window opens at the last worker's first end and each worker's last request
+            # ends at least ``duration_s`` after it, so the window lasts at least that long
+            k, last_end = 0, 0.0
+            while not opened or last_end < opened[0] + spec.duration_s:
+                rec = await one(w, k)
+                if not rec.ok:
                     return
-                k += 1
+                k, last_end = k + 1, rec.end
                 first_done.add(w)
                 if len(first_done) == conc and not opened:
-                    opened.append(time.monotonic())
+                    opened.append(rec.end)
             return
         for k in range(run.rounds(spec)):
             if not (await one(w, k)).ok:
