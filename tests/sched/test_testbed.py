@@ -13,7 +13,17 @@ from omniplane.perf import CostModel
 from omniplane.perf.factors import load_calibration
 from omniplane.perf.runtime import Runtime
 from omniplane.perf.types import ExecutorConfig
-from omniplane.sched.testbed import FIT_RATES, TESTBED_RUNTIME, data_path, testbed_runtime
+from omniplane.sched.testbed import (
+    BANDWIDTH_TESTBED,
+    FIT_RATES,
+    TESTBED_RUNTIME,
+    bandwidth_calibration,
+    bandwidth_data_path,
+    data_path,
+    resolve,
+    scaled_calibration,
+)
+from omniplane.sched.testbed import testbed_runtime as make_testbed_runtime  # not collected as a test
 from omniplane.spec import load_gpus, load_model
 
 
@@ -29,7 +39,7 @@ def test_step_s_by_gpu_overrides_only_the_named_kind_and_round_trips() -> None:
 
 def test_testbed_runtime_is_vllm_plus_the_fitted_host_time_fitted_to_two_rates_per_gpu() -> None:
     vllm = load_calibration().runtime("vllm")
-    rt = testbed_runtime()
+    rt = make_testbed_runtime()
     assert rt.name == TESTBED_RUNTIME
     assert not vllm.step_s_by_gpu  # the planner's / issue 13's runtime is untouched
     for f in ("step_s", "mtp_pass_s", "vocoder_call_s", "layer_s", "mtp_batched", "vocoder_chunk_frames"):
@@ -45,7 +55,7 @@ def test_testbed_runtime_is_vllm_plus_the_fitted_host_time_fitted_to_two_rates_p
 def test_testbed_runtime_moves_decode_steps_on_its_gpus_only(tmp_path: Path) -> None:
     model, gpus = load_model("qwen2.5-omni"), load_gpus()
     vllm = CostModel(model, runtime="vllm")
-    bed = CostModel(model, runtime=testbed_runtime())
+    bed = CostModel(model, runtime=make_testbed_runtime())
     rt = bed.runtime
     for name in ("RTX6000Ada", "A100-80GB"):
         cfg = ExecutorConfig(gpus.get(name), 1, 4)
@@ -54,4 +64,59 @@ def test_testbed_runtime_moves_decode_steps_on_its_gpus_only(tmp_path: Path) -> 
     bad = tmp_path / "rt.json"
     bad.write_text(json.dumps({"step_s_by_gpu": {"RTX6000Ada": "fast"}}))
     with pytest.raises(ValueError, match=re.escape(str(bad))):
-        testbed_runtime(path=bad)
+        make_testbed_runtime(path=bad)
+
+
+# ---- vllm-omni-paper-bandwidth (session 7): achieved DRAM bandwidth per GPU kind --------------
+def test_scaled_calibration_lowers_only_the_named_kinds_memory_and_rejects_above_physics() -> None:
+    base = load_calibration()
+    cal = scaled_calibration({"RTX6000Ada": 0.5}, base)
+    ada, a100 = cal.for_gpu("RTX6000Ada"), cal.for_gpu("A100-80GB")
+    assert ada.memory == pytest.approx(0.5 * base.for_gpu("RTX6000Ada").memory)
+    shipped = base.for_gpu("RTX6000Ada")
+    assert (ada.compute, ada.layer_s, ada.per_seq_s) == (shipped.compute, shipped.layer_s, shipped.per_seq_s)
+    assert a100 == base.for_gpu("A100-80GB")  # other kinds untouched
+    assert base.for_gpu("RTX6000Ada").memory > ada.memory  # the shipped calibration is not mutated
+    assert "x 0.5000" in cal.entry("RTX6000Ada").source_of("memory")  # provenance says it was scaled
+    for bad in (1.2, 0.0, -0.1, "half", True):
+        with pytest.raises(ValueError, match=r"by_gpu\.RTX6000Ada: expected a number in \(0, 1\]"):
+            scaled_calibration({"RTX6000Ada": bad}, base)
+
+
+def test_bandwidth_testbed_slows_the_memory_bound_decode_and_never_draws_above_the_dram() -> None:
+    from omniplane.perf import ColocationModel
+
+    model, gpus = load_model("qwen2.5-omni"), load_gpus()
+    ada = gpus.get("RTX6000Ada")
+    cfg = ExecutorConfig(ada, 1, 4)
+    vllm = CostModel(model, runtime="vllm")
+    slow = CostModel(model, runtime="vllm", calibration=scaled_calibration({"RTX6000Ada": 0.5}))
+    t_fast, t_slow = (c.decode_step_time("thinker", cfg, 4, 600) for c in (vllm, slow))
+    host = slow.runtime.step_s_on("RTX6000Ada")
+    # the kernel part (not the host time) grows, by at most 1 / scale (memory-bound at most)
+    assert t_fast - host < t_slow - host <= 2.0 * (t_fast - host) + 1e-9
+    col = ColocationModel()
+    work = slow.llm_iteration_work("thinker", cfg, decode_batch=4, decode_context=600)
+    for sms in (40, 80, ada.sms):
+        fast_t = col.stage(work, ada, sms, eff=vllm.efficiency(cfg))
+        slow_t = col.stage(work, ada, sms, eff=slow.efficiency(cfg))
+        assert slow_t.time_s > fast_t.time_s  # the co-location model sees the lower bandwidth too
+        assert slow_t.bandwidth <= fast_t.bandwidth <= col.capacity(ada) + 1e-6
+
+
+def test_bandwidth_testbed_is_fitted_to_two_rates_per_gpu_and_reads_bad_files_clearly(tmp_path: Path) -> None:
+    data = json.loads(bandwidth_data_path().read_text())
+    cal = bandwidth_calibration()
+    base = load_calibration()
+    assert set(data["memory_scale_by_gpu"]) == {"RTX6000Ada", "RTXPRO6000"}
+    for fit in data["fits"]:
+        assert [p["rate"] for p in fit["points"]] == list(FIT_RATES)
+        assert 0.0 < fit["memory_scale"] <= 1.0
+        assert cal.for_gpu(fit["gpu"]).memory == pytest.approx(
+            base.for_gpu(fit["gpu"]).memory * data["memory_scale_by_gpu"][fit["gpu"]])
+    assert resolve(BANDWIDTH_TESTBED) == ("vllm", resolve(BANDWIDTH_TESTBED)[1])
+    assert resolve("vllm") == ("vllm", None)
+    bad = tmp_path / "bw.json"
+    bad.write_text(json.dumps({"memory_scale_by_gpu": {"RTXPRO6000": 3.0}}))
+    with pytest.raises(ValueError, match=re.escape(str(bad)) + r".*RTXPRO6000.*\(0, 1\]"):
+        bandwidth_calibration(path=bad)
