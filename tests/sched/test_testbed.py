@@ -17,6 +17,7 @@ from omniplane.sched.testbed import (
     BANDWIDTH_TESTBED,
     FIT_RATES,
     TESTBED_RUNTIME,
+    ScaledDRAM,
     bandwidth_calibration,
     bandwidth_data_path,
     data_path,
@@ -120,3 +121,29 @@ def test_bandwidth_testbed_is_fitted_to_two_rates_per_gpu_and_reads_bad_files_cl
     bad.write_text(json.dumps({"memory_scale_by_gpu": {"RTXPRO6000": 3.0}}))
     with pytest.raises(ValueError, match=re.escape(str(bad)) + r".*RTXPRO6000.*\(0, 1\]"):
         bandwidth_calibration(path=bad)
+
+
+def test_scaled_dram_lowers_the_shared_capacity_so_co_runners_cannot_exceed_it() -> None:
+    from omniplane.perf import ColocationModel
+
+    model, gpus = load_model("qwen2.5-omni"), load_gpus()
+    pro = gpus.get("RTXPRO6000")
+    cfg = ExecutorConfig(pro, 1, 4)
+    slow = CostModel(model, runtime="vllm", calibration=scaled_calibration({"RTXPRO6000": 0.5}))
+    eff = slow.efficiency(cfg)
+    base, dram = ColocationModel(), ScaledDRAM({"RTXPRO6000": 0.5})
+    assert dram.capacity(pro) == pytest.approx(0.5 * base.capacity(pro))
+    assert dram.capacity(gpus.get("A100-80GB")) == base.capacity(gpus.get("A100-80GB"))
+    thinker = slow.llm_iteration_work("thinker", cfg, decode_batch=4, decode_context=2400)
+    talker = slow.llm_iteration_work("talker", cfg, decode_batch=4, decode_context=2400)
+    # alone, the scaled DRAM does not bind (the stage's own pull is scaled alike): same time
+    alone = base.stage(thinker, pro, 80, eff=eff).time_s
+    assert dram.stage(thinker, pro, 80, eff=eff).time_s == pytest.approx(alone)
+    # co-running, the pair shares the smaller capacity: slower than on the unscaled DRAM, never above it
+    a0, b0 = base.pair(thinker, 80, talker, pro.sms - 80, pro, eff=eff)
+    a1, b1 = dram.pair(thinker, 80, talker, pro.sms - 80, pro, eff=eff)
+    assert a1.time_s >= a0.time_s and b1.time_s >= b0.time_s
+    assert a1.time_s + b1.time_s > a0.time_s + b0.time_s  # it binds here (not a no-op)
+    assert a1.bandwidth + b1.bandwidth <= dram.capacity(pro) * (1 + 1e-9)
+    with pytest.raises(ValueError, match=r"ScaledDRAM\.RTXPRO6000: expected a number in \(0, 1\]"):
+        ScaledDRAM({"RTXPRO6000": 1.5})

@@ -42,7 +42,8 @@ runtime):
   not made the default: it contradicts Figure 4's memory signal (docs/sched.md, "The testbed's
   runtime"); ``vllm-omni-paper-bandwidth`` (the same module: the ``vllm`` runtime with the
   testbed's achieved DRAM bandwidth per GPU kind fitted to the same points) is opt-in too
-  (docs/sched.md, session 7). ``calibration`` overrides the cost model's efficiency factors
+  (docs/sched.md, session 7), and ``vllm-omni-paper-dram`` (the same with the DRAM's capacity
+  scaled too: ``testbed.ScaledDRAM``). ``calibration`` overrides the cost model's efficiency factors
   (the fit's trials).
 * **Memory-activity signal**: NVML-style (:mod:`omniplane.sched.memsignal`), over NVML's past
   sample period (``signal_window_s``, default 1/6 s; ``None``: the step that starts, the
@@ -68,7 +69,7 @@ from omniplane.sched.calibration import OfflineCalibration, calibrate
 from omniplane.sched.factory import make_policy
 from omniplane.sched.horizon import HorizonServe
 from omniplane.sched.memsignal import NVML_SAMPLE_PERIOD_S, MemoryActivity
-from omniplane.sched.testbed import resolve
+from omniplane.sched.testbed import colocation_for, resolve
 from omniplane.sim import EventLoop, RunSetup, SharedGPU, Simulation, build_topology
 from omniplane.spec import (
     GeneratorKind,
@@ -203,7 +204,9 @@ class SingleGPU:
             raise ValueError(f"token_budget must be >= 1, got {self.token_budget}")
         rt, cal = resolve(runtime)  # a testbed name -> its runtime and (bandwidth) calibration
         self.cost = CostModel(self.model, runtime=rt, calibration=calibration or cal)  # on vLLM-Omni
-        self.calibration: OfflineCalibration = calibrate(self.model, self.gpu, self.cost, sweep_file=sm_sweep)
+        self.colocation = colocation_for(runtime)  # None: the shipped co-location model
+        self.calibration: OfflineCalibration = calibrate(self.model, self.gpu, self.cost, sweep_file=sm_sweep,
+                                                         colocation=self.colocation)
         self.plan = deployment(self.model, self.gpu)
         self.resolved = ResolvedPlan(self.plan, self.model, self.gpu, None)
         self.downstream = tuple(f"{n.name}/{gi}.{k}" for n in self.plan.nodes if n.name != "stage0"
@@ -228,8 +231,8 @@ class SingleGPU:
         loop = EventLoop()
         signal = None
         if mode != "timeslice":
-            signal = (MemoryActivity() if self.signal_window_s is None else
-                      MemoryActivity(window_s=self.signal_window_s, clock=lambda: loop.now))
+            signal = (MemoryActivity(self.colocation) if self.signal_window_s is None else
+                      MemoryActivity(self.colocation, window_s=self.signal_window_s, clock=lambda: loop.now))
         setup = RunSetup(
             policy_for=lambda ex, c: policy if c == self.shared else None,
             max_seqs=self.max_seqs,  # vLLM max_num_seqs of every LLM stage

@@ -25,7 +25,12 @@ GPU kind, a factor ``memory_scale`` in (0, 1] on that kind's memory efficiency (
 stage on that GPU through the cost model's efficiency, which the co-location model and the
 simulator's shared GPU take; the DRAM capacity itself is not changed, so nothing exceeds physics),
 fitted to the same two Vanilla Table 3 points per GPU. Data: ``perf/data/paper_testbed_bandwidth.json``
-(``python -m omniplane.sched.testbed --fit --variant bandwidth``).
+(``python -m omniplane.sched.testbed --fit --variant bandwidth``). ``vllm-omni-paper-dram`` is the
+same scale read as the GPU's, not the kernels': the DRAM's capacity (what it serves all stages
+together, :meth:`ColocationModel.capacity`) is scaled by it too (:class:`ScaledDRAM`), so two
+co-running stages cannot recover what one stage alone does not reach. A stage alone runs
+identically in both (its draw is below the capacity in both, scaled alike), and Vanilla time-slices
+(one stage at a time), so the one fit serves both variants.
 """
 
 from __future__ import annotations
@@ -40,12 +45,16 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from omniplane.perf import ColocationModel
+from omniplane.perf.colocation import ColocationParams
 from omniplane.perf.factors import Calibration, KindFactors, load_calibration
 from omniplane.perf.runtime import Runtime
+from omniplane.spec import GPUKind
 
 TESTBED_RUNTIME = "vllm-omni-paper-testbed"
-BANDWIDTH_TESTBED = "vllm-omni-paper-bandwidth"  # session 7: achieved DRAM bandwidth, not host time
-TESTBEDS = (TESTBED_RUNTIME, BANDWIDTH_TESTBED)
+BANDWIDTH_TESTBED = "vllm-omni-paper-bandwidth"  # session 7: each stage's achieved bandwidth, not host time
+DRAM_TESTBED = "vllm-omni-paper-dram"  # session 7: the same, and the DRAM serves the stages together no more
+TESTBEDS = (TESTBED_RUNTIME, BANDWIDTH_TESTBED, DRAM_TESTBED)
 BASE_RUNTIME = "vllm"
 FIT_RATES = (0.2, 0.5)  # Figure 8's lowest and highest rate (Table 3's load is not stated)
 FIT_LONG_FRACTION = 0.3  # the rate sweep's mix
@@ -97,13 +106,40 @@ def bandwidth_calibration(calibration: Calibration | None = None, path: Path | N
                               source=f"{file}: memory_scale_by_gpu")
 
 
+class ScaledDRAM(ColocationModel):
+    """The co-location model with each named GPU kind's DRAM capacity (bytes/s served to all stages
+    together) multiplied by its factor in (0, 1] (``vllm-omni-paper-dram``); everything else the
+    shipped model's."""
+
+    def __init__(self, capacity_scale_by_gpu: dict[str, float], params: ColocationParams | None = None,
+                 calibration: Calibration | None = None) -> None:
+        super().__init__(params, calibration)
+        for gpu, scale in capacity_scale_by_gpu.items():
+            if not (isinstance(scale, int | float) and not isinstance(scale, bool) and 0.0 < scale <= 1.0):
+                raise ValueError(f"ScaledDRAM.{gpu}: expected a number in (0, 1], got {scale!r}")
+        self.scale_by_gpu = {k: float(v) for k, v in capacity_scale_by_gpu.items()}
+
+    def capacity(self, gpu: GPUKind) -> float:
+        return super().capacity(gpu) * self.scale_by_gpu.get(gpu.name, 1.0)
+
+
+def memory_scales(path: Path | None = None) -> dict[str, float]:
+    file = path or bandwidth_data_path()
+    return {str(k): float(v) for k, v in json.loads(file.read_text())["memory_scale_by_gpu"].items()}
+
+
 def resolve(runtime: str | Runtime) -> tuple[str | Runtime, Calibration | None]:
     """A testbed runtime name -> (the cost model's runtime, its calibration or None for the shipped)."""
     if runtime == TESTBED_RUNTIME:
         return testbed_runtime(), None
-    if runtime == BANDWIDTH_TESTBED:
+    if runtime in (BANDWIDTH_TESTBED, DRAM_TESTBED):
         return BASE_RUNTIME, bandwidth_calibration()
     return runtime, None
+
+
+def colocation_for(runtime: str | Runtime) -> ColocationModel | None:
+    """The co-location model a testbed runtime name prices co-running with (None: the shipped one)."""
+    return ScaledDRAM(memory_scales()) if runtime == DRAM_TESTBED else None
 
 
 def testbed_runtime(calibration: Calibration | None = None, path: Path | None = None) -> Runtime:
