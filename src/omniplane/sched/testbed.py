@@ -31,6 +31,12 @@ together, :meth:`ColocationModel.capacity`) is scaled by it too (:class:`ScaledD
 co-running stages cannot recover what one stage alone does not reach. A stage alone runs
 identically in both (its draw is below the capacity in both, scaled alike), and Vanilla time-slices
 (one stage at a time), so the one fit serves both variants.
+
+Measured and NOT the default either (session 7, docs/sched.md "Achieved DRAM bandwidth"): the fit
+leaves +-10% residuals and a PRO 6000 at 35% of its peak bandwidth. The alone memory signal
+reaches Figure 4's 0.76, and Figure 10 reaches 0.94 / 0.93 on the DRAM reading, but the co-running
+signal stays near 0.8, Table 3 ends at 0.88x, and HorizonServe over the best baseline stays
+1.02-1.07x.
 """
 
 from __future__ import annotations
