@@ -190,7 +190,7 @@ class SingleGPU:
                  runtime: str | Runtime = "vllm", calibration: Calibration | None = None) -> None:
         """``sm_sweep``: a real fixed-SM sweep (perf sweep format) for S_cap instead of the
         co-location model's; ``first_audio``, ``token_budget`` (default: vLLM's for the GPU),
-        ``signal_window_s`` and ``runtime``: the module docstring."""
+        ``signal_window_s``, ``runtime`` and ``calibration``: the module docstring."""
         if signal_window_s is not None and not signal_window_s > 0:
             raise ValueError(f"signal_window_s must be > 0 seconds or None, got {signal_window_s}")
         self.signal_window_s = signal_window_s
