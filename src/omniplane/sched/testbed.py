@@ -306,8 +306,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     from concurrent.futures import ProcessPoolExecutor
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--fit", action="store_true", help="fit and write the variant's data file (perf/data/paper_testbed_runtime.json, or "
-                    "paper_testbed_bandwidth.json, which vllm-omni-paper-dram reads too)")
+    ap.add_argument("--fit", action="store_true",
+                    help="fit and write the variant's data file (perf/data/paper_testbed_runtime.json, or "
+                         "paper_testbed_bandwidth.json, which vllm-omni-paper-dram reads too)")
     ap.add_argument("--gpus", default="rtx6000ada,rtxpro6000")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--variant", choices=("host", "bandwidth"), default="host",
