@@ -119,6 +119,7 @@ def testbed_for(model: str, gpu: str, max_seqs: int, window: float | None, runti
 
 def run(t: dict[str, Any]) -> dict[str, Any]:
     from omniplane.sched.experiment import POINT_S, control_trace
+    from omniplane.sched.spatial import SpatialConfig, level_thresholds
 
     # runs without a "runtime" key were measured before it existed, on the "vllm" runtime
     testbed = testbed_for(t["model"], t["gpu"], t["max_seqs"], t.get("window", 1.0 / 6.0),
@@ -130,7 +131,21 @@ def run(t: dict[str, Any]) -> dict[str, Any]:
         p, c = np.asarray(tr.pressure), np.asarray(tr.sm_cap)
         co = d > 0
         caps = {int(v): int(n) for v, n in zip(*np.unique(c[co], return_counts=True), strict=True)}
+        lad, b_sat = testbed.calibration.ladder, SpatialConfig().b_sat
+        cuts = level_thresholds(lad, b_sat)
+        pc = p[co]
+        # Equation 1 before snapping, and snapped, on the same B_hat: how the cap follows B_hat
+        target = lad.s_min + np.clip(pc / b_sat, 0.0, 1.0) * (lad.s_cap - lad.s_min)
+        again = np.asarray([lad.levels[lad.snap(float(x))] for x in target], dtype=float)
         return {
+            "cap_is_eq1_fraction": float(np.mean(again == c[co])) if co.any() else float("nan"),
+            "target_co_mean": float(target.mean()) if co.any() else float("nan"),
+            "target_co_sd": float(target.std()) if co.any() else float("nan"),
+            "bhat_thresholds": [round(x, 4) for x in cuts],  # B_hat where Equation 1's level changes
+            "bhat_co_pct": {q: float(np.percentile(pc, q)) for q in (5, 50, 95)},
+            # co-running steps whose B_hat lies in each band between thresholds (band i -> level i)
+            "bhat_co_bands": [int(n) for n in np.bincount(np.searchsorted(cuts, pc, side="left"),
+                                                          minlength=len(cuts) + 1)],
             **t,
             "ladder": list(testbed.calibration.ladder.levels),
             "steps": len(d),
@@ -248,14 +263,25 @@ def point_tables(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _pct(r: dict[str, Any]) -> str:
+    q = r.get("bhat_co_pct")  # rows measured before session 7 lack it
+    return "-" if not q else "/".join(f"{q[k]:.3f}" for k in sorted(q, key=float))
+
+
+def _num(r: dict[str, Any], k: str, spec: str) -> str:
+    return "-" if k not in r else format(r[k], spec)
+
+
 def fig10_table(rows: list[dict[str, Any]]) -> list[str]:
     out = [
         "**Figure 10** (Qwen2.5-Omni, rate 0.3, 40% speech, max_num_seqs 4, HorizonServe; mean over seeds "
         "[per seed])",
         "",
         "| GPU | signal window | B alone | B co-running | B_hat co-running sd [min, max] "
-        "| caps while co-running (steps, seed 0) | corr(B_hat, cap), co-running | all steps |",
-        "|---|---|---|---|---|---|---|---|",
+        "| caps while co-running (steps, seed 0) | corr(B_hat, cap), co-running | all steps "
+        "| B_hat co-running p5/p50/p95 (seed 0) | level thresholds of B_hat | steps per band (seed 0) "
+        "| cap = Eq. 1 of B_hat (share of co-running steps, seed 0) | unsnapped Eq. 1 target, SMs (seed 0) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     groups: dict[tuple[str, Any], list[dict[str, Any]]] = {}
     for r in rows:
@@ -270,7 +296,9 @@ def fig10_table(rows: list[dict[str, Any]]) -> list[str]:
             f"{np.mean([r['b_co'] for r in rs]):.3f} | {np.mean([r['bhat_co_sd'] for r in rs]):.3f} "
             f"[{min(r['bhat_co_min'] for r in rs):.2f}, {max(r['bhat_co_max'] for r in rs):.2f}] | "
             f"{rs[0]['caps_co']} | {np.mean(cc):.3f} [{'/'.join(f'{x:.2f}' for x in cc)}] | "
-            f"{np.mean(ca):.3f} |"
+            f"{np.mean(ca):.3f} | {_pct(rs[0])} | {rs[0].get('bhat_thresholds', '-')} | "
+            f"{rs[0].get('bhat_co_bands', '-')} | {_num(rs[0], 'cap_is_eq1_fraction', '.4f')} | "
+            f"{_num(rs[0], 'target_co_mean', '.1f')} sd {_num(rs[0], 'target_co_sd', '.2f')} |"
         )
     return [*out, ""]
 
@@ -286,7 +314,9 @@ def main() -> None:
     ap.add_argument("--max-seqs", default="4,8,16,32")
     ap.add_argument("--out", type=Path, default=Path("docs/data/horizon_s5.json"))
     ap.add_argument("--runtime", default="vllm",
-                    help="the testbed's serving runtime (vllm-omni-paper-testbed: omniplane.sched.testbed)")
+                    help="the testbed's serving runtime (vllm-omni-paper-testbed or "
+                         "vllm-omni-paper-bandwidth: "
+                         "omniplane.sched.testbed)")
     ap.add_argument("--print", action="store_true", help="print the tables from --out; run nothing")
     a = ap.parse_args()
     seeds = [int(s) for s in a.seeds.split(",") if s.strip()]

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from omniplane.sched.ladder import Ladder, PartitionRule
-from omniplane.sched.spatial import SpatialConfig, SpatialController
+from omniplane.sched.spatial import SpatialConfig, SpatialController, level_thresholds
 from tests.sched.helpers import LADDER
 
 ANY = PartitionRule(1, 1)  # every SM count is a partition: the tests pick the levels
@@ -106,3 +106,18 @@ def test_select_is_decide_without_the_record(samples: list[tuple[float, int]], t
         fast.observe(bw)
         full.observe(bw)
         assert fast.select(active) == full.decide(active).sm_shared
+
+
+@given(st.floats(0.0, 1.0), st.sampled_from([(40, 50, 60, 70), (48, 56, 64), (42, 46, 48, 52), (64,)]))
+def test_level_thresholds_are_where_equation_1_changes_level(b: float, levels: tuple[int, ...]) -> None:
+    """The thresholds partition B_hat so that band i is exactly the B_hat values Equation 1 sends
+    to level i (ties to the lower level), with the controller's own arithmetic."""
+    lad = Ladder(188, levels, ANY)
+    cfg = SpatialConfig(gamma=1.0, b_sat=0.93)
+    cuts = level_thresholds(lad, cfg.b_sat)
+    assert len(cuts) == len(levels) - 1 and list(cuts) == sorted(cuts)
+    c = SpatialController(lad, cfg)
+    c.observe(b)
+    band = sum(1 for x in cuts if b > x + 1e-12)
+    if all(abs(b - x) > 1e-9 for x in cuts):  # off a boundary the band names the cap
+        assert c.select(1) == levels[band]

@@ -40,7 +40,11 @@ runtime):
   ``vllm-omni-paper-testbed`` (:mod:`omniplane.sched.testbed`: the ``vllm`` runtime with its
   per-iteration host time fitted per GPU kind to Table 3's Vanilla TPOT) is opt-in, measured and
   not made the default: it contradicts Figure 4's memory signal (docs/sched.md, "The testbed's
-  runtime").
+  runtime"); ``vllm-omni-paper-bandwidth`` (the same module: the ``vllm`` runtime with the
+  testbed's achieved DRAM bandwidth per GPU kind fitted to the same points) is opt-in too
+  (docs/sched.md, session 7), and ``vllm-omni-paper-dram`` (the same with the DRAM's capacity
+  scaled too: ``testbed.ScaledDRAM``). ``calibration`` overrides the cost model's efficiency factors
+  (the fit's trials).
 * **Memory-activity signal**: NVML-style (:mod:`omniplane.sched.memsignal`), over NVML's past
   sample period (``signal_window_s``, default 1/6 s; ``None``: the step that starts, the
   session-4 signal).
@@ -59,12 +63,13 @@ from typing import Any
 import numpy as np
 
 from omniplane.perf import CostModel
+from omniplane.perf.factors import Calibration
 from omniplane.perf.runtime import Runtime
 from omniplane.sched.calibration import OfflineCalibration, calibrate
 from omniplane.sched.factory import make_policy
 from omniplane.sched.horizon import HorizonServe
 from omniplane.sched.memsignal import NVML_SAMPLE_PERIOD_S, MemoryActivity
-from omniplane.sched.testbed import TESTBED_RUNTIME, testbed_runtime
+from omniplane.sched.testbed import colocation_for, resolve
 from omniplane.sim import EventLoop, RunSetup, SharedGPU, Simulation, build_topology
 from omniplane.spec import (
     GeneratorKind,
@@ -182,10 +187,10 @@ class SingleGPU:
                  sm_sweep: Path | None = None, first_audio: str = "chunk",
                  token_budget: int | None = None,
                  signal_window_s: float | None = NVML_SAMPLE_PERIOD_S,
-                 runtime: str | Runtime = "vllm") -> None:
+                 runtime: str | Runtime = "vllm", calibration: Calibration | None = None) -> None:
         """``sm_sweep``: a real fixed-SM sweep (perf sweep format) for S_cap instead of the
         co-location model's; ``first_audio``, ``token_budget`` (default: vLLM's for the GPU),
-        ``signal_window_s`` and ``runtime``: the module docstring."""
+        ``signal_window_s``, ``runtime`` and ``calibration``: the module docstring."""
         if signal_window_s is not None and not signal_window_s > 0:
             raise ValueError(f"signal_window_s must be > 0 seconds or None, got {signal_window_s}")
         self.signal_window_s = signal_window_s
@@ -197,9 +202,11 @@ class SingleGPU:
         self.token_budget = vllm_token_budget(self.gpu) if token_budget is None else token_budget
         if self.token_budget < 1:
             raise ValueError(f"token_budget must be >= 1, got {self.token_budget}")
-        rt = testbed_runtime() if runtime == TESTBED_RUNTIME else runtime
-        self.cost = CostModel(self.model, runtime=rt)  # HorizonServe runs on vLLM-Omni
-        self.calibration: OfflineCalibration = calibrate(self.model, self.gpu, self.cost, sweep_file=sm_sweep)
+        rt, cal = resolve(runtime)  # a testbed name -> its runtime and (bandwidth) calibration
+        self.cost = CostModel(self.model, runtime=rt, calibration=calibration or cal)  # on vLLM-Omni
+        self.colocation = colocation_for(runtime)  # None: the shipped co-location model
+        self.calibration: OfflineCalibration = calibrate(self.model, self.gpu, self.cost, sweep_file=sm_sweep,
+                                                         colocation=self.colocation)
         self.plan = deployment(self.model, self.gpu)
         self.resolved = ResolvedPlan(self.plan, self.model, self.gpu, None)
         self.downstream = tuple(f"{n.name}/{gi}.{k}" for n in self.plan.nodes if n.name != "stage0"
@@ -224,8 +231,8 @@ class SingleGPU:
         loop = EventLoop()
         signal = None
         if mode != "timeslice":
-            signal = (MemoryActivity() if self.signal_window_s is None else
-                      MemoryActivity(window_s=self.signal_window_s, clock=lambda: loop.now))
+            signal = (MemoryActivity(self.colocation) if self.signal_window_s is None else
+                      MemoryActivity(self.colocation, window_s=self.signal_window_s, clock=lambda: loop.now))
         setup = RunSetup(
             policy_for=lambda ex, c: policy if c == self.shared else None,
             max_seqs=self.max_seqs,  # vLLM max_num_seqs of every LLM stage

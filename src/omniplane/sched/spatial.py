@@ -22,6 +22,7 @@ reached the neighbouring level, a dead band of half a level each side that is no
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 from omniplane.sched.ladder import Ladder
 
@@ -56,6 +57,19 @@ class SpatialDecision:  # read-only by convention (built every step: a plain dat
     pressure: float  # B_hat
     rho: float
     co_running: bool
+
+
+def level_thresholds(ladder: Ladder, b_sat: float) -> tuple[float, ...]:
+    """The ``B_hat`` values at which Equation 1's snapped level changes while co-running: level
+    ``i + 1`` is chosen once ``S_min + rho (S_cap - S_min)`` passes the midpoint of levels ``i``
+    and ``i + 1`` (ties to the lower), i.e. ``B_hat > b_sat (mid - S_min) / (S_cap - S_min)``. With
+    one level (or ``S_cap = S_min``) there is none. Figure 10's diagnosis: where ``B_hat`` sits
+    between these, the cap cannot follow it."""
+    lv = ladder.levels
+    span = ladder.s_cap - ladder.s_min
+    if len(lv) < 2 or span <= 0:
+        return ()
+    return tuple(b_sat * ((a + b) / 2.0 - ladder.s_min) / span for a, b in pairwise(lv))
 
 
 class SpatialController:
