@@ -20,7 +20,7 @@ from typing import Any
 from omniplane.fidelity.calibrate import Delivery
 from omniplane.fidelity.compare import mean_ttft_ms, summarize
 from omniplane.fidelity.engine import EngineConfig
-from omniplane.fidelity.loop import simulate_engine
+from omniplane.fidelity.simulate import simulate_engine
 from omniplane.perf.profiles import ProfileRow
 from omniplane.perf.steptime import MixedRow, fit_step_model
 from omniplane.spec import load_workload
