@@ -87,6 +87,9 @@ def show_report(doc: dict[str, Any]) -> None:
     if busy := eng.get("capacity_cpu_cores"):
         console.print("capacity run, busy cores (CPU time / wall time): "
                       + ", ".join(f"{k} {_fmt(v)}" for k, v in busy.items()), highlight=False)
+    if (sim_busy := (eng.get("capacity_simulated_stats") or {}).get("frontend_busy")) is not None:
+        console.print(f"capacity run, simulated front-end busy share {_fmt(sim_busy)} "
+                      "(measured: api + client above)", highlight=False)
     spread = _spread(doc)
     table = Table(title="predicted (simulator) vs measured (engine)")
     table.add_column("offered req/s")
@@ -114,6 +117,17 @@ def show_report(doc: dict[str, Any]) -> None:
                 f"probe drift {_err(drift, None)}; front end {_fmt(cal.get('frontend_ms'))} ms; delivery "
                 f"{_fmt(dl.get('base_ms'))} + {_fmt(dl.get('per_stream_ms'))} x streams ms/token",
                 highlight=False)
+            if fq := cal.get("frontend_queue"):
+                fit = fq.get("in_sample_error") or {}
+                busy = (detail.get("simulated_iterations") or {}).get("frontend_busy")
+                console.print(
+                    f"  front-end queue ({len(fq.get('samples') or [])} CPU samples, in-sample error median "
+                    f"{_err(fit.get('median'), None)}): {_fmt(fq.get('per_request_ms'))} ms per request + "
+                    f"{_fmt(fq.get('per_prompt_token_us'))} us per prompt token + "
+                    f"{_fmt(fq.get('per_token_ms'))} ms per token + "
+                    f"{_fmt(fq.get('per_iteration_ms'))} ms per iteration, on {_fmt(fq.get('cores'))} "
+                    f"core; simulated busy {_fmt(busy)}"
+                    + "".join(f"; {n}" for n in fq.get("notes") or ()), highlight=False)
             mixed = (cal.get("step_model") or {}).get("mixed_coefficients_s") or {}
             if any(mixed.values()):
                 n = len((cal.get("step_model") or {}).get("mixed_rows") or [])
