@@ -22,7 +22,7 @@ from typing import Any
 from omniplane.fidelity.calibrate import Delivery
 from omniplane.fidelity.compare import mean_ttft_ms, summarize
 from omniplane.fidelity.engine import EngineConfig
-from omniplane.fidelity.frontend import FrontEnd, cpu_samples, fit_frontend
+from omniplane.fidelity.frontend import FrontEnd, cpu_samples, fit_frontend, measured_share
 from omniplane.fidelity.simulate import simulate_engine
 from omniplane.perf.profiler import PointMetrics
 from omniplane.perf.profiles import ProfileRow
@@ -72,16 +72,22 @@ def main() -> None:
         own_mixed = [x for k in cal["probes"] for x in mixed(probes[k])]
         has_big = any(r.op == "decode" and r.batch >= BIG for r in own)
         latency = cal["frontend_ms"] / 1e3
-        queue = fit_frontend(cpu_samples([p for k in cal["probes"] for p in points(probes[k])]), latency)
+        samples = cpu_samples([p for k in cal["probes"] for p in points(probes[k])])
+        queue = fit_frontend(samples, latency)
+        share = measured_share(samples)
+        at_share = fit_frontend(samples, latency, cores=share) if share else queue
         const = FrontEnd(latency)
         variants = [("as run" + (" (front-end queue)" if queue.queued else ""), own, own_mixed, queue)]
         variants += [] if has_big else [(f"+ probe 0's decode >= {BIG}", own + big, own_mixed, queue)]
         variants += [("additive (no mixed terms)", own, [], queue)] if own_mixed else []
         variants += [("constant front end (no queue)", own, own_mixed, const)] if queue.queued else []
+        if share:
+            variants.append((f"queue at the probes' runnable share {share:.3f}", own, own_mixed, at_share))
         if queue.queued:
             print(f"load {detail['fraction']:.0%} queue: {queue.per_request_s * 1e3:.3f} ms/request, "
                   f"{queue.per_prompt_token_s * 1e6:.3f} us/prompt token, {queue.per_token_s * 1e3:.4f} "
-                  f"ms/token, {queue.per_iteration_s * 1e3:.4f} ms/iteration ({len(queue.samples)} samples)")
+                  f"ms/token, {queue.per_iteration_s * 1e3:.4f} ms/iteration ({len(queue.samples)} samples), "
+                  f"runnable share of a core {share or 0:.3f}")
         m = load["measured"]
         for name, rs, mx, fe in variants:
             step = fit_step_model(rs, comp, limits, source="fidelity_resim", mixed=mx)

@@ -10,7 +10,15 @@ import pytest
 
 from omniplane.fidelity.compare import summarize
 from omniplane.fidelity.engine import EngineConfig
-from omniplane.fidelity.frontend import CpuSample, FrontEnd, cpu_samples, fifo_waits, fit_frontend, serve
+from omniplane.fidelity.frontend import (
+    CpuSample,
+    FrontEnd,
+    cpu_samples,
+    fifo_waits,
+    fit_frontend,
+    measured_share,
+    serve,
+)
 from omniplane.fidelity.simulate import simulate_engine
 from omniplane.perf.profiler import PointMetrics
 from omniplane.perf.steptime import StepModel
@@ -80,16 +88,26 @@ def test_too_few_samples_leave_the_front_end_constant_and_say_so() -> None:
     assert not fe.queued and fe.latency_s == 0.02 and "left constant" in fe.notes[0]
 
 
+def test_the_runnable_share_is_cpu_over_cpu_plus_waiting_for_a_cpu() -> None:
+    samples = [CpuSample("a", 1, 1, 1, 1.0, 0.1, 1.0, wait_s=0.3),
+               CpuSample("b", 1, 1, 1, 1.0, 0.1, 1.0, wait_s=0.5)]
+    assert measured_share(samples) == pytest.approx(0.2 / 1.0)
+    assert measured_share([CpuSample("c", 1, 1, 1, 1.0, 0.1, 1.0)]) is None  # no wait readings
+    assert fit_frontend(probe_like_samples(KNOWN), 0.0).cores == 1.0  # the default: one whole core
+
+
 def test_cpu_samples_take_api_server_plus_client_and_iterations_per_stream() -> None:
     def point(request: str, conc: int, cpu: dict[str, float], n: int, out: int) -> PointMetrics:
         return PointMetrics(request, conc, 1.0, n, n, 0, cpu_s=cpu, wall_s=2.0, prompt_total=10 * n,
                             output_total=out)
 
-    pts = [point("decode-16-b4", 4, {"api": 0.02, "client": 0.01, "server": 0.5, "worker": 1.0}, 8, 256),
+    pts = [point("decode-16-b4", 4, {"api": 0.02, "client": 0.01, "server": 0.5, "worker": 1.0,
+                                     "client_wait": 0.2, "server_wait": 0.4}, 8, 256),
            point("prefill-16", 1, {}, 3, 3),  # no meter: not a sample
            point("prefill-64", 1, {"api": 0.0, "client": 0.0}, 3, 3)]  # nothing measurable
     [s] = cpu_samples(pts)
     assert s.cpu_s == pytest.approx(0.03)  # API server + client, not the engine core nor the worker
+    assert s.wait_s == pytest.approx(0.2)  # their waits only
     assert (s.requests, s.prompt_tokens, s.output_tokens, s.iterations) == (8, 80, 256, 64.0)
 
 

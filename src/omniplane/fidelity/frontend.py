@@ -69,6 +69,7 @@ class CpuSample:
     iterations: float
     cpu_s: float  # API server + client
     wall_s: float
+    wait_s: float = 0.0  # seconds their threads were runnable but waiting for a CPU (schedstat)
 
     def features(self) -> np.ndarray:
         return np.array([self.requests, self.prompt_tokens, self.output_tokens, self.iterations], float)
@@ -76,7 +77,8 @@ class CpuSample:
     def to_json(self) -> dict[str, Any]:
         return {"label": self.label, "requests": self.requests, "prompt_tokens": self.prompt_tokens,
                 "output_tokens": self.output_tokens, "iterations": round(self.iterations, 2),
-                "cpu_ms": round(self.cpu_s * 1e3, 3), "wall_s": round(self.wall_s, 3)}
+                "cpu_ms": round(self.cpu_s * 1e3, 3), "wait_ms": round(self.wait_s * 1e3, 3),
+                "wall_s": round(self.wall_s, 3)}
 
 
 def cpu_samples(points: Sequence[PointMetrics]) -> list[CpuSample]:
@@ -86,9 +88,10 @@ def cpu_samples(points: Sequence[PointMetrics]) -> list[CpuSample]:
         if not p.cpu_s or p.n_total <= 0 or p.output_total <= 0 or not all(k in p.cpu_s for k in PARTS):
             continue
         cpu = sum(p.cpu_s[k] for k in PARTS)
+        wait = sum(p.cpu_s.get(f"{k}_wait", 0.0) for k in PARTS)
         if cpu >= MIN_CPU_S:
             out.append(CpuSample(f"{p.request} c={p.concurrency}", p.n_total, p.prompt_total, p.output_total,
-                                 p.output_total / max(1, p.concurrency), cpu, p.wall_s))
+                                 p.output_total / max(1, p.concurrency), cpu, p.wall_s, wait))
     return out
 
 
@@ -126,6 +129,7 @@ class FrontEnd:
         return {"latency_ms": self.latency_s * 1e3, "per_request_ms": self.per_request_s * 1e3,
                 "per_prompt_token_us": self.per_prompt_token_s * 1e6, "per_token_ms": self.per_token_s * 1e3,
                 "per_iteration_ms": self.per_iteration_s * 1e3, "cores": self.cores,
+                "runnable_share": measured_share(self.samples),
                 "in_sample_error": {"median": float(np.median(errs)) if errs else None,
                                     "max": errs[-1] if errs else None},
                 "samples": [s.to_json() for s in self.samples], "notes": list(self.notes),
@@ -139,10 +143,19 @@ class FrontEnd:
                    d["per_token_ms"] / 1e3, d["per_iteration_ms"] / 1e3, float(d.get("cores", 1.0)))
 
 
+def measured_share(samples: Sequence[CpuSample]) -> float | None:
+    """The share of a core the front end's threads got while they were runnable over the
+    samples: CPU / (CPU + waiting for a CPU); None without wait readings."""
+    cpu = sum(s.cpu_s for s in samples)
+    wait = sum(s.wait_s for s in samples)
+    return cpu / (cpu + wait) if wait > 0 and cpu > 0 else None
+
+
 def fit_frontend(samples: Sequence[CpuSample], latency_s: float, cores: float = 1.0) -> FrontEnd:
-    """The four CPU costs (module docstring) fitted to ``samples``; a constant front end (the
-    old model) with a note when there are fewer samples than terms or no request and token
-    costs can be told apart."""
+    """The four CPU costs (module docstring) fitted to ``samples``, served at ``cores`` (default
+    one: the physical limit of one thread each; :func:`measured_share` is reported next to it,
+    and ``scripts/fidelity_resim.py`` runs it as a what-if); a constant front end (the old model)
+    with a note when there are fewer samples than terms."""
     if len(samples) < len(TERMS):
         note = f"{len(samples)} CPU samples for {len(TERMS)} terms: front end left constant"
         return FrontEnd(latency_s, cores=cores, samples=tuple(samples), notes=(note,))
