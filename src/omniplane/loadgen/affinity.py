@@ -189,7 +189,7 @@ def separate(pgid: int, restore_group: bool = False, layout: str = "worker") -> 
                 os.sched_setaffinity(tid, aff)
 
 
-def _thread_cpu_s(pid: int, tid: int) -> tuple[float, float]:
+def thread_cpu_s(pid: int, tid: int) -> tuple[float, float]:
     """(CPU seconds, seconds runnable but waiting for a CPU) of one thread so far: the
     scheduler's own nanosecond counters (``schedstat``: time on a CPU, time waiting for one),
     the clock-tick ``stat`` times (10 ms resolution) where ``schedstat`` is missing."""
@@ -222,7 +222,7 @@ def cpu_split(pgid: int, worker_pids: tuple[int, ...]) -> dict[str, float]:
     def add(part: str, pid: int) -> tuple[float, float]:
         cpu = wait = 0.0
         for t in threads(pid):
-            c, w = _thread_cpu_s(pid, t)
+            c, w = thread_cpu_s(pid, t)
             cpu, wait = cpu + c, wait + w
         out[part] += cpu
         out[f"{part}_wait"] += wait
