@@ -9,7 +9,9 @@ and of 4 streams (32 tokens each), a closed loop of 32 workers for ``--window`` 
 every thread's scheduler counters (``/proc/PID/task/TID/schedstat``: ns on a CPU, ns runnable
 but waiting for one); printed per thread with more than 1% of a core either way, as shares of the
 point's wall time, with the client's TTFT / TPOT against the engine's own. ``--setsid`` first puts
-this process in a session of its own (its own scheduler autogroup). ``uptime`` before and after.
+this process in a session of its own (its own scheduler autogroup). ``--nice-core 0,19`` runs the
+points once per value, interleaved on the same engine, with the engine core's threads at that
+niceness (:func:`omniplane.loadgen.affinity.renice`). ``uptime`` before and after.
 A measurement of the environment, not of omniplane.
 
     .venv-vllm/bin/python bench/bench_fidelity_threads.py [--window 8] [--setsid] \\
@@ -31,7 +33,14 @@ import _live  # noqa: F401  (first: skips without vLLM, puts src/ on the path)
 
 from omniplane.fidelity.fixture import ensure_model_dir
 from omniplane.fidelity.server import ServerSpec, VllmServer
-from omniplane.loadgen.affinity import group_pids, separate, thread_cpu_s, threads
+from omniplane.loadgen.affinity import (
+    engine_core_threads,
+    group_pids,
+    renice,
+    separate,
+    thread_cpu_s,
+    threads,
+)
 from omniplane.perf.profiler import ProfileRun, RequestSpec, run_profile
 
 
@@ -50,6 +59,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--window", type=float, default=8.0)
     ap.add_argument("--setsid", action="store_true")
+    ap.add_argument("--nice-core", default="0", help="comma-separated niceness of the engine core per round")
     ap.add_argument("--out", type=Path, default=Path("out/fidelity-threads.json"))
     a = ap.parse_args()
     doc: dict[str, Any] = {"load_before": os.getloadavg(), "points": []}
@@ -70,7 +80,11 @@ def main() -> None:
         pids = [*group_pids(server.pgid), os.getpid()]
         base = ProfileRun(server.url, "tiny-qwen2", "llm", "cpu", 1, (), requests_per_worker=1,
                           api="completions", vocab=2048)
-        for name, s in points:
+        rounds = [(nice, name, s) for nice in (int(x) for x in a.nice_core.split(",")) for name, s in points]
+        for nice, name, s in rounds:
+            if name == points[0][0]:
+                n = renice(engine_core_threads(server.pgid, pin.worker_pids), nice)
+                print(f"engine core: {n} threads at niceness {nice}")
             before, t0 = _snap(pids), time.monotonic()
             [p] = run_profile(replace(base, requests=(s,))).points
             wall, after = time.monotonic() - t0, _snap(pids)
@@ -82,11 +96,13 @@ def main() -> None:
                         "worker" if pid in pin.worker_pids else "engine-core")
                     rows.append({"part": who, "tid": tid, "name": _comm(pid, tid),
                                  "cpu": (c1 - c0) / wall, "wait": (w1 - w0) / wall})
-            point = {"point": name, "wall_s": wall, "client_ttft_ms": (p.median("ttft") or 0) * 1e3,
+            point = {"point": name, "nice_core": nice, "wall_s": wall,
+                     "client_ttft_ms": (p.median("ttft") or 0) * 1e3,
                      "client_tpot_ms": (p.median("tpot") or 0) * 1e3,
                      "engine_ms": {k: v * 1e3 for k, v in p.server_s.items()}, "threads": rows}
             doc["points"].append(point)
-            print(f"== {name}: wall {wall:.1f} s, client TTFT {point['client_ttft_ms']:.0f} ms vs engine "
+            print(f"== {name} (engine core niceness {nice}): wall {wall:.1f} s, client TTFT "
+                  f"{point['client_ttft_ms']:.0f} ms vs engine "
                   f"{point['engine_ms'].get('ttft', 0):.0f} ms, client TPOT {point['client_tpot_ms']:.1f} ms "
                   f"vs engine ITL {point['engine_ms'].get('itl', 0):.1f} ms")
             for r in rows:

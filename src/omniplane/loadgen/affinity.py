@@ -189,6 +189,24 @@ def separate(pgid: int, restore_group: bool = False, layout: str = "worker") -> 
                 os.sched_setaffinity(tid, aff)
 
 
+def engine_core_threads(pgid: int, worker_pids: tuple[int, ...]) -> list[int]:
+    """Threads of the group's processes that are neither its leader (the API server) nor its
+    workers: vLLM's engine-core process, whose scheduler loop busy-polls the worker's queue."""
+    return [t for pid in group_pids(pgid) if pid != pgid and pid not in worker_pids for t in threads(pid)]
+
+
+def renice(tids: list[int], nice: int) -> int:
+    """Set the scheduling niceness of each thread (Linux: per thread); returns how many were set.
+    A heuristic of this host (docs/fidelity.md, "Session 7"): a positive niceness lets a
+    yield-spinning engine core run only in the time the API server and the client leave."""
+    done = 0
+    for tid in tids:
+        with contextlib.suppress(OSError):  # it ended meanwhile
+            os.setpriority(os.PRIO_PROCESS, tid, nice)
+            done += 1
+    return done
+
+
 def thread_cpu_s(pid: int, tid: int) -> tuple[float, float]:
     """(CPU seconds, seconds runnable but waiting for a CPU) of one thread so far: the
     scheduler's own nanosecond counters (``schedstat``: time on a CPU, time waiting for one),
