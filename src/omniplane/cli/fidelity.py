@@ -195,6 +195,11 @@ def fidelity(
         help="--pin: 'worker' (the worker alone on its cores, the API server, the engine core and the "
         "load generator on the rest) or 'client' (the load generator alone, the rest of the engine "
         "with the worker; docs/fidelity.md: slower on a loaded 2-core host).")] = "worker",
+    nice_engine_core: Annotated[int, opt.int_opt(
+        "--nice-engine-core",
+        help="--fixture: run vLLM's engine-core process at this niceness (its yield-spinning loop "
+        "starves the load generator on a shared core; docs/fidelity.md, Session 7). 0: leave it.",
+        lo=0, hi=19)] = 0,
     max_num_seqs: Annotated[int | None, opt.int_opt(
         "--max-num-seqs", help="If the engine does not report it.", lo=1, hi=1_000_000)] = None,
     max_num_batched_tokens: Annotated[int | None, opt.int_opt(
@@ -233,7 +238,7 @@ def fidelity(
     from omniplane.fidelity.engine import EngineConfigError
     from omniplane.fidelity.loop import FidelityOptions, run_fidelity
     from omniplane.fidelity.server import ServerError, ServerSpec, VllmServer
-    from omniplane.loadgen.affinity import separate
+    from omniplane.loadgen.affinity import engine_core_threads, renice, separate
     from omniplane.spec import SpecError, load_workload
 
     wl_path = workload or (DEFAULT_WORKLOAD if fixture else None)
@@ -258,6 +263,11 @@ def fidelity(
             pinning = (stack.enter_context(separate(server.pgid, layout=pin_layout)) if pin
                        else Pinning(False, note="--no-pin"))
             pgid, workers = server.pgid, pinning.worker_pids
+            if nice_engine_core:
+                n = renice(engine_core_threads(pgid, workers), nice_engine_core)
+                err_console.print(f"engine core: {n} threads at niceness {nice_engine_core} (heuristic of "
+                                  "this host: it then runs in the time the client and the API server "
+                                  "leave)", highlight=False)
         else:
             pinning = Pinning(False, note="--url: the engine's processes are not this command's to pin")
             pgid, workers = None, ()
@@ -270,7 +280,8 @@ def fidelity(
             doc = run_fidelity(opts, say=lambda msg: err_console.print(msg, highlight=False))
         except (EngineConfigError, ValueError, RuntimeError) as exc:
             fail(str(exc))
-        doc["engine"]["pinning"] = pinning.to_json()
+        doc["engine"]["pinning"] = {**pinning.to_json(),
+                                    "engine_core_nice": nice_engine_core if fixture else None}
     if out is not None:
         with Outputs() as files:
             files.text(out, json.dumps(doc, indent=2) + "\n")
