@@ -197,9 +197,10 @@ def fidelity(
         "with the worker; docs/fidelity.md: slower on a loaded 2-core host).")] = "worker",
     nice_engine_core: Annotated[int, opt.int_opt(
         "--nice-engine-core",
-        help="--fixture: run vLLM's engine-core process at this niceness (its yield-spinning loop "
-        "starves the load generator on a shared core; docs/fidelity.md, Session 7). 0: leave it.",
-        lo=0, hi=19)] = 0,
+        help="--fixture --pin: run vLLM's engine-core process at this niceness (its yield-spinning "
+        "loop starves the load generator on their shared core; docs/fidelity.md, Session 7); a "
+        "heuristic of this host's layout. 0: leave it.",
+        lo=0, hi=19)] = 19,
     max_num_seqs: Annotated[int | None, opt.int_opt(
         "--max-num-seqs", help="If the engine does not report it.", lo=1, hi=1_000_000)] = None,
     max_num_batched_tokens: Annotated[int | None, opt.int_opt(
@@ -263,7 +264,7 @@ def fidelity(
             pinning = (stack.enter_context(separate(server.pgid, layout=pin_layout)) if pin
                        else Pinning(False, note="--no-pin"))
             pgid, workers = server.pgid, pinning.worker_pids
-            if nice_engine_core:
+            if nice_engine_core and pinning.pinned:
                 n = renice(engine_core_threads(pgid, workers), nice_engine_core)
                 err_console.print(f"engine core: {n} threads at niceness {nice_engine_core} (heuristic of "
                                   "this host: it then runs in the time the client and the API server "
@@ -280,8 +281,8 @@ def fidelity(
             doc = run_fidelity(opts, say=lambda msg: err_console.print(msg, highlight=False))
         except (EngineConfigError, ValueError, RuntimeError) as exc:
             fail(str(exc))
-        doc["engine"]["pinning"] = {**pinning.to_json(),
-                                    "engine_core_nice": nice_engine_core if fixture else None}
+        niced = nice_engine_core if fixture and pinning.pinned else None
+        doc["engine"]["pinning"] = {**pinning.to_json(), "engine_core_nice": niced}
     if out is not None:
         with Outputs() as files:
             files.text(out, json.dumps(doc, indent=2) + "\n")
