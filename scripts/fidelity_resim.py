@@ -2,8 +2,10 @@
 "Where the error comes from"): each load's requests regenerated from the document's seed, the
 simulator run on the step model refitted to that load's own probe rows (``as run``: reproduces
 the document's simulated column) and, as what-ifs, to those rows plus the first probe's decode
-bursts of 64 and more sequences (what a load's model saw before every probe measured them), and
-without the probes' mixed iterations (the additive step model, what ran before session 6). Per
+bursts of 64 and more sequences (what a load's model saw before every probe measured them),
+without the probes' mixed iterations (the additive step model, what ran before session 6), and
+with the constant front end instead of the front-end CPU queue (what ran before session 7; the
+queue is refitted to the load's own probes' CPU readings, when the document has them). Per
 load: TTFT / TPOT p50 and throughput against the measured column, the simulator's mean TTFT,
 and the engine's own decomposition of each replay. Never fits anything to a replay.
 
@@ -20,7 +22,9 @@ from typing import Any
 from omniplane.fidelity.calibrate import Delivery
 from omniplane.fidelity.compare import mean_ttft_ms, summarize
 from omniplane.fidelity.engine import EngineConfig
-from omniplane.fidelity.loop import simulate_engine
+from omniplane.fidelity.frontend import FrontEnd, cpu_samples, fit_frontend, measured_share
+from omniplane.fidelity.simulate import simulate_engine
+from omniplane.perf.profiler import PointMetrics
 from omniplane.perf.profiles import ProfileRow
 from omniplane.perf.steptime import MixedRow, fit_step_model
 from omniplane.spec import load_workload
@@ -36,6 +40,14 @@ def rows(probe: dict[str, Any], comp: str) -> list[ProfileRow]:
 
 def mixed(probe: dict[str, Any]) -> list[MixedRow]:
     return [MixedRow(m["decodes"], m["chunk"], m["context"], m["ms"]) for m in probe.get("mixed", ())]
+
+
+def points(probe: dict[str, Any]) -> list[PointMetrics]:
+    """The probe's points as far as the front-end fit reads them (its CPU readings and counts)."""
+    return [PointMetrics(p["request"], p["concurrency"], p["window_s"], p["n_window"], p["n_total"],
+                         p["n_errors"], cpu_s=p.get("cpu_s") or {}, wall_s=p.get("wall_s", 0.0),
+                         prompt_total=p.get("prompt_total", 0), output_total=p.get("output_total", 0))
+            for p in probe.get("points", ())]
 
 
 def main() -> None:
@@ -59,13 +71,28 @@ def main() -> None:
         own = [r for k in cal["probes"] for r in rows(probes[k], comp)]
         own_mixed = [x for k in cal["probes"] for x in mixed(probes[k])]
         has_big = any(r.op == "decode" and r.batch >= BIG for r in own)
-        variants = [("as run", own, own_mixed)]
-        variants += [] if has_big else [(f"+ probe 0's decode >= {BIG}", own + big, own_mixed)]
-        variants += [("additive (no mixed terms)", own, [])] if own_mixed else []
+        latency = cal["frontend_ms"] / 1e3
+        samples = cpu_samples([p for k in cal["probes"] for p in points(probes[k])])
+        queue = fit_frontend(samples, latency)
+        share = measured_share(samples)
+        at_share = fit_frontend(samples, latency, cores=share) if share else queue
+        const = FrontEnd(latency)
+        variants = [("as run" + (" (front-end queue)" if queue.queued else ""), own, own_mixed, queue)]
+        variants += [] if has_big else [(f"+ probe 0's decode >= {BIG}", own + big, own_mixed, queue)]
+        variants += [("additive (no mixed terms)", own, [], queue)] if own_mixed else []
+        variants += [("constant front end (no queue)", own, own_mixed, const)] if queue.queued else []
+        if share:
+            variants.append((f"queue at the probes' runnable share {share:.3f}", own, own_mixed, at_share))
+        if queue.queued:
+            print(f"load {detail['fraction']:.0%} queue: {queue.per_request_s * 1e3:.3f} ms/request, "
+                  f"{queue.per_prompt_token_s * 1e6:.3f} us/prompt token, {queue.per_token_s * 1e3:.4f} "
+                  f"ms/token, {queue.per_iteration_s * 1e3:.4f} ms/iteration ({len(queue.samples)} samples), "
+                  f"runnable share of a core {share or 0:.3f}")
         m = load["measured"]
-        for name, rs, mx in variants:
+        for name, rs, mx, fe in variants:
             step = fit_step_model(rs, comp, limits, source="fidelity_resim", mixed=mx)
-            pred = simulate_engine(wl.model, engine, step, reqs, cal["frontend_ms"] / 1e3, delivery)
+            stats: dict[str, float] = {}
+            pred = simulate_engine(wl.model, engine, step, reqs, latency, delivery, stats, queue=fe)
             s = summarize(pred)
 
             def err(k: str, s: dict[str, float | None] = s, m: dict[str, float | None] = m) -> str:
@@ -75,7 +102,8 @@ def main() -> None:
             it128 = step.time(decode_batch=128, decode_context=128 * 32) * 1e3
             print(f"load {detail['fraction']:.0%} {name}: TTFT p50 {err('ttft_p50_ms')}; TPOT p50 "
                   f"{err('tpot_p50_ms')}; throughput {err('throughput_rps')}; simulated mean TTFT "
-                  f"{mean_ttft_ms(pred) or 0:.1f} ms; a 128 x 32-token decode iteration {it128:.1f} ms")
+                  f"{mean_ttft_ms(pred) or 0:.1f} ms; a 128 x 32-token decode iteration {it128:.1f} ms"
+                  + (f"; front end busy {stats['frontend_busy']:.2f}" if "frontend_busy" in stats else ""))
         for rep in detail["repeats"]:
             sm = rep["server_ms"]
             print(f"    replay: client TTFT p50 {rep['summary']['ttft_p50_ms']:.1f} ms; engine: vLLM TTFT "

@@ -32,7 +32,7 @@ from omniplane.fidelity.schedlive import (  # noqa: E402
     server_spec,
 )
 from omniplane.fidelity.server import ServerSpec, VllmServer  # noqa: E402
-from omniplane.loadgen.affinity import engine_cpus, host_cpus, separate, threads  # noqa: E402
+from omniplane.loadgen.affinity import bound_pids, engine_cpus, host_cpus, separate, threads  # noqa: E402
 from omniplane.spec import load_workload  # noqa: E402
 from omniplane.workload import generate  # noqa: E402
 
@@ -100,8 +100,10 @@ def test_the_client_is_kept_off_the_cores_vllms_worker_bound(servers: dict[str, 
 
 def test_a_short_fidelity_loop_measures_and_predicts_every_load(servers: dict[str, VllmServer],
                                                                  tmp_path: Path) -> None:
+    pgid = servers["bare"].pgid
     opts = FidelityOptions(servers["bare"].url, FIDELITY, (0.3, 0.6, 0.9), duration_s=4.0,
-                           plan=ProbePlan.quick(), table=tmp_path / "profile.csv", repeats=1)
+                           plan=ProbePlan.quick(), table=tmp_path / "profile.csv", repeats=1,
+                           engine_pgid=pgid, worker_pids=bound_pids(pgid))
     doc = run_fidelity(opts)
     assert set(doc) == {"engine", "loads"}
     assert len(doc["loads"]) == 3
@@ -118,6 +120,14 @@ def test_a_short_fidelity_loop_measures_and_predicts_every_load(servers: dict[st
     # each load is calibrated on the probes just before and after its replay, never on the replay
     assert [d["calibration"]["probes"] for d in doc["engine"]["loads"]] == [[1, 2], [2, 3], [3, 4]]
     assert all(d["calibration"]["holdout"]["rows"] for d in doc["engine"]["loads"])
+    # every probe point carries the API server's and the client's CPU, and the front-end queue is
+    # fitted to those readings (the probes), with costs that are never negative
+    probes = doc["engine"]["profile"]["probes"]
+    assert all(pt["cpu_s"]["api"] > 0 and pt["cpu_s"]["client"] > 0 for p in probes for pt in p["points"])
+    for d in doc["engine"]["loads"]:
+        fq = d["calibration"]["frontend_queue"]
+        terms = ("per_request_ms", "per_prompt_token_us", "per_token_ms", "per_iteration_ms")
+        assert fq["samples"] and all(fq[k] >= 0 for k in terms)
     assert (tmp_path / "profile.csv").read_text().startswith("component,gpu,tp,op")
     json.dumps(doc)
 

@@ -20,7 +20,8 @@ from omniplane.fidelity.calibrate import (
 )
 from omniplane.fidelity.compare import summarize
 from omniplane.fidelity.engine import EngineConfig
-from omniplane.fidelity.loop import capacity, simulate_engine
+from omniplane.fidelity.loop import capacity
+from omniplane.fidelity.simulate import simulate_engine
 from omniplane.perf.profiler import PointMetrics, SweepResult
 from omniplane.perf.steptime import StepModel
 from omniplane.spec import ModelSpec, load_model

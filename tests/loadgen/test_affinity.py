@@ -13,9 +13,11 @@ import pytest
 from omniplane.loadgen.affinity import (
     Pinning,
     cpu_split,
+    engine_core_threads,
     engine_cpus,
     group_pids,
     host_cpus,
+    renice,
     separate,
     threads,
 )
@@ -98,3 +100,22 @@ def test_the_client_layout_leaves_the_client_alone_and_the_engine_together(engin
     assert after["worker"] - before["worker"] < 0.03 and after["server"] == before["server"] == 0.0
     with pytest.raises(ValueError, match="layout must be one of"), separate(proc.pid, layout="both"):
         pass
+
+
+def test_renice_reaches_the_engine_core_threads_and_not_the_api_server() -> None:
+    # a group like vLLM's: a leader (the API server) and a child (the engine core), forked before
+    # the leader says it is ready
+    proc = subprocess.Popen(["sh", "-c", "sleep 60 & echo ready; wait"], stdout=subprocess.PIPE,
+                            start_new_session=True, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        core = engine_core_threads(proc.pid, ())
+        assert core and proc.pid not in core  # the leader's thread is not the engine core's
+        assert engine_core_threads(proc.pid, tuple(group_pids(proc.pid))) == []  # workers are left alone
+        leader_nice = os.getpriority(os.PRIO_PROCESS, proc.pid)
+        assert renice(core, leader_nice + 7) == len(core)
+        assert all(os.getpriority(os.PRIO_PROCESS, t) == leader_nice + 7 for t in core)
+        assert os.getpriority(os.PRIO_PROCESS, proc.pid) == leader_nice
+    finally:
+        os.killpg(proc.pid, 9)
+        proc.wait()

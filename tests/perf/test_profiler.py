@@ -188,10 +188,14 @@ def test_completions_api_with_engine_prefill_times_and_bursts() -> None:
                  RequestSpec("decode", 16, 4, concurrency=(3,), burst=True))
         run = ProfileRun(url, "fake", "llm", "cpu", 1, specs, requests_per_worker=2, api="completions",
                          vocab=1000)
-        result = run_profile(run)
+        readings = iter(range(100))  # a meter growing by 1 per call, read before and after each point
+        result = run_profile(run, meter=lambda: {"api": float(next(readings))})
         seen = httpx.get(f"{url}/seen").json()
     assert result.error is None
     prefill, burst = result.points
+    assert prefill.cpu_s == burst.cpu_s == {"api": 1.0} and prefill.wall_s > 0
+    assert (prefill.output_total, burst.output_total) == (2 * 1, 6 * 4)  # every streamed token of the point
+    assert prefill.prompt_total == 2 * 40 and burst.prompt_total == 6 * 16
     assert prefill.server_s["prefill"] == pytest.approx(0.17)
     ttft = prefill.median("ttft")
     assert ttft is not None and prefill.frontend_s == pytest.approx(ttft - 0.01 - 0.17)

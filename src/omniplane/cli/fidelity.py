@@ -87,6 +87,9 @@ def show_report(doc: dict[str, Any]) -> None:
     if busy := eng.get("capacity_cpu_cores"):
         console.print("capacity run, busy cores (CPU time / wall time): "
                       + ", ".join(f"{k} {_fmt(v)}" for k, v in busy.items()), highlight=False)
+    if (sim_busy := (eng.get("capacity_simulated_stats") or {}).get("frontend_busy")) is not None:
+        console.print(f"capacity run, simulated front-end busy share {_fmt(sim_busy)} "
+                      "(measured: api + client above)", highlight=False)
     spread = _spread(doc)
     table = Table(title="predicted (simulator) vs measured (engine)")
     table.add_column("offered req/s")
@@ -114,6 +117,17 @@ def show_report(doc: dict[str, Any]) -> None:
                 f"probe drift {_err(drift, None)}; front end {_fmt(cal.get('frontend_ms'))} ms; delivery "
                 f"{_fmt(dl.get('base_ms'))} + {_fmt(dl.get('per_stream_ms'))} x streams ms/token",
                 highlight=False)
+            if fq := cal.get("frontend_queue"):
+                fit = fq.get("in_sample_error") or {}
+                busy = (detail.get("simulated_iterations") or {}).get("frontend_busy")
+                console.print(
+                    f"  front-end queue ({len(fq.get('samples') or [])} CPU samples, in-sample error median "
+                    f"{_err(fit.get('median'), None)}): {_fmt(fq.get('per_request_ms'))} ms per request + "
+                    f"{_fmt(fq.get('per_prompt_token_us'))} us per prompt token + "
+                    f"{_fmt(fq.get('per_token_ms'))} ms per token + "
+                    f"{_fmt(fq.get('per_iteration_ms'))} ms per iteration, on {_fmt(fq.get('cores'))} "
+                    f"core; simulated busy {_fmt(busy)}"
+                    + "".join(f"; {n}" for n in fq.get("notes") or ()), highlight=False)
             mixed = (cal.get("step_model") or {}).get("mixed_coefficients_s") or {}
             if any(mixed.values()):
                 n = len((cal.get("step_model") or {}).get("mixed_rows") or [])
@@ -181,6 +195,12 @@ def fidelity(
         help="--pin: 'worker' (the worker alone on its cores, the API server, the engine core and the "
         "load generator on the rest) or 'client' (the load generator alone, the rest of the engine "
         "with the worker; docs/fidelity.md: slower on a loaded 2-core host).")] = "worker",
+    nice_engine_core: Annotated[int, opt.int_opt(
+        "--nice-engine-core",
+        help="--fixture --pin: run vLLM's engine-core process at this niceness (its yield-spinning "
+        "loop starves the load generator on their shared core; docs/fidelity.md, Session 7); a "
+        "heuristic of this host's layout. 0: leave it.",
+        lo=0, hi=19)] = 19,
     max_num_seqs: Annotated[int | None, opt.int_opt(
         "--max-num-seqs", help="If the engine does not report it.", lo=1, hi=1_000_000)] = None,
     max_num_batched_tokens: Annotated[int | None, opt.int_opt(
@@ -219,7 +239,7 @@ def fidelity(
     from omniplane.fidelity.engine import EngineConfigError
     from omniplane.fidelity.loop import FidelityOptions, run_fidelity
     from omniplane.fidelity.server import ServerError, ServerSpec, VllmServer
-    from omniplane.loadgen.affinity import separate
+    from omniplane.loadgen.affinity import engine_core_threads, renice, separate
     from omniplane.spec import SpecError, load_workload
 
     wl_path = workload or (DEFAULT_WORKLOAD if fixture else None)
@@ -244,6 +264,11 @@ def fidelity(
             pinning = (stack.enter_context(separate(server.pgid, layout=pin_layout)) if pin
                        else Pinning(False, note="--no-pin"))
             pgid, workers = server.pgid, pinning.worker_pids
+            if nice_engine_core and pinning.pinned:
+                n = renice(engine_core_threads(pgid, workers), nice_engine_core)
+                err_console.print(f"engine core: {n} threads at niceness {nice_engine_core} (heuristic of "
+                                  "this host: it then runs in the time the client and the API server "
+                                  "leave)", highlight=False)
         else:
             pinning = Pinning(False, note="--url: the engine's processes are not this command's to pin")
             pgid, workers = None, ()
@@ -256,7 +281,8 @@ def fidelity(
             doc = run_fidelity(opts, say=lambda msg: err_console.print(msg, highlight=False))
         except (EngineConfigError, ValueError, RuntimeError) as exc:
             fail(str(exc))
-        doc["engine"]["pinning"] = pinning.to_json()
+        niced = nice_engine_core if fixture and pinning.pinned else None
+        doc["engine"]["pinning"] = {**pinning.to_json(), "engine_core_nice": niced}
     if out is not None:
         with Outputs() as files:
             files.text(out, json.dumps(doc, indent=2) + "\n")

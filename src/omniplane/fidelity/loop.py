@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import httpx
 import numpy as np
@@ -37,7 +37,6 @@ from omniplane.fidelity.calibrate import (
     Delivery,
     ProbePlan,
     capacity_spec,
-    decode_streams,
     fit_delivery,
     frontend_latency,
     mean_rows,
@@ -45,9 +44,11 @@ from omniplane.fidelity.calibrate import (
     probe_rows,
     probe_specs,
 )
-from omniplane.fidelity.compare import Timing, mean_ttft_ms, measured_timings, summarize, ttft_decomposition
+from omniplane.fidelity.compare import mean_ttft_ms, measured_timings, summarize, ttft_decomposition
 from omniplane.fidelity.engine import EngineConfig, read_engine_config
+from omniplane.fidelity.frontend import FrontEnd, cpu_samples, fit_frontend
 from omniplane.fidelity.mixed import run_mixed
+from omniplane.fidelity.simulate import component_of, simulate_engine
 from omniplane.loadgen.affinity import cpu_split
 from omniplane.loadgen.client import LoadOptions, replay
 from omniplane.loadgen.metrics import COMPLETED, send_lateness
@@ -56,8 +57,7 @@ from omniplane.perf.profiler import PointMetrics, ProfileRun, SweepResult, run_p
 from omniplane.perf.profiler.client import server_means, server_totals
 from omniplane.perf.profiles import ProfileRow
 from omniplane.perf.steptime import MixedRow, RowFit, StepModel, fit_step_model, holdout_fits
-from omniplane.sim import EventLoop, RunSetup, Simulation, build_topology
-from omniplane.spec import ExecutorGroup, GPUKind, ModelSpec, PlanNode, PlanSpec, ResolvedWorkload, Route
+from omniplane.spec import ResolvedWorkload
 from omniplane.workload import Request, generate
 
 Say = Callable[[str], None]
@@ -113,6 +113,7 @@ class Calibration:
     holdout: tuple[RowFit, ...]
     drift: float | None
     probes: tuple[int, ...]
+    frontend: FrontEnd | None = None  # the front end as a CPU queue (omniplane.fidelity.frontend)
 
     def to_json(self) -> dict[str, Any]:
         errs = sorted(abs(f.error) for f in self.holdout)
@@ -125,6 +126,7 @@ class Calibration:
             "frontend_ms": self.frontend_s * 1e3,
             "delivery": self.delivery.to_json(),
             "probe_drift": self.drift,
+            "frontend_queue": self.frontend.to_json() if self.frontend is not None else None,
         }
 
 
@@ -135,102 +137,14 @@ def calibrate(probes: Sequence[Probe], comp: str, engine: EngineConfig, source: 
     points = [pt for p in probes for pt in p.points]
     limits = engine.limits()
     step = fit_step_model(rows, comp, limits, source=source, mixed=mixed)
-    return Calibration(step, frontend_latency(points), fit_delivery(points),
+    latency = frontend_latency(points)
+    return Calibration(step, latency, fit_delivery(points),
                        holdout_fits(rows, comp, limits, mixed), probe_drift(probes[0].rows, probes[-1].rows),
-                       tuple(p.index for p in probes))
-
-
-def _component(model: ModelSpec, name: str) -> str:
-    llms = [c.name for c in model.components if c.is_llm]
-    if name:
-        if name not in llms:
-            raise ValueError(f"--component {name!r}: not an LLM of model {model.name} (LLMs: {llms})")
-        return name
-    if len(llms) != 1:
-        raise ValueError(f"model {model.name} has {len(llms)} LLMs ({llms}); name one with --component")
-    return llms[0]
+                       tuple(p.index for p in probes), fit_frontend(cpu_samples(points), latency))
 
 
 def _sizes(requests: Sequence[Request], comp: str) -> list[tuple[int, int]]:
     return [(int(r.work[comp]["prompt_tokens"]), int(r.work[comp]["output_tokens"])) for r in requests]
-
-
-def engine_plan(model: ModelSpec, engine: EngineConfig) -> PlanSpec:
-    """One executor hosting the model's LLM, batch as the engine's ``max_num_seqs``."""
-    comp = _component(model, "")
-    return PlanSpec(
-        name=f"{model.name}-live-engine", model=model.name, gpu="host", transfer_ms=0.0,
-        nodes=[PlanNode(name=comp, components=[comp],
-                        executors=[ExecutorGroup(count=1, tp=1, max_batch=engine.max_num_seqs)])],
-        routes={t: [Route(nodes=[comp], p=1.0)] for t in model.type_names},
-    )
-
-
-class _Counted:
-    """The step model, counting the iterations the simulator prices one by one (those with a
-    prompt chunk: a decode-only run of iterations is priced as a span)."""
-
-    def __init__(self, step: StepModel) -> None:
-        self._step = step
-        self.prefill_only = self.mixed = 0
-        self.prefill_tokens = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._step, name)
-
-    def llm_iteration_time(self, component: str, cfg: Any, **work: int) -> float:
-        if work.get("prefill_tokens", 0) > 0:
-            self.prefill_tokens += work["prefill_tokens"]
-            if work.get("decode_batch", 0) > 0:
-                self.mixed += 1
-            else:
-                self.prefill_only += 1
-        return self._step.llm_iteration_time(component, cfg, **work)
-
-
-def simulate_engine(model: ModelSpec, engine: EngineConfig, step: StepModel, requests: Sequence[Request],
-                    frontend_s: float, delivery: Delivery | None = None,
-                    stats: dict[str, float] | None = None) -> list[Timing]:
-    """The simulator's prediction for ``requests`` on the engine (its limits, its step model),
-    with the front-end latency added to every first token and finish and, given a delivery
-    cost, ``(tokens - 1) delivery.per_token(b)`` to every finish (``b``: the mean number of
-    simulated requests decoding while it decodes). ``stats`` receives what the simulated engine
-    ran: iterations, of which mixed and prefill-only, and scheduled tokens per iteration (the
-    counterpart of the replay's ``engine_iterations``)."""
-    loop = EventLoop()
-    limits = step.limits
-    # a measured engine has no GPU kind: its config is the engine's own limits (make_cfg), and
-    # build_topology only hands the GPU kind to make_cfg
-    setup = RunSetup(make_cfg=lambda _gpu, _tp, _batch: limits, token_budget=engine.max_num_batched_tokens)
-    counted = _Counted(step)
-    topo = build_topology(model, engine_plan(model, engine), cast(GPUKind, None), cast(StepModel, counted),
-                          loop, setup)
-    rec = Simulation(model, topo, requests, loop=loop).run().requests
-    if stats is not None:
-        llm = [e for ex in topo.executors for e in ex.engines if hasattr(e, "iters")]
-        decode_its = sum(int(getattr(e, "iters", 0)) for e in llm)  # decode iterations, mixed included
-        its = decode_its + counted.prefill_only
-        # as vLLM's vllm:iteration_tokens_total counts them: computed prompt tokens plus every
-        # generated token (the first one included)
-        generated = sum(int(r.work[step.component]["output_tokens"]) for r in requests)
-        stats.update({"iterations": its, "mixed": counted.mixed, "prefill_only": counted.prefill_only,
-                      "tokens_per_iteration": (counted.prefill_tokens + generated) / its if its else 0.0})
-    comp = step.component
-    tokens = {r.id: int(r.work[comp]["output_tokens"]) for r in requests}
-    done = [(int(rid), float(a), float(f), float(e)) for rid, a, f, e, failed
-            in zip(rec.rid, rec.arrival, rec.first_response, rec.finish, rec.failed, strict=True)
-            if not failed and math.isfinite(f) and math.isfinite(e)]
-    if not done:
-        return []
-    extra = np.zeros(len(done))
-    if delivery is not None:
-        first = np.array([f for _, _, f, _ in done])
-        finish = np.array([e for _, _, _, e in done])
-        streams = decode_streams(first, finish)
-        extra = np.array([max(0, tokens[rid] - 1) * delivery.per_token(b)
-                          for (rid, *_), b in zip(done, streams, strict=True)])
-    return [Timing(a, f + frontend_s, e + frontend_s + float(x), tokens[rid])
-            for (rid, a, f, e), x in zip(done, extra, strict=True)]
 
 
 # assumption: a closed loop of 128 streams on a loaded 2-core host can lose a connection (httpx
@@ -338,8 +252,11 @@ CALIBRATION = (
     "per load, fitted to the probes taken immediately before and after each of its replays "
     "(never to a replay): step model (NNLS on relative error, engine prefill times and engine "
     "inter-token latencies of bursts), front end (client TTFT - engine queue - engine prefill at "
-    "concurrency 1, median), delivery (client TPOT - engine ITL of bursts, linear in streams); "
-    "the capacity's, to the probes around the capacity run")
+    "concurrency 1, median), front-end queue (CPU seconds of the API server and the client per "
+    "probe point against its requests, prompt tokens, streamed tokens and iterations, NNLS; the "
+    "simulator queues every admission and token through one core for it), delivery (client TPOT - "
+    "engine ITL of bursts, linear in streams; a check when the queue is fitted); the capacity's, to "
+    "the probes around the capacity run")
 
 
 def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any]:
@@ -347,7 +264,7 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
     tell = say or (lambda _msg: None)
     t0 = time.monotonic()
     model = opts.workload.model
-    comp = _component(model, opts.component)
+    comp = component_of(model, opts.component)
     vocab = model.component(comp).size.vocab
     if vocab is None:
         raise ValueError(f"model {model.name}: component {comp} has no size.vocab "
@@ -366,7 +283,8 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
     def probe(with_capacity: bool = False) -> Probe:
         n = len(probes)
         specs = probe_specs(opts.plan, engine, typical, capacity=with_capacity)
-        res = run_profile(replace(base, requests=specs, salt=seed * 1000 + n))
+        meter = (lambda: _cpu(opts) or {}) if opts.engine_pgid is not None else None
+        res = run_profile(replace(base, requests=specs, salt=seed * 1000 + n), meter=meter)
         if res.error:
             raise RuntimeError(f"probe {n} failed: {res.error}")
         points = tuple(p for p in res.points if p.request != WARMUP)
@@ -399,8 +317,9 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
     prev = probe()
     cap_cal = calibrate([before, prev], comp, engine, source([before, prev]))
     overload = generate(opts.workload, n=OVERLOAD_REQUESTS, rate=OVERLOAD * cap, seed=seed + 2)
-    sim_cap = summarize(simulate_engine(model, engine, cap_cal.step, overload, cap_cal.frontend_s))[
-        "throughput_rps"]
+    cap_stats: dict[str, float] = {}
+    sim_cap = summarize(simulate_engine(model, engine, cap_cal.step, overload, cap_cal.frontend_s,
+                                        stats=cap_stats, queue=cap_cal.frontend))["throughput_rps"]
     tell(f"capacity {cap:.2f} req/s measured, {sim_cap or 0:.2f} simulated")
     if cap_cpu:
         tell("  capacity run, busy cores: " + ", ".join(f"{k} {v:.2f}" for k, v in cap_cpu.items()))
@@ -423,7 +342,8 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
             around.append(prev)
         cal = calibrate(around, comp, engine, source(around))
         sim_its: dict[str, float] = {}
-        predicted = simulate_engine(model, engine, cal.step, requests, cal.frontend_s, cal.delivery, sim_its)
+        predicted = simulate_engine(model, engine, cal.step, requests, cal.frontend_s, cal.delivery, sim_its,
+                                    queue=cal.frontend)
         simulated = summarize(predicted)
         measured = _median_metrics([m for m, _ in runs])
         hold = cal.to_json()["holdout"]
@@ -462,6 +382,8 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
         "capacity_errors": cap_result.error or None,
         # CPU busy share (cores) of each part over the capacity run: which one bound it (a report)
         "capacity_cpu_cores": cap_cpu or None,
+        # the simulator's side of the capacity run: its front end's busy share, fixed-point rounds
+        "capacity_simulated_stats": cap_stats,
         "calibration": CALIBRATION,
         "frontend_ms": cap_cal.frontend_s * 1e3,
         "step_model": cap_cal.step.to_json(),

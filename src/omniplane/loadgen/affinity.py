@@ -189,35 +189,67 @@ def separate(pgid: int, restore_group: bool = False, layout: str = "worker") -> 
                 os.sched_setaffinity(tid, aff)
 
 
-def _thread_cpu_s(pid: int, tid: int) -> tuple[float, float]:
-    """(CPU seconds, seconds runnable but waiting for a CPU) of one thread so far."""
+def engine_core_threads(pgid: int, worker_pids: tuple[int, ...]) -> list[int]:
+    """Threads of the group's processes that are neither its leader (the API server) nor its
+    workers: vLLM's engine-core process, whose scheduler loop busy-polls the worker's queue."""
+    return [t for pid in group_pids(pgid) if pid != pgid and pid not in worker_pids for t in threads(pid)]
+
+
+def renice(tids: list[int], nice: int) -> int:
+    """Set the scheduling niceness of each thread (Linux: per thread); returns how many were set.
+    A heuristic of this host (docs/fidelity.md, "Session 7"): a positive niceness lets a
+    yield-spinning engine core run only in the time the API server and the client leave."""
+    done = 0
+    for tid in tids:
+        with contextlib.suppress(OSError):  # it ended meanwhile
+            os.setpriority(os.PRIO_PROCESS, tid, nice)
+            done += 1
+    return done
+
+
+def thread_cpu_s(pid: int, tid: int) -> tuple[float, float]:
+    """(CPU seconds, seconds runnable but waiting for a CPU) of one thread so far: the
+    scheduler's own nanosecond counters (``schedstat``: time on a CPU, time waiting for one),
+    the clock-tick ``stat`` times (10 ms resolution) where ``schedstat`` is missing."""
     task = PROC / str(pid) / "task" / str(tid)
     try:
-        fields = (task / "stat").read_text().rsplit(")", 1)[-1].split()
         sched = (task / "schedstat").read_text().split()
+        if len(sched) > 1:
+            return int(sched[0]) / 1e9, int(sched[1]) / 1e9
+        fields = (task / "stat").read_text().rsplit(")", 1)[-1].split()
     except OSError:
         return 0.0, 0.0  # it ended meanwhile
-    wait = int(sched[1]) / 1e9 if len(sched) > 1 else 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), wait
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 0.0
+
+
+CPU_PARTS = ("worker", "server", "api", "client")
 
 
 def cpu_split(pgid: int, worker_pids: tuple[int, ...]) -> dict[str, float]:
     """CPU seconds used so far by the engine group's **worker** processes (``worker_pids``: those
-    holding the bound threads, :attr:`Pinning.worker_pids`), its **other** processes (API server,
-    engine core) and this process (**client**), and (``<part>_wait``) the seconds their threads
-    were runnable but waiting for a CPU (``/proc/.../schedstat``: taken by other threads, of this
-    run or of other jobs). Read twice around a run, the differences over its wall time are each
-    part's busy and CPU-starved shares in cores: a worker neither busy nor waiting for a CPU was
-    waiting for work. Threads that ended are not counted."""
-    out = dict.fromkeys(("worker", "server", "client", "worker_wait", "server_wait", "client_wait"), 0.0)
+    holding the bound threads, :attr:`Pinning.worker_pids`), its **other** processes
+    (``server``: API server and engine core), of which the group's leader (``api``: the API
+    server, the process :class:`~omniplane.fidelity.server.VllmServer` starts; ``server - api`` is
+    the engine core), and this process (**client**), and (``<part>_wait``) the seconds their
+    threads were runnable but waiting for a CPU (``/proc/.../schedstat``: taken by other threads,
+    of this run or of other jobs). Read twice around a run, the differences over its wall time are
+    each part's busy and CPU-starved shares in cores: a worker neither busy nor waiting for a CPU
+    was waiting for work. Threads that ended are not counted."""
+    out = dict.fromkeys((*CPU_PARTS, *(f"{p}_wait" for p in CPU_PARTS)), 0.0)
 
-    def add(part: str, pid: int) -> None:
+    def add(part: str, pid: int) -> tuple[float, float]:
+        cpu = wait = 0.0
         for t in threads(pid):
-            cpu, wait = _thread_cpu_s(pid, t)
-            out[part] += cpu
-            out[f"{part}_wait"] += wait
+            c, w = thread_cpu_s(pid, t)
+            cpu, wait = cpu + c, wait + w
+        out[part] += cpu
+        out[f"{part}_wait"] += wait
+        return cpu, wait
 
     for pid in group_pids(pgid):
-        add("worker" if pid in worker_pids else "server", pid)
+        cpu, wait = add("worker" if pid in worker_pids else "server", pid)
+        if pid == pgid and pid not in worker_pids:
+            out["api"] += cpu
+            out["api_wait"] += wait
     add("client", os.getpid())
     return out

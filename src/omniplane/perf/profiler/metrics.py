@@ -101,6 +101,13 @@ class PointMetrics:
     prompt_tokens: float | None = None  # median prompt tokens (server's count when reported)
     output_tokens: float = 0.0  # median output tokens
     chunk_per_token: bool = False  # every output chunk carried one token (ITL = one iteration)
+    # CPU seconds each part of the host used while the point ran (``run_profile``'s ``meter``,
+    # e.g. omniplane.loadgen.affinity.cpu_split), the point's wall time, and what it moved: every
+    # request of the point (window or not), its prompt tokens and its streamed output tokens
+    cpu_s: dict[str, float] = field(default_factory=dict)
+    wall_s: float = 0.0
+    prompt_total: int = 0
+    output_total: int = 0
 
     def median(self, name: str) -> float | None:
         return self.metrics.get(name, {}).get("median")
@@ -130,7 +137,9 @@ class PointMetrics:
                 "server_ms": {k: round(v * 1e3, 4) for k, v in self.server_s.items()},
                 "frontend_ms": None if self.frontend_s is None else round(self.frontend_s * 1e3, 4),
                 "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens,
-                "chunk_per_token": self.chunk_per_token}
+                "chunk_per_token": self.chunk_per_token,
+                "cpu_s": {k: round(v, 4) for k, v in self.cpu_s.items()}, "wall_s": round(self.wall_s, 4),
+                "prompt_total": self.prompt_total, "output_total": self.output_total}
 
 
 def point_metrics(request: str, concurrency: int, records: Sequence[RequestRecord],

@@ -30,7 +30,7 @@ import asyncio
 import hashlib
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Any
 
@@ -41,6 +41,9 @@ from omniplane.perf.profiler.metrics import PointMetrics, RequestRecord, point_m
 from omniplane.perf.profiles import ProfileRow
 
 Progress = Callable[[int, int, str], None]
+# cumulative CPU seconds per part of the host (e.g. omniplane.loadgen.affinity.cpu_split), read
+# before and after every point: the point's ``cpu_s`` is the difference
+Meter = Callable[[], Mapping[str, float]]
 
 
 class ProfilerError(RuntimeError):
@@ -205,7 +208,7 @@ def _rows(run: ProfileRun, spec: RequestSpec, m: PointMetrics, stamp: str) -> li
     return rows
 
 
-async def _run(run: ProfileRun, progress: Progress | None) -> SweepResult:
+async def _run(run: ProfileRun, progress: Progress | None, meter: Meter | None = None) -> SweepResult:
     total = sum(sum(run.levels(s)) * run.rounds(s) for s in run.requests)  # timed points: a guess
     done = 0
     label = ""
@@ -232,11 +235,17 @@ async def _run(run: ProfileRun, progress: Progress | None) -> SweepResult:
             limits = httpx.Limits(max_connections=conc + 2)
             async with httpx.AsyncClient(timeout=run.timeout_s, limits=limits) as client:
                 before = await server_totals(client, run.url)
+                cpu0, t0 = (meter() if meter else {}), time.monotonic()
                 records = await _point(client, run, spec, conc, tick)
+                cpu1, wall = (meter() if meter else {}), time.monotonic() - t0
                 after = await server_totals(client, run.url)
             server = server_means(before, after)
             result.queue_reported = result.queue_reported or "queue" in server
             m = point_metrics(spec.name, conc, records, server, burst=spec.burst)
+            m = replace(m, cpu_s={k: v - cpu0.get(k, 0.0) for k, v in cpu1.items()}, wall_s=wall,
+                        prompt_total=sum(spec.size(i)[0] if r.prompt_tokens is None else r.prompt_tokens
+                                         for i, r in enumerate(records)),
+                        output_total=sum(r.output_tokens for r in records))
             result.points.append(m)
             errors = [r.error for r in records if r.error]
             if errors:
@@ -255,12 +264,13 @@ async def _run(run: ProfileRun, progress: Progress | None) -> SweepResult:
     return result
 
 
-def run_profile(run: ProfileRun, progress: Progress | None = None) -> SweepResult:
-    """Profile ``run.url``; raises :class:`ProfilerError` when the endpoint is unreachable."""
+def run_profile(run: ProfileRun, progress: Progress | None = None, meter: Meter | None = None) -> SweepResult:
+    """Profile ``run.url``; raises :class:`ProfilerError` when the endpoint is unreachable. With a
+    ``meter``, every point also records the CPU seconds each part of the host used while it ran."""
     if not run.requests or not all(run.levels(s) for s in run.requests):
         raise ProfilerError("nothing to profile: give at least one request spec and one concurrency")
     if run.api not in ("chat", "completions"):
         raise ProfilerError(f"api must be 'chat' or 'completions', got {run.api!r}")
     if run.api == "completions" and run.vocab <= 3:
         raise ProfilerError("token-id prompts (api 'completions') need the model's vocabulary size (--vocab)")
-    return asyncio.run(_run(run, progress))
+    return asyncio.run(_run(run, progress, meter))
