@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 from typing import ClassVar
 
+import merged_trace  # scripts/, beside this file
 import numpy as np
 
-import merged_trace  # scripts/, beside this file
 from omniplane.plan import montecarlo as mc
 from omniplane.plan import pipeline
 from omniplane.plan.baselines import baseline_spaces
@@ -50,7 +50,8 @@ def main() -> None:
     ap.add_argument("--baselines", action="store_true", help="also the baselines' spaces")
     ap.add_argument("--max-simulated", type=int, default=None)
     ap.add_argument("--trace", type=int, default=0, metavar="K",
-                    help="re-simulate the K most over-estimated plans with a step trace (scripts/merged_trace.py)")
+                    help="re-simulate the K most over-estimated plans with a step trace "
+                    "(scripts/merged_trace.py)")
     args = ap.parse_args()
     path = find_catalog_workload(args.workload)
     if path is None:

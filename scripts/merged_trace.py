@@ -22,53 +22,61 @@ from omniplane.sim import EventLoop, RunSetup, Simulation, build_topology
 from omniplane.spec import PlanSpec, resolve_plan
 
 
+def _run(planner: Any, spec: PlanSpec, rate: float, setup: RunSetup,
+         kv_unbounded: bool = False) -> tuple[Any, Any]:
+    """One simulator run of ``spec`` at ``rate`` on the planner's request sample: (result, topology)."""
+    sim = planner.simulator
+    plan = resolve_plan(spec, sim.model, sim.gpus)
+    loop = EventLoop()
+    topo = build_topology(plan.model, plan.spec, plan.gpu, sim.cost, loop, setup)
+    if kv_unbounded:  # every LLM's KV cache unbounded: no preemption
+        for ex in topo.executors:
+            for e in ex.engines:
+                if hasattr(e, "preemptions"):
+                    e.kv_capacity = 1 << 40
+    res = Simulation(plan.model, topo, sim.at_rate(rate), loop=loop, seed=sim.seed, slo_s=sim.targets).run()
+    return res, topo
+
+
 def report(planner: Any, cands: Candidates, spec: PlanSpec) -> None:
     """Print the comparison for candidate 0 of ``cands`` (one plan) at ``alpha x R_d``."""
-    sim = planner.simulator
     pb, tab = planner.problem, planner.table
     alpha, pi = planner.options.alpha, pb.pi()
     rate = alpha * float(cands.rate[0])
-    plan = resolve_plan(spec, sim.model, sim.gpus)
-    loop = EventLoop()
-    topo = build_topology(plan.model, plan.spec, plan.gpu, sim.cost, loop,
-                          RunSetup(prices=sim.prices, trace=True, spans=False))
-    res = Simulation(plan.model, topo, sim.at_rate(rate), loop=loop, seed=sim.seed, slo_s=sim.targets).run()
+    prices = planner.simulator.prices
+    res, topo = _run(planner, spec, rate, RunSetup(prices=prices, trace=True, spans=False))
     for ex in topo.executors:
         llm = [f"{e.comp} KV {e.kv_capacity} tokens, {e.preemptions} preemptions" for e in ex.engines
                if hasattr(e, "preemptions")]
         if llm:
             print(f"  {ex.name}: " + "; ".join(llm))
-    horizon = res.horizon_s
-    # the same run with every LLM's KV cache unbounded (no preemption): what the KV cache costs
-    loop2 = EventLoop()
-    topo2 = build_topology(plan.model, plan.spec, plan.gpu, sim.cost, loop2, RunSetup(prices=sim.prices))
-    for ex in topo2.executors:
-        for e in ex.engines:
-            if hasattr(e, "preemptions"):
-                e.kv_capacity = 1 << 40
-    free = Simulation(plan.model, topo2, sim.at_rate(rate), loop=loop2, seed=sim.seed, slo_s=sim.targets).run()
-    print(f"  simulated goodput {res.goodput:.3f}; with unbounded KV caches (no preemption) {free.goodput:.3f}: "
+    free, _ = _run(planner, spec, rate, RunSetup(prices=prices), kv_unbounded=True)
+    print(f"  simulated goodput {res.goodput:.3f}; with unbounded KV caches (no preemption) "
+          f"{free.goodput:.3f}: "
           + ", ".join(f"{t} {m.attainment or 0:.2f}/{free.per_type[t].attainment or 0:.2f}"
                       for t, m in res.per_type.items() if t in free.per_type))
+    horizon = res.horizon_s
     print(f"  trace at {rate:.3f} req/s, horizon {horizon:.0f} s, window {res.window_s:.0f} s")
     for tr in res.trace:
         steps = np.array([(s[1] - s[0], s[4]) for s in tr.steps]) if tr.steps else np.zeros((0, 2))
-        comps = sorted({s[2] for s in tr.steps})
         ex = res.executors.get(tr.name, {})
         print(f"  {tr.name}: utilisation {ex.get('utilisation', 0):.2f}, requests held mean "
               f"{ex.get('queue_mean', 0):.1f} max {ex.get('queue_max', 0)}")
-        for comp in comps:
+        for comp in sorted({s[2] for s in tr.steps}):
             sel = np.array([s[2] == comp for s in tr.steps])
             dur, bat = steps[sel, 0], steps[sel, 1]
             print(f"    {comp}: busy {dur.sum() / horizon:.2f}, steps {sel.sum()}, mean step "
-                  f"{dur.mean() * 1e3:.1f} ms, batch mean {bat.mean():.1f} (time-weighted "
-                  f"{(bat * dur).sum() / max(dur.sum(), 1e-12):.1f}) p90 {np.percentile(bat, 90):.0f}")
+                  f"{dur.mean() * 1e3:.1f} ms (residual {(dur ** 2).sum() / (2 * dur.sum()) * 1e3:.1f}), "
+                  f"batch mean {bat.mean():.1f} (time-weighted "
+                  f"{(bat * dur).sum() / max(dur.sum(), 1e-12):.1f}) "
+                  f"p90 {np.percentile(bat, 90):.0f}")
             kinds = np.array([s[3] for s in tr.steps])[sel]
             for kind in sorted(set(kinds)):
                 m = kinds == kind
-                print(f"      {kind}: {m.sum()} steps, mean {dur[m].mean() * 1e3:.1f} ms, batch {bat[m].mean():.1f}, "
-                      f"time {dur[m].sum() / horizon:.2f}")
-    lam = (alpha * cands.rate)[:, None, None] * cands.share[cands.vec] * pi[None, None, :] / cands.cnt[:, :, None]
+                print(f"      {kind}: {m.sum()} steps, mean {dur[m].mean() * 1e3:.1f} ms, "
+                      f"batch {bat[m].mean():.1f}, time {dur[m].sum() / horizon:.2f}")
+    lam = ((alpha * cands.rate)[:, None, None] * cands.share[cands.vec] * pi[None, None, :]
+           / cands.cnt[:, :, None])
     state = mc.node_states(cands, tab, lam)
     _mc_nodes(cands, tab, lam, state)
     _per_type(planner, cands, tab, state, res, pi)
@@ -80,8 +88,8 @@ def _mc_nodes(cands: Candidates, tab: CostTable, lam: np.ndarray, state: mc.Stat
         opt = cands.opt[:, n]
         lam_n = lam[:, n, :]
         turns = {c: state[(n, c)][2] for c in nc.comps}
-        levels, betas, steps, held, _, full, resid = mc.occupancy(nc, opt, lam_n, arr, np.arange(1), turns,
-                                                           mc.arrival_cv2(tab), False)
+        levels, betas, steps, held, _, full, resid = mc.occupancy(
+            nc, opt, lam_n, arr, np.arange(1), turns, mc.arrival_cv2(tab), False)
         print(f"  Monte Carlo {nc.name} x{cands.cnt[0, n]} (per executor):")
         for c in nc.comps:
             bmax = nc.bmax[c][opt][0]
@@ -89,11 +97,13 @@ def _mc_nodes(cands: Candidates, tab: CostTable, lam: np.ndarray, state: mc.Stat
             slots = float((served / max(served.sum(), 1e-300) * bmax).sum())
             k = int(levels[c][0])
             print(f"    {c}: level {k} (batch {max(1.0, slots * FILLS[k]):.1f} of {slots:.1f}), busy "
-                  f"{betas[c][0]:.2f} (full-batch {full[c][0]:.2f}), step {steps[c][0] * 1e3:.1f} ms (residual {resid[c][0] * 1e3:.1f}), has work "
-                  f"{held[c][0]:.2f}, turns {turns[c][0] * 1e3:.1f} ms, wait {state[(n, c)][1][0] * 1e3:.1f} ms")
+                  f"{betas[c][0]:.2f} (full-batch {full[c][0]:.2f}), step {steps[c][0] * 1e3:.1f} ms "
+                  f"(residual {resid[c][0] * 1e3:.1f}), has work {held[c][0]:.2f}, turns "
+                  f"{turns[c][0] * 1e3:.1f} ms, wait {state[(n, c)][1][0] * 1e3:.1f} ms")
 
 
-def _per_type(planner: Any, cands: Candidates, tab: CostTable, state: mc.State, res: Any, pi: np.ndarray) -> None:
+def _per_type(planner: Any, cands: Candidates, tab: CostTable, state: mc.State, res: Any,
+              pi: np.ndarray) -> None:
     rec = res.requests
     model = tab.model
     for t, routes in enumerate(cands.lp.routes):

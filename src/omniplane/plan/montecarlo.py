@@ -176,9 +176,10 @@ def occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays
         steps[c] = (w * arr.step[np.maximum(pk, 0)]).sum(axis=1) / np.maximum(w.sum(axis=1), 1e-12)
         # mean residual of a step in progress, E[S^2] / (2 E[S]), steps mixed over the types by
         # the steps each type runs (w x cost / step; a type's steps are its busy share over its step)
-        ws = np.where(ok, lam_n * arr.cost[np.maximum(pk, 0)] / np.maximum(arr.step[np.maximum(pk, 0)], 1e-12), 0.0)
-        m_s = (ws * arr.step[np.maximum(pk, 0)]).sum(axis=1)
-        m_s2 = (ws * arr.step_sq[np.maximum(pk, 0)]).sum(axis=1)
+        sp = np.maximum(pk, 0)
+        ws = np.where(ok, lam_n * arr.cost[sp] / np.maximum(arr.step[sp], 1e-12), 0.0)
+        m_s = (ws * arr.step[sp]).sum(axis=1)
+        m_s2 = (ws * arr.step_sq[sp]).sum(axis=1)
         resid[c] = np.where(m_s > 0, m_s2 / (2 * np.maximum(m_s, 1e-300)), steps[c] / 2)
         held[c] = 1.0 - np.exp(-conc[rows, k])
         # service variability c_s^2 of the residence, mixed over the types served

@@ -52,7 +52,7 @@ class Part:
     cost: float  # executor-seconds per request at this occupancy (1 / throughput)
     steps_first: np.ndarray  # [K] executor steps the request takes part in until its first output
     steps_done: np.ndarray  # [K] ... until done (a merged executor runs its other components between)
-    step2: float = -1.0  # mean square of one step's length (P-K's residual); -1: the step is constant (step^2)
+    step2: float = -1.0  # mean square of one step (P-K's residual); -1: constant steps (step^2)
 
     @property
     def step_sq(self) -> float:
