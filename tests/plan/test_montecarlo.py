@@ -138,6 +138,7 @@ def test_step_queue_factor_is_pollaczek_khinchine_and_erlang_c() -> None:
     assert two == pytest.approx(np.maximum(1.0, (2 * u**2 / (1 + u)) / (2 * u) / (1 - u)))
     assert np.all(np.diff(one) > 0) and np.all(two <= one) and np.all(two >= 1.0)
     assert np.isinf(step_queue_factor(np.array([1.0]), np.array([1]))[0])
+    assert step_queue_factor(np.zeros(0), np.zeros(0, dtype=int)).shape == (0,)  # no candidates
 
 
 def test_executors_pooled_in_a_node_wait_less_than_one_alone_near_capacity() -> None:

@@ -124,6 +124,8 @@ def step_queue_factor(util: np.ndarray, servers: np.ndarray) -> np.ndarray:
     by side are separate nodes (``c = 1`` each, a random split), so they wait longer than the
     same executors pooled in one node."""
     u = np.clip(util, 0.0, 1.0)
+    if not len(u):  # no candidates (an empty chunk of a space)
+        return np.ones(0)
     c = servers.astype(int)
     a = c * u
     b = np.ones(len(u))  # Erlang B by recursion, B(k) = a B(k-1) / (k + a B(k-1)), up to each c
