@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import ClassVar
 
+import merged_trace  # scripts/, beside this file
 import numpy as np
 
 from omniplane.plan import montecarlo as mc
@@ -48,6 +49,9 @@ def main() -> None:
     ap.add_argument("--workload", default="qwen3-omni-servegen")
     ap.add_argument("--baselines", action="store_true", help="also the baselines' spaces")
     ap.add_argument("--max-simulated", type=int, default=None)
+    ap.add_argument("--trace", type=int, default=0, metavar="K",
+                    help="re-simulate the K most over-estimated plans with a step trace "
+                    "(scripts/merged_trace.py)")
     args = ap.parse_args()
     path = find_catalog_workload(args.workload)
     if path is None:
@@ -65,11 +69,13 @@ def main() -> None:
     slo = target_array(planner.targets, pb.types)
     tab, alpha, pi = planner.table, planner.options.alpha, pb.pi()
     errors: dict[str, list[float]] = {}
+    worst: list[tuple[float, Candidates, PlanSpec]] = []
     for name, c, out, spec in Recording.seen:
         good, att = mc.evaluate(c, tab, pi, slo, alpha, planner.transfer_s)
         est, sim = float(good.sum()), float(out.goodput.sum())
         err = (est - sim) / sim if sim > 0 else float("inf")
         errors.setdefault(name, []).append(err)
+        worst.append((err, c, spec))
         print(f"[{name}] estimate {est:.3f} simulated {sim:.3f} ({err:+.1%})  {describe(spec)}")
         lam = (alpha * c.rate)[:, None, None] * c.share[c.vec] * pi[None, None, :] / c.cnt[:, :, None]
         state = mc.node_states(c, tab, lam)
@@ -80,6 +86,9 @@ def main() -> None:
             f"{t} {att[0, k]:.2f}/{out.attainment[k]:.2f}" for k, t in enumerate(pb.types) if pi[k] > 0))
     for name, errs in errors.items():
         print(f"{name}: mean abs. error {np.mean(np.abs(errs)):.1%} over {len(errs)} simulated plans")
+    for err, c, spec in sorted(worst, key=lambda w: -w[0])[:args.trace]:
+        print(f"\ntraced ({err:+.1%}): {describe(spec)}")
+        merged_trace.report(planner, c, spec)
 
 
 if __name__ == "__main__":

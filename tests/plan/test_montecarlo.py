@@ -138,6 +138,7 @@ def test_step_queue_factor_is_pollaczek_khinchine_and_erlang_c() -> None:
     assert two == pytest.approx(np.maximum(1.0, (2 * u**2 / (1 + u)) / (2 * u) / (1 - u)))
     assert np.all(np.diff(one) > 0) and np.all(two <= one) and np.all(two >= 1.0)
     assert np.isinf(step_queue_factor(np.array([1.0]), np.array([1]))[0])
+    assert step_queue_factor(np.zeros(0), np.zeros(0, dtype=int)).shape == (0,)  # no candidates
 
 
 def test_executors_pooled_in_a_node_wait_less_than_one_alone_near_capacity() -> None:
@@ -158,3 +159,55 @@ def test_executors_pooled_in_a_node_wait_less_than_one_alone_near_capacity() -> 
         assert two < one
         plain = [node_states(x, tab, rate, queueing=False)[(0, c)][1][0] for x in (alone, pooled)]
         assert plain[0] == plain[1] <= two
+
+
+def _llm_alone(tab):  # type: ignore[no-untyped-def]
+    nodes = (frozenset(["vision_encoder"]), frozenset(["llm"]))
+    return _single(tab, nodes, [0, tab.node(nodes[1]).options.index((1, 32))])
+
+
+def test_wait_for_the_step_in_progress_is_the_pk_mean_residual() -> None:
+    """Without queueing, a lone component's wait is the P-K mean residual of its steps, busy x
+    E[S^2] / (2 E[S]): with every step's mean square doubled (the same mean step) it doubles;
+    with each type's steps of constant length it is busy x E[S^2] / (2 E[S]) over the types'
+    steps (M/G/1 with a deterministic step per type)."""
+    tab = table("qwen3-vl-servegen")
+    model = tab.model
+    cands = _llm_alone(tab)
+    uniform = np.full(len(model.type_names), 1 / len(model.type_names))
+    capacity = 1 / float(cands.costs[1].s_full[cands.opt[0, 1]] @ uniform)
+    rate = np.full((1, 2, len(model.type_names)), 0.7 * capacity / len(model.type_names))
+    base = node_states(cands, tab, rate, queueing=False)[(1, "llm")][1][0]
+    arr = tab.arrays()
+    saved = arr.step_sq.copy()
+    try:
+        arr.step_sq[:] = 2 * saved
+        doubled = node_states(cands, tab, rate, queueing=False)[(1, "llm")][1][0]
+        arr.step_sq[:] = arr.step ** 2
+        constant = node_states(cands, tab, rate, queueing=False)[(1, "llm")][1][0]
+    finally:
+        arr.step_sq[:] = saved
+    assert base > 0 and doubled == pytest.approx(2 * base)
+    assert constant < base  # prefill iterations make the steps vary: the residual is longer
+    lam = rate[0, 1]
+    level = node_states(cands, tab, rate, queueing=False)[(1, "llm")][0][0]
+    pid = cands.costs[1].part["llm"][cands.opt[0, 1], :, level]
+    busy = float((lam * arr.cost[pid]).sum())
+    steps = lam * arr.cost[pid] / arr.step[pid]  # steps per second each type accounts for
+    residual = float((steps * arr.step[pid] ** 2).sum() / (2 * (steps * arr.step[pid]).sum()))
+    assert constant == pytest.approx(min(busy, 1.0) * residual)
+
+
+def test_llm_steps_vary_once_prompts_join() -> None:
+    """The LLM part's step mean square: equal to the squared mean when no prompt joins (every
+    iteration a decode of the same batch), above it when prompts join and prefill chunks make
+    some iterations long (the simulator's mixed steps)."""
+    from omniplane.plan.parts import _mean_iteration
+
+    tab = table("qwen3-vl-servegen")
+    cfg = ExecutorConfig(tab.problem.gpu, 1, 32)
+    prompts = np.asarray(tab.work["ti2t"].get("llm", "prompt_tokens"))
+    mean0, sq0 = _mean_iteration(tab.cost, "llm", cfg, prompts, 0.0, 16, 1000.0, 8192 - 16)
+    assert sq0 == pytest.approx(mean0 ** 2)
+    mean1, sq1 = _mean_iteration(tab.cost, "llm", cfg, prompts, 0.2, 16, 1000.0, 8192 - 16)
+    assert mean1 > mean0 and sq1 > 1.5 * mean1 ** 2

@@ -199,6 +199,7 @@ class PartArrays:
     done: np.ndarray  # [P, K]
     cpu: np.ndarray  # [P, K]
     step: np.ndarray  # [P]
+    step_sq: np.ndarray  # [P] mean square of one step (the wait for the step in progress, P-K)
     residence: np.ndarray  # [P]
     residence2: np.ndarray  # [P] mean square of the time until done (the queue's service variability)
     cost: np.ndarray  # [P]
@@ -219,7 +220,8 @@ class PartArrays:
     def stack(parts: list[Part]) -> PartArrays:
         if not parts:
             z = np.zeros((0, 1))
-            return PartArrays(z, z, z, np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0), z, z, np.zeros(0),
+            e = np.zeros(0)
+            return PartArrays(z, z, z, e, e, e, e, e, z, z, e,
                               np.zeros((0, 5, 1), dtype=np.float32))
         k = max(len(p.first) for p in parts)
 
@@ -233,6 +235,7 @@ class PartArrays:
         sd = np.stack([pad(p.steps_done) for p in parts])
         packed = np.stack([cpu, first, done, sf - 1, sd - 1], axis=1).astype(np.float32)
         return PartArrays(first, done, cpu, np.array([p.step for p in parts]),
+                          np.array([p.step_sq for p in parts]),
                           np.array([p.residence for p in parts]),
                           np.array([p.residence ** 2 * (1.0 + _cv2(p.done)) for p in parts]),
                           np.array([p.cost for p in parts]), sf, sd,

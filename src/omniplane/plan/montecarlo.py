@@ -88,14 +88,14 @@ def node_states(cands: Candidates, table: CostTable, lam: np.ndarray, *, queuein
         turns = {c: np.zeros(n_c) for c in nc.comps}
         passes = TURN_PASSES if len(nc.comps) > 1 else 1
         for k in range(passes):  # the admission queue does not feed back: computed on the last pass
-            levels, betas, steps, held, queue, full = occupancy(nc, opt, lam_n, arr, rows, turns, ca2,
-                                                                  queueing and k == passes - 1)
+            levels, betas, steps, held, queue, full, resid = occupancy(nc, opt, lam_n, arr, rows, turns, ca2,
+                                                                         queueing and k == passes - 1)
             turns = {c: sum((held[j] * steps[j] for j in nc.comps if j != c), np.zeros(n_c))
                      for c in nc.comps}
         rho = sum(betas.values(), np.zeros(n_c))
         scale = np.where(rho > 1.0, 1.0 / np.maximum(rho, 1e-12), 1.0)  # busy shares sum to <= 1
         busy = {c: np.minimum(betas[c], 1.0) * scale for c in nc.comps}
-        residual = sum((busy[c] * steps[c] / 2 for c in nc.comps), np.zeros(n_c))
+        residual = sum((busy[c] * resid[c] for c in nc.comps), np.zeros(n_c))  # P-K: E[S^2] / (2 E[S])
         if queueing:  # the executor's load of its full-batch capacity (step_queue_factor)
             util = np.minimum(sum(full.values(), np.zeros(n_c)), 1.0)
             residual = residual * step_queue_factor(util, np.maximum(cands.cnt[:, n], 1))
@@ -124,6 +124,8 @@ def step_queue_factor(util: np.ndarray, servers: np.ndarray) -> np.ndarray:
     by side are separate nodes (``c = 1`` each, a random split), so they wait longer than the
     same executors pooled in one node."""
     u = np.clip(util, 0.0, 1.0)
+    if not len(u):  # no candidates (an empty chunk of a space)
+        return np.ones(0)
     c = servers.astype(int)
     a = c * u
     b = np.ones(len(u))  # Erlang B by recursion, B(k) = a B(k-1) / (k + a B(k-1)), up to each c
@@ -146,6 +148,7 @@ def occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays
     per further step."""
     levels: dict[str, np.ndarray] = {}
     full: dict[str, np.ndarray] = {}
+    resid: dict[str, np.ndarray] = {}
     betas: dict[str, np.ndarray] = {}
     steps: dict[str, np.ndarray] = {}
     held: dict[str, np.ndarray] = {}
@@ -173,6 +176,13 @@ def occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays
         betas[c] = (lam_n * np.where(ok, arr.cost[np.maximum(pk, 0)], 0.0)).sum(axis=1)
         w = np.where(ok, lam_n, 0.0)
         steps[c] = (w * arr.step[np.maximum(pk, 0)]).sum(axis=1) / np.maximum(w.sum(axis=1), 1e-12)
+        # mean residual of a step in progress, E[S^2] / (2 E[S]), steps mixed over the types by
+        # the steps each type runs (w x cost / step; a type's steps are its busy share over its step)
+        sp = np.maximum(pk, 0)
+        ws = np.where(ok, lam_n * arr.cost[sp] / np.maximum(arr.step[sp], 1e-12), 0.0)
+        m_s = (ws * arr.step[sp]).sum(axis=1)
+        m_s2 = (ws * arr.step_sq[sp]).sum(axis=1)
+        resid[c] = np.where(m_s > 0, m_s2 / (2 * np.maximum(m_s, 1e-300)), steps[c] / 2)
         held[c] = 1.0 - np.exp(-conc[rows, k])
         # service variability c_s^2 of the residence, mixed over the types served
         m1 = (w * arr.residence[np.maximum(pk, 0)]).sum(axis=1)
@@ -181,7 +191,7 @@ def occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays
             mean2 = np.maximum(m1, 1e-300) ** 2
             cs2 = np.where(m1 > 0, m2 * np.maximum(w.sum(axis=1), 1e-12) / mean2 - 1, 1.0)
             waits[c] = np.where(lam_c > 0, queue / np.maximum(lam_c, 1e-300), 0.0) * (ca2 + cs2) / 2
-    return levels, betas, steps, held, waits, full
+    return levels, betas, steps, held, waits, full, resid
 
 
 def arrival_cv2(table: CostTable) -> float:
@@ -245,6 +255,15 @@ def route_latency(table: CostTable, cands: Candidates, state: State, t: int, rou
                   samples: int | None = None) -> np.ndarray:
     """First-response latency ``[C, K]`` of type ``t``'s samples along one route (``cache``:
     the services of this type's components by node, shared by its routes)."""
+    path, where, service = route_services(table, cands, state, t, route, cache, samples)
+    return path_latency(table.model, table.types[t], path, where, service, transfer_s)
+
+
+def route_services(table: CostTable, cands: Candidates, state: State, t: int, route: tuple[int, ...],
+                   cache: dict[tuple[int, str], Service] | None = None, samples: int | None = None
+                   ) -> tuple[list[str], dict[str, int], Callable[[str], Service]]:
+    """Type ``t``'s path, the node instance serving each of its components along ``route``,
+    and each component's :class:`Service` there (memoised in ``cache``)."""
     arr = table.arrays()
     tname = table.types[t]
     path = table.paths[tname]
@@ -267,7 +286,7 @@ def route_latency(table: CostTable, cands: Candidates, state: State, t: int, rou
         memo[(n, c)] = sv
         return sv
 
-    return path_latency(table.model, tname, path, where, service, transfer_s)
+    return path, where, service
 
 
 @dataclass(frozen=True)
@@ -284,6 +303,16 @@ def path_latency(model: ModelSpec, type_name: str, path: list[str], where: Mappi
                  service: Callable[[str], Service], transfer_s: float) -> np.ndarray:
     """First-response latency of a type's samples: components composed along the path
     (module docstring); ``where[c]`` is the node instance serving ``c``."""
+    first, done = path_times(model, path, where, service, transfer_s)
+    sink = path[-1]
+    metric = model.request_type(type_name).first_response
+    return done[sink] if metric is FirstResponse.E2E else first[sink]
+
+
+def path_times(model: ModelSpec, path: list[str], where: Mapping[str, int], service: Callable[[str], Service],
+               transfer_s: float) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Per component on the path: the time from arrival of its first output and of its
+    completion (:func:`path_latency`'s composition)."""
     first: dict[str, np.ndarray] = {}
     done: dict[str, np.ndarray] = {}
     enc_free: dict[int, np.ndarray] = {}
@@ -308,6 +337,4 @@ def path_latency(model: ModelSpec, type_name: str, path: list[str], where: Mappi
         else:
             first[c] = start + sv.wait + sv.first
             done[c] = start + sv.wait + sv.done
-    sink = path[-1]
-    metric = model.request_type(type_name).first_response
-    return done[sink] if metric is FirstResponse.E2E else first[sink]
+    return first, done

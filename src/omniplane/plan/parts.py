@@ -52,6 +52,12 @@ class Part:
     cost: float  # executor-seconds per request at this occupancy (1 / throughput)
     steps_first: np.ndarray  # [K] executor steps the request takes part in until its first output
     steps_done: np.ndarray  # [K] ... until done (a merged executor runs its other components between)
+    step2: float = -1.0  # mean square of one step (P-K's residual); -1: constant steps (step^2)
+
+    @property
+    def step_sq(self) -> float:
+        """``E[S^2]`` of one step at this occupancy (``step^2`` where the step does not vary)."""
+        return self.step2 if self.step2 >= 0 else self.step ** 2
 
 
 class WorkArrays:
@@ -112,12 +118,13 @@ def compute_part(model: ModelSpec, cost: CostModel, comp: str, cfg: ExecutorConf
         t = steps * per
         step = float(per.mean())
         return Part(t, t, np.zeros(w.k), step, float(t.mean()), float(steps.mean()) * step / batch,
-                    steps, steps)
+                    steps, steps, float((per ** 2).mean()))
     if c.generator is GeneratorKind.VAE:
         pixels = padded(w.get(comp, "pixels"), pool, batch)
         t = _interpolated(pixels, lambda x: 2 * (cost.vae_time(comp, cfg, batch, x),))[0]
         one = np.ones(w.k)
-        return Part(t, t, np.zeros(w.k), float(t.mean()), float(t.mean()), float(t.mean()) / batch, one, one)
+        return Part(t, t, np.zeros(w.k), float(t.mean()), float(t.mean()), float(t.mean()) / batch, one, one,
+                    float((t ** 2).mean()))
     return _vocoder(model, cost, comp, cfg, w, batch, path)
 
 
@@ -178,11 +185,11 @@ def _llm(cost: CostModel, comp: str, cfg: ExecutorConfig, w: WorkArrays, batch: 
         return total, total
 
     pf, _ = _interpolated(prompts, prefill)
-    t_it = _mean_iteration(cost, comp, cfg, prompts, admit, running, ctx, room)
+    t_it, t_sq = _mean_iteration(cost, comp, cfg, prompts, admit, running, ctx, room)
     done_t = pf + np.maximum(outs - 1, 0) * t_it
     chunks = np.maximum(1.0, np.ceil(prompts / room))
     return Part(pf, done_t, np.zeros(w.k), t_it, float(done_t.mean()), t_it / admit, chunks,
-                chunks + np.maximum(outs - 1, 0))
+                chunks + np.maximum(outs - 1, 0), t_sq)
 
 
 def _decode_phase(cost: CostModel, comp: str, cfg: ExecutorConfig, w: WorkArrays, batch: int) -> Part:
@@ -204,12 +211,14 @@ ITERATIONS = 2000  # iterations of the prefill-token process averaged per LLM pa
 
 
 def _mean_iteration(cost: CostModel, comp: str, cfg: ExecutorConfig, prompts: np.ndarray, admit: float,
-                    running: int, ctx: float, room: float) -> float:
-    """Mean iteration time with ``running`` sequences decoding while prompts join at ``admit``
-    per iteration (Poisson), whole prompts at a time, prefilled up to ``room`` tokens per
-    iteration with the rest carried to the next (the simulator's chunked prefill). The
-    roofline's max(compute, memory) is convex in the tokens, so this mean exceeds the time of
-    a mean iteration; the process reproduces the full-budget iterations a backlog creates."""
+                    running: int, ctx: float, room: float) -> tuple[float, float]:
+    """Mean and mean square of the iteration time with ``running`` sequences decoding while
+    prompts join at ``admit`` per iteration (Poisson), whole prompts at a time, prefilled up to
+    ``room`` tokens per iteration with the rest carried to the next (the simulator's chunked
+    prefill). The roofline's max(compute, memory) is convex in the tokens, so this mean exceeds
+    the time of a mean iteration; the process reproduces the full-budget iterations a backlog
+    creates. The mean square is what the wait for an iteration in progress depends on (the
+    residual ``E[S^2] / (2 E[S])``: a prefill iteration is often ten times a decode one)."""
     grid = np.linspace(0.0, room, 13)
     p_mean = max(float(prompts.mean()), 1.0)
     times = np.array([cost.llm_iteration_time(comp, cfg, prefill_tokens=int(x),
@@ -229,7 +238,8 @@ def _mean_iteration(cost: CostModel, comp: str, cfg: ExecutorConfig, prompts: np
         take = backlog if backlog < room else room
         served[i] = take
         backlog -= take
-    return float(np.interp(served, grid, times).mean())
+    its = np.interp(served, grid, times)
+    return float(its.mean()), float((its ** 2).mean())
 
 
 def _interpolated(x: np.ndarray, fn: Callable[[float], tuple[float, float]],
@@ -273,7 +283,7 @@ def _encoder(model: ModelSpec, cost: CostModel, comp: str, cfg: ExecutorConfig, 
     whole = cost.encoder_time(comp, cfg, max(1, round(batch * mi)), int(batch * mt))
     cpu = items * model.cpu_seconds_per_item(comp)
     single = np.ones(w.k)
-    return Part(gpu, gpu, cpu, whole, float(gpu.mean()), whole / batch, single, single)
+    return Part(gpu, gpu, cpu, whole, float(gpu.mean()), whole / batch, single, single)  # one batch: constant
 
 
 def _vocoder(model: ModelSpec, cost: CostModel, comp: str, cfg: ExecutorConfig, w: WorkArrays,
@@ -289,9 +299,11 @@ def _vocoder(model: ModelSpec, cost: CostModel, comp: str, cfg: ExecutorConfig, 
         first = np.full(w.k, head)
         done = first + tail
         per = cost.vocoder_time(comp, cfg, batch, frame) + cost.vocoder_time(comp, cfg, batch, r_mean)
+        # steps alternate a first chunk (head) and a rest of audio (tail)
+        sq = (head ** 2 + float((tail ** 2).mean())) / 2
         return Part(first, done, np.zeros(w.k), per / 2, float(done.mean()), per / batch, np.ones(w.k),
-                    np.where(rest > 0, 2.0, 1.0))
+                    np.where(rest > 0, 2.0, 1.0), sq)
     t = _interpolated(audio, lambda a: 2 * (cost.vocoder_time(comp, cfg, batch, a),))[0]
     whole = cost.vocoder_time(comp, cfg, batch, float(audio.mean()))
     one = np.ones(w.k)
-    return Part(t, t, np.zeros(w.k), whole, float(t.mean()), whole / batch, one, one)
+    return Part(t, t, np.zeros(w.k), whole, float(t.mean()), whole / batch, one, one, float((t ** 2).mean()))
