@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from omniplane.plan.flow import Expansion
+from omniplane.plan.flow import Expansion, raw_count
 from omniplane.plan.routing import all_nodes_used, group_vectors
 from omniplane.spec import PathClass
 
@@ -55,6 +55,10 @@ def executor_groups(search: Search) -> None:
             allowed = [np.array([c.opt[k, x]]) for x in range(len(c.costs))] + [node_opts]
             allowed[n] = node_opts
             exp = Expansion(lp2, search.table, vecs, search.pi, search.budget, allowed, search.space.counts)
+            # the raw space grows by this grouped logical plan's own (any config and count per
+            # node and group, these group vectors; by formula): its plans are not in Algorithm
+            # 1's space, and the flow count below includes the ones built from it
+            search.counts.raw_space += float(raw_count(exp.costs, len(vecs), search.budget))
             opt, vec, top_r, cnt = exp.rows(search.threshold())
             search.counts.built += exp.rows_evaluated
             # Mixed configs only: (a, b) and (b, a) are one plan with the split mirrored (the
