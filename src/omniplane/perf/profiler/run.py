@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import date
