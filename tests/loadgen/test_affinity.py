@@ -17,6 +17,7 @@ from omniplane.loadgen.affinity import (
     engine_cpus,
     group_pids,
     host_cpus,
+    isolate_engine,
     renice,
     separate,
     threads,
@@ -116,6 +117,42 @@ def test_renice_reaches_the_engine_core_threads_and_not_the_api_server() -> None
         assert renice(core, leader_nice + 7) == len(core)
         assert all(os.getpriority(os.PRIO_PROCESS, t) == leader_nice + 7 for t in core)
         assert os.getpriority(os.PRIO_PROCESS, proc.pid) == leader_nice
+    finally:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+
+
+
+def _vllm_like_group(core: int) -> subprocess.Popen[str]:
+    """vLLM's layout: a leader (the API server), a worker bound to one core, an engine core free;
+    returns once the worker says it is bound (after the engine core was forked)."""
+    worker = CHILD.replace("sys.argv[1]", str(core))
+    proc = subprocess.Popen(["sh", "-c", f"sleep 60 & {sys.executable} -c '{worker}' & wait"],
+                            stdout=subprocess.PIPE, start_new_session=True, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+@pytest.mark.parametrize("extra_nice", [0, 5])
+def test_isolate_engine_pins_the_client_and_renices_only_the_engine_core(extra_nice: int) -> None:
+    host = sorted(host_cpus())
+    if len(host) < 2:
+        pytest.skip("needs two cores")
+    proc = _vllm_like_group(host[0])
+    try:
+        leader_nice = os.getpriority(os.PRIO_PROCESS, proc.pid)
+        want = leader_nice + extra_nice
+        mine = os.sched_getaffinity(0)
+        with isolate_engine(proc.pid, "worker", want if extra_nice else 0) as (pin, niced):
+            assert pin.pinned and len(pin.worker_pids) == 1
+            assert os.sched_getaffinity(0) == set(host[1:])
+            core = engine_core_threads(proc.pid, pin.worker_pids)
+            assert core and niced == (len(core) if extra_nice else 0)  # 0: the engine core is left alone
+        assert os.sched_getaffinity(0) == mine
+        assert all(os.getpriority(os.PRIO_PROCESS, t) == want for t in core)
+        assert os.getpriority(os.PRIO_PROCESS, proc.pid) == leader_nice  # the API server is not reniced
+        for w in pin.worker_pids:  # nor the worker
+            assert all(os.getpriority(os.PRIO_PROCESS, t) == leader_nice for t in threads(w))
     finally:
         os.killpg(proc.pid, 9)
         proc.wait()

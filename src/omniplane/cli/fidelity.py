@@ -239,7 +239,7 @@ def fidelity(
     from omniplane.fidelity.engine import EngineConfigError
     from omniplane.fidelity.loop import FidelityOptions, run_fidelity
     from omniplane.fidelity.server import ServerError, ServerSpec, VllmServer
-    from omniplane.loadgen.affinity import engine_core_threads, renice, separate
+    from omniplane.loadgen.affinity import isolate_engine
     from omniplane.spec import SpecError, load_workload
 
     wl_path = workload or (DEFAULT_WORKLOAD if fixture else None)
@@ -261,11 +261,10 @@ def fidelity(
             except ServerError as exc:
                 fail(str(exc))
             url = server.url
-            pinning = (stack.enter_context(separate(server.pgid, layout=pin_layout)) if pin
-                       else Pinning(False, note="--no-pin"))
+            pinning, n = (stack.enter_context(isolate_engine(server.pgid, pin_layout, nice_engine_core))
+                          if pin else (Pinning(False, note="--no-pin"), 0))
             pgid, workers = server.pgid, pinning.worker_pids
-            if nice_engine_core and pinning.pinned:
-                n = renice(engine_core_threads(pgid, workers), nice_engine_core)
+            if n:
                 err_console.print(f"engine core: {n} threads at niceness {nice_engine_core} (heuristic of "
                                   "this host: it then runs in the time the client and the API server "
                                   "leave)", highlight=False)

@@ -30,7 +30,7 @@ import httpx
 from omniplane.fidelity.compare import measured_timings, summarize
 from omniplane.fidelity.engine import read_engine_config
 from omniplane.fidelity.server import ServerSpec, VllmServer
-from omniplane.loadgen.affinity import separate
+from omniplane.loadgen.affinity import isolate_engine
 from omniplane.loadgen.client import LoadOptions, replay
 from omniplane.loadgen.metrics import COMPLETED, Record, send_lateness
 from omniplane.loadgen.metrics import summarize as loadgen_summary
@@ -103,6 +103,9 @@ class LiveSchedOptions:
     long_types: tuple[str, ...] = ("long",)  # request types on the long path (HorizonServe 4.1)
     policy_options: dict[str, Any] = field(default_factory=dict)
     capacity_s: float = 0.0  # > 0: also each engine's closed-loop capacity (that long a window)
+    # the engine-core process's niceness once the client is pinned, as `omniplane fidelity --fixture`
+    # (docs/fidelity.md, Session 7: its yield-spinning loop starves the load generator); 0: leave it
+    nice_engine_core: int = 19
     python: str = ""
     log_dir: Path | None = None
     drain_s: float = 120.0
@@ -204,12 +207,18 @@ def run_one(policy: str, opts: LiveSchedOptions, requests: Sequence[Request], ta
     """Start an engine with ``policy``, measure the stream (and its capacity), stop it."""
     spec = server_spec(policy, opts, table)
     say(f"{policy}: starting vLLM" + (f" with {spec.scheduler_cls}" if spec.scheduler_cls else ""))
-    with VllmServer(spec) as server, separate(server.pgid) as pinning:
-        say(f"{policy}: {pinning.describe()}")
+    with (VllmServer(spec) as server,
+          isolate_engine(server.pgid, "worker", opts.nice_engine_core) as (pinning, niced)):
+        say(f"{policy}: {pinning.describe()}; engine core: {niced} threads at niceness "
+            f"{opts.nice_engine_core if niced else 0}")
         say(f"{policy}: replaying {len(requests)} requests")
         measured = measure_stream(server.url, opts.workload.model, requests, slo_s, opts.drain_s)
         out: dict[str, Any] = {"policy": policy, "scheduler_cls": spec.scheduler_cls,
-                               "startup_s": server.started_s, "pinning": pinning.to_json(), **measured}
+                               "startup_s": server.started_s,
+                               "pinning": {**pinning.to_json(),
+                                           "engine_core_nice": opts.nice_engine_core if niced else None,
+                                           "engine_core_threads_niced": niced},
+                               **measured}
         if opts.capacity_s > 0:
             say(f"{policy}: capacity")
             out.update(engine_capacity(server.url, opts.workload.model, requests, opts.capacity_s))

@@ -207,6 +207,20 @@ def renice(tids: list[int], nice: int) -> int:
     return done
 
 
+@contextlib.contextmanager
+def isolate_engine(pgid: int, layout: str = "worker",
+                   nice_engine_core: int = 0) -> Iterator[tuple[Pinning, int]]:
+    """:func:`separate` and then, when the client could be pinned and ``nice_engine_core`` > 0,
+    :func:`renice` of the engine-core process's threads (:func:`engine_core_threads`): the one
+    composition ``omniplane fidelity --fixture`` and the live-scheduler bench both run. Yields the
+    pinning and how many engine-core threads were reniced (0 when none was)."""
+    with separate(pgid, layout=layout) as pinning:
+        niced = 0
+        if nice_engine_core and pinning.pinned:
+            niced = renice(engine_core_threads(pgid, pinning.worker_pids), nice_engine_core)
+        yield pinning, niced
+
+
 def thread_cpu_s(pid: int, tid: int) -> tuple[float, float]:
     """(CPU seconds, seconds runnable but waiting for a CPU) of one thread so far: the
     scheduler's own nanosecond counters (``schedstat``: time on a CPU, time waiting for one),
