@@ -88,9 +88,8 @@ def _mc_nodes(cands: Candidates, tab: CostTable, lam: np.ndarray, state: mc.Stat
         opt = cands.opt[:, n]
         lam_n = lam[:, n, :]
         turns = {c: state[(n, c)][2] for c in nc.comps}
-        kvm = {c: tab.llm_kv(c) for c in nc.comps if tab.model.component(c).is_llm} if len(nc.kv) else {}
-        levels, betas, steps, held, _, full, resid, recomp = mc.occupancy(
-            nc, opt, lam_n, arr, np.arange(1), turns, mc.arrival_cv2(tab), False, kvm)
+        levels, betas, steps, held, _, full, resid = mc.occupancy(
+            nc, opt, lam_n, arr, np.arange(1), turns, mc.arrival_cv2(tab), False)
         print(f"  Monte Carlo {nc.name} x{cands.cnt[0, n]} (per executor):")
         for c in nc.comps:
             bmax = nc.bmax[c][opt][0]
@@ -100,8 +99,7 @@ def _mc_nodes(cands: Candidates, tab: CostTable, lam: np.ndarray, state: mc.Stat
             print(f"    {c}: level {k} (batch {max(1.0, slots * FILLS[k]):.1f} of {slots:.1f}), busy "
                   f"{betas[c][0]:.2f} (full-batch {full[c][0]:.2f}), step {steps[c][0] * 1e3:.1f} ms "
                   f"(residual {resid[c][0] * 1e3:.1f}), has work {held[c][0]:.2f}, turns "
-                  f"{turns[c][0] * 1e3:.1f} ms, KV recompute {recomp[c][0] * 1e3:.1f} ms/step (no queue), "
-                  f"wait {state[(n, c)][1][0] * 1e3:.1f} ms")
+                  f"{turns[c][0] * 1e3:.1f} ms, wait {state[(n, c)][1][0] * 1e3:.1f} ms")
 
 
 def _per_type(planner: Any, cands: Candidates, tab: CostTable, state: mc.State, res: Any,

@@ -25,7 +25,6 @@ import numpy as np
 
 from omniplane.perf import CostModel, ExecutorConfig, InfeasibleConfig
 from omniplane.plan.enumerate import compound_subplans, simple_subplans
-from omniplane.plan.kvpreempt import kv_moments
 from omniplane.plan.logical import Subplan
 from omniplane.plan.parts import Part, Pool, WorkArrays, compute_part, llm_peak
 from omniplane.plan.problem import Problem
@@ -66,7 +65,6 @@ class NodeCosts:
     s_full: np.ndarray  # [O, T]
     part: dict[str, np.ndarray] = field(default_factory=dict)  # comp -> [O, T, L] part ids (-1: n/a)
     bmax: dict[str, np.ndarray] = field(default_factory=dict)  # comp -> [O, T] max batch
-    kv: np.ndarray = field(default_factory=lambda: np.zeros(0))  # [O] KV tokens per LLM (empty: unknown)
 
     @property
     def name(self) -> str:
@@ -90,7 +88,6 @@ class CostTable:
         self.calls = 0
         self.pad = pad  # False: batch-mates are of the request's own type (a type served alone)
         self._subplans: dict[int, list[Subplan]] = {}
-        self._kv: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     # ---- building ---------------------------------------------------------------------------
     def subplans(self, k_c: int) -> list[Subplan]:
@@ -130,7 +127,7 @@ class CostTable:
                 kv.append(fp.kv_capacity_tokens)
         n_o, n_t, n_l = len(feasible), len(self.types), len(FILLS)
         out = NodeCosts(comps, tuple(feasible), tuple(bad), np.array([tp for tp, _ in feasible], dtype=int),
-                        np.zeros((n_o, n_t)), kv=np.array(kv, dtype=float))
+                        np.zeros((n_o, n_t)))
         for c in comps:
             out.part[c] = np.full((n_o, n_t, n_l), -1, dtype=np.int64)
             out.bmax[c] = np.zeros((n_o, n_t), dtype=int)
@@ -149,17 +146,6 @@ class CostTable:
                         out.part[c][o, ti, k] = self._part_id(c, cfg, t, batch_level(f * bm))
                     out.s_full[o, ti] += self._parts[out.part[c][o, ti, -1]].cost
         return out
-
-    def llm_kv(self, comp: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(m1, m2, prompt)`` per type ``[T]`` at LLM ``comp`` (:func:`omniplane.plan.kvpreempt.
-        kv_moments`; 0 for types whose path skips it), cached."""
-        hit = self._kv.get(comp)
-        if hit is None:
-            rows = [kv_moments(self.work[t], comp) if comp in self.paths[t] else (0.0, 0.0, 0.0)
-                    for t in self.types]
-            m = np.array(rows, dtype=float).reshape(len(self.types), 3)
-            hit = self._kv[comp] = (m[:, 0], m[:, 1], m[:, 2])
-        return hit
 
     def _part_id(self, comp: str, cfg: ExecutorConfig, t: str, batch: int) -> int:
         key = (comp, cfg.tp, t, batch)
@@ -221,7 +207,6 @@ class PartArrays:
     steps_done: np.ndarray  # [P, K]
     steps_mean: np.ndarray  # [P] mean of steps_done
     packed: np.ndarray  # [P, 5, K] float32: cpu, first, done, steps_first - 1, steps_done - 1
-    first_mean: np.ndarray = field(default_factory=lambda: np.zeros(0))  # [P] mean of first
     _screens: dict[int, np.ndarray] = field(default_factory=dict)
 
     def screen(self, k: int) -> np.ndarray:
@@ -254,5 +239,4 @@ class PartArrays:
                           np.array([p.residence for p in parts]),
                           np.array([p.residence ** 2 * (1.0 + _cv2(p.done)) for p in parts]),
                           np.array([p.cost for p in parts]), sf, sd,
-                          np.array([float(p.steps_done.mean()) for p in parts]), packed,
-                          first.mean(axis=1))
+                          np.array([float(p.steps_done.mean()) for p in parts]), packed)

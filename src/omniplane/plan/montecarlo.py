@@ -38,7 +38,6 @@ import numpy as np
 
 from omniplane.plan.costs import FILLS, CostTable, NodeCosts, PartArrays
 from omniplane.plan.flow import Candidates
-from omniplane.plan.kvpreempt import overflow_share, recompute_per_step
 from omniplane.spec import ComponentKind, FirstResponse, ModelSpec
 
 State = dict[tuple[int, str], tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -87,18 +86,12 @@ def node_states(cands: Candidates, table: CostTable, lam: np.ndarray, *, queuein
         opt = cands.opt[:, n]
         lam_n = lam[:, n, :]
         turns = {c: np.zeros(n_c) for c in nc.comps}
-        others = turns
-        # KV preemption (plan.kvpreempt), a load effect: priced with the queueing terms
-        kvm = ({c: table.llm_kv(c) for c in nc.comps if table.model.component(c).is_llm}
-               if queueing and len(nc.kv) else {})
         passes = TURN_PASSES if len(nc.comps) > 1 else 1
         for k in range(passes):  # the admission queue does not feed back: computed on the last pass
-            levels, betas, steps, held, queue, full, resid, recomp = occupancy(
-                nc, opt, lam_n, arr, rows, turns, ca2, queueing and k == passes - 1, kvm)
-            others = {c: sum((held[j] * steps[j] for j in nc.comps if j != c), np.zeros(n_c))
-                      for c in nc.comps}
-            # a further step of c: the others' turns plus its own KV recompute
-            turns = {c: others[c] + recomp[c] for c in nc.comps}
+            levels, betas, steps, held, queue, full, resid = occupancy(nc, opt, lam_n, arr, rows, turns, ca2,
+                                                                         queueing and k == passes - 1)
+            turns = {c: sum((held[j] * steps[j] for j in nc.comps if j != c), np.zeros(n_c))
+                     for c in nc.comps}
         rho = sum(betas.values(), np.zeros(n_c))
         scale = np.where(rho > 1.0, 1.0 / np.maximum(rho, 1e-12), 1.0)  # busy shares sum to <= 1
         busy = {c: np.minimum(betas[c], 1.0) * scale for c in nc.comps}
@@ -109,7 +102,7 @@ def node_states(cands: Candidates, table: CostTable, lam: np.ndarray, *, queuein
         loaded = np.minimum(rho, 1.0)
         for c in nc.comps:
             own = betas[c] / np.maximum(rho, 1e-12)  # the step in progress is c's own
-            wait = residual + loaded * (1.0 + own) / 2 * others[c] + queue[c]
+            wait = residual + loaded * (1.0 + own) / 2 * turns[c] + queue[c]
             state[(n, c)] = (levels[c], wait, turns[c])
     return state
 
@@ -147,16 +140,12 @@ def step_queue_factor(util: np.ndarray, servers: np.ndarray) -> np.ndarray:
 
 
 def occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays, rows: np.ndarray,
-               turns: dict[str, np.ndarray], ca2: float, queueing: bool,
-               kvm: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
-               ) -> tuple[dict[str, np.ndarray], ...]:
+               turns: dict[str, np.ndarray], ca2: float, queueing: bool) -> tuple[dict[str, np.ndarray], ...]:
     """Per hosted component: occupancy level (the smallest whose room holds the requests in
     service, Little's law), busy share, mean step, requests held and, with ``queueing``, the
     mean wait for admission (:func:`admission_queue`, Allen-Cunneen: the M/M queue's wait
     times ``(c_a^2 + c_s^2) / 2``), with each request's residence lengthened by ``turns[c]``
-    per further step; last, the KV recompute time per step of each LLM in ``kvm`` (its
-    :meth:`CostTable.llm_kv` moments; :mod:`omniplane.plan.kvpreempt`), already in its step,
-    busy share and full-batch load (0 for the others)."""
+    per further step."""
     levels: dict[str, np.ndarray] = {}
     full: dict[str, np.ndarray] = {}
     resid: dict[str, np.ndarray] = {}
@@ -164,8 +153,6 @@ def occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays
     steps: dict[str, np.ndarray] = {}
     held: dict[str, np.ndarray] = {}
     waits: dict[str, np.ndarray] = {}
-    recomp: dict[str, np.ndarray] = {}
-    bconf = np.array([b for _, b in nc.options], dtype=float)[opt] if nc.options else np.ones(len(rows))
     for c in nc.comps:
         pid = nc.part[c][opt]  # [C, T, L]
         safe = np.maximum(pid, 0)
@@ -196,20 +183,6 @@ def occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays
         m_s = (ws * arr.step[sp]).sum(axis=1)
         m_s2 = (ws * arr.step_sq[sp]).sum(axis=1)
         resid[c] = np.where(m_s > 0, m_s2 / (2 * np.maximum(m_s, 1e-300)), steps[c] / 2)
-        recomp[c] = np.zeros(len(rows))
-        if kvm and c in kvm:  # KV preemption: recompute carried by each step (plan.kvpreempt)
-            m1_t, m2_t, prompt_t = kvm[c]
-            pid0 = pid[:, :, 0]
-            solo_first = np.where(pid0 >= 0, arr.first_mean[np.maximum(pid0, 0)], 0.0)
-            s_tok_t = solo_first / np.maximum(prompt_t, 1.0)  # prefill time per prompt token
-            held_n = conc[rows, k] + (queue if queueing else 0.0)
-            p = overflow_share(held_n, share @ m1_t, share @ m2_t, nc.kv[opt], bconf)
-            extra = recompute_per_step(p, share @ m1_t, (share * s_tok_t).sum(axis=1))
-            recomp[c] = extra
-            steps[c] = steps[c] + extra
-            per_s = ws.sum(axis=1)  # this component's iterations per second
-            betas[c] = betas[c] + per_s * extra
-            full[c] = full[c] + per_s * extra
         held[c] = 1.0 - np.exp(-conc[rows, k])
         # service variability c_s^2 of the residence, mixed over the types served
         m1 = (w * arr.residence[np.maximum(pk, 0)]).sum(axis=1)
@@ -218,7 +191,7 @@ def occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays
             mean2 = np.maximum(m1, 1e-300) ** 2
             cs2 = np.where(m1 > 0, m2 * np.maximum(w.sum(axis=1), 1e-12) / mean2 - 1, 1.0)
             waits[c] = np.where(lam_c > 0, queue / np.maximum(lam_c, 1e-300), 0.0) * (ca2 + cs2) / 2
-    return levels, betas, steps, held, waits, full, resid, recomp
+    return levels, betas, steps, held, waits, full, resid
 
 
 def arrival_cv2(table: CostTable) -> float:
