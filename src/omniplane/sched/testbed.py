@@ -78,6 +78,13 @@ def bandwidth_data_path() -> Path:
     return Path(str(files("omniplane.perf") / "data" / "paper_testbed_bandwidth.json"))
 
 
+def _fraction(value: object, where: str, what: str = "") -> float:
+    """``value`` as a float in (0, 1], else an error naming ``where``."""
+    if not (isinstance(value, int | float) and not isinstance(value, bool) and 0.0 < value <= 1.0):
+        raise ValueError(f"{where}: expected a number in (0, 1]{what}, got {value!r}")
+    return float(value)
+
+
 def scaled_calibration(memory_scale_by_gpu: dict[str, float], calibration: Calibration | None = None,
                        source: str = "memory_scale_by_gpu") -> Calibration:
     """``calibration`` (the shipped one) with the memory efficiency of each named GPU kind multiplied
@@ -86,9 +93,7 @@ def scaled_calibration(memory_scale_by_gpu: dict[str, float], calibration: Calib
     base = calibration or load_calibration()
     kinds = dict(base.kinds)
     for gpu, scale in memory_scale_by_gpu.items():
-        if not (isinstance(scale, int | float) and not isinstance(scale, bool) and 0.0 < scale <= 1.0):
-            raise ValueError(f"{source}.{gpu}: expected a number in (0, 1] (a fraction of the GPU kind's "
-                             f"memory efficiency), got {scale!r}")
+        scale = _fraction(scale, f"{source}.{gpu}", " (a fraction of the GPU kind's memory efficiency)")
         entry = base.entry(gpu)
         eff = entry.efficiency
         scaled = type(eff)(**{**{f: getattr(eff, f) for f in eff.__dataclass_fields__},
@@ -104,12 +109,7 @@ def scaled_calibration(memory_scale_by_gpu: dict[str, float], calibration: Calib
 def bandwidth_calibration(calibration: Calibration | None = None, path: Path | None = None) -> Calibration:
     """``vllm-omni-paper-bandwidth``: the shipped calibration with the fitted per-GPU memory scale."""
     file = path or bandwidth_data_path()
-    data = json.loads(file.read_text())
-    by_gpu = data.get("memory_scale_by_gpu")
-    if not isinstance(by_gpu, dict) or not by_gpu:
-        raise ValueError(f"{file}: memory_scale_by_gpu: expected an object of GPU kind -> fraction in (0, 1]")
-    return scaled_calibration({str(k): v for k, v in by_gpu.items()}, calibration,
-                              source=f"{file}: memory_scale_by_gpu")
+    return scaled_calibration(memory_scales(file), calibration, source=f"{file}: memory_scale_by_gpu")
 
 
 class ScaledDRAM(ColocationModel):
@@ -120,18 +120,19 @@ class ScaledDRAM(ColocationModel):
     def __init__(self, capacity_scale_by_gpu: dict[str, float], params: ColocationParams | None = None,
                  calibration: Calibration | None = None) -> None:
         super().__init__(params, calibration)
-        for gpu, scale in capacity_scale_by_gpu.items():
-            if not (isinstance(scale, int | float) and not isinstance(scale, bool) and 0.0 < scale <= 1.0):
-                raise ValueError(f"ScaledDRAM.{gpu}: expected a number in (0, 1], got {scale!r}")
-        self.scale_by_gpu = {k: float(v) for k, v in capacity_scale_by_gpu.items()}
+        self.scale_by_gpu = {k: _fraction(v, f"ScaledDRAM.{k}") for k, v in capacity_scale_by_gpu.items()}
 
     def capacity(self, gpu: GPUKind) -> float:
         return super().capacity(gpu) * self.scale_by_gpu.get(gpu.name, 1.0)
 
 
 def memory_scales(path: Path | None = None) -> dict[str, float]:
+    """The bandwidth data file's ``memory_scale_by_gpu``, each checked to be a fraction in (0, 1]."""
     file = path or bandwidth_data_path()
-    return {str(k): float(v) for k, v in json.loads(file.read_text())["memory_scale_by_gpu"].items()}
+    by_gpu = json.loads(file.read_text()).get("memory_scale_by_gpu")
+    if not isinstance(by_gpu, dict) or not by_gpu:
+        raise ValueError(f"{file}: memory_scale_by_gpu: expected an object of GPU kind -> fraction in (0, 1]")
+    return {str(k): _fraction(v, f"{file}: memory_scale_by_gpu.{k}") for k, v in by_gpu.items()}
 
 
 def resolve(runtime: str | Runtime) -> tuple[str | Runtime, Calibration | None]:
