@@ -155,6 +155,15 @@ def show_report(doc: dict[str, Any]) -> None:
                 f"{_fmt(sim['engine'])}",
                 highlight=False)
         for rep in detail.get("repeats", [detail]):
+            if cpu := rep.get("cpu_cores"):
+                core = {k: cpu.get(f"server{k}", 0.0) - cpu.get(f"api{k}", 0.0) for k in ("", "_wait")}
+                console.print(
+                    "  replay, busy / CPU-waiting cores: " + ", ".join(
+                        f"{name} {_fmt(busy)} / {_fmt(wait)}" for name, busy, wait in (
+                            ("worker", cpu.get("worker"), cpu.get("worker_wait")),
+                            ("API server", cpu.get("api"), cpu.get("api_wait")),
+                            ("engine core", core[""], core["_wait"]),
+                            ("client", cpu.get("client"), cpu.get("client_wait")))), highlight=False)
             sends = rep.get("send_late_ms") or {}
             late = sends.get("p99")
             if late is not None and late > LATE_MS:
