@@ -152,7 +152,8 @@ class VllmServer:
 
     @property
     def pgid(self) -> int:
-        """The server's process group (API server, engine core, worker): it leads a session."""
+        """The server's process group (API server, engine core, worker): it leads it (and, with
+        ``new_session``, a session)."""
         if self.proc is None:
             raise ServerError("the server is not running")
         return self.proc.pid
