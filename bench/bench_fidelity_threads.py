@@ -4,8 +4,9 @@ engine core and the worker while vLLM serves bursts and a closed loop (docs/fide
 
 One vLLM server on the tiny fixture (vLLM's CPU build, .venv-vllm), the client pinned as
 ``omniplane fidelity`` pins it (``worker`` layout: the worker alone on its core, the API server,
-the engine core and this process on the other). Points: one warm-up request, two bursts of 128
-and of 4 streams (32 tokens each), a closed loop of 32 workers for ``--window`` s. Around each,
+the engine core and this process on the other). Points: one warm-up request, two bursts each of
+128, 4, 64 and 16 streams (32 tokens each; ``--points`` picks some), a closed loop of 32
+workers for ``--window`` s. Around each,
 every thread's scheduler counters (``/proc/PID/task/TID/schedstat``: ns on a CPU, ns runnable
 but waiting for one); printed per thread with more than 1% of a core either way, as shares of the
 point's wall time, with the client's TTFT / TPOT against the engine's own. ``--setsid`` first puts
