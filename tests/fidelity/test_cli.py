@@ -31,6 +31,20 @@ def test_the_report_prints_errors_against_the_targets(tmp_path: Path) -> None:
     assert "repeats spread" in out.output
 
 
+def test_the_report_splits_a_replays_cores_into_api_server_and_engine_core(tmp_path: Path) -> None:
+    d = doc(repeats=1)
+    cpu = {"worker": 1.0, "worker_wait": 0.0, "server": 0.75, "server_wait": 1.5, "api": 0.25,
+           "api_wait": 0.5, "client": 0.5, "client_wait": 0.125}
+    d["engine"]["loads"][0]["repeats"][0]["cpu_cores"] = cpu  # type: ignore[index]
+    path = tmp_path / "fidelity.json"
+    path.write_text(json.dumps(d))
+    out = CliRunner().invoke(app, ["fidelity", "--report", str(path)], env={"COLUMNS": "250"})
+    assert out.exit_code == 0, out.output
+    # the engine core is the engine group's non-worker processes less the API server (its leader)
+    assert "API server 0.25 / 0.5, engine core 0.5 / 1" in out.output
+    assert "client 0.5 / 0.125" in out.output
+
+
 def test_the_spread_of_repeated_replays_is_the_noise_floor() -> None:
     [row] = _spread(doc())
     assert row["ttft_p50_ms"] == 20.0 / 110.0 and row["tpot_p50_ms"] == 0.0

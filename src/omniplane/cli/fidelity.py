@@ -155,6 +155,15 @@ def show_report(doc: dict[str, Any]) -> None:
                 f"{_fmt(sim['engine'])}",
                 highlight=False)
         for rep in detail.get("repeats", [detail]):
+            if cpu := rep.get("cpu_cores"):
+                core = {k: cpu.get(f"server{k}", 0.0) - cpu.get(f"api{k}", 0.0) for k in ("", "_wait")}
+                console.print(
+                    "  replay, busy / CPU-waiting cores: " + ", ".join(
+                        f"{name} {_fmt(busy)} / {_fmt(wait)}" for name, busy, wait in (
+                            ("worker", cpu.get("worker"), cpu.get("worker_wait")),
+                            ("API server", cpu.get("api"), cpu.get("api_wait")),
+                            ("engine core", core[""], core["_wait"]),
+                            ("client", cpu.get("client"), cpu.get("client_wait")))), highlight=False)
             sends = rep.get("send_late_ms") or {}
             late = sends.get("p99")
             if late is not None and late > LATE_MS:
@@ -201,6 +210,12 @@ def fidelity(
         "loop starves the load generator on their shared core; docs/fidelity.md, Session 7); a "
         "heuristic of this host's layout. 0: leave it.",
         lo=0, hi=19)] = 19,
+    own_session: Annotated[bool, typer.Option(
+        "--own-session/--same-session",
+        help="--fixture: start vLLM in a session of its own (Linux: its own scheduler autogroup, which "
+        "shares a core fairly with this command's whatever the niceness: --nice-engine-core then ranks "
+        "the engine core below the API server only) or in this command's session and autogroup (the "
+        "engine core then ranks below the load generator too; docs/fidelity.md, Session 8).")] = True,
     max_num_seqs: Annotated[int | None, opt.int_opt(
         "--max-num-seqs", help="If the engine does not report it.", lo=1, hi=1_000_000)] = None,
     max_num_batched_tokens: Annotated[int | None, opt.int_opt(
@@ -257,7 +272,8 @@ def fidelity(
             err_console.print(f"starting vLLM on the fixture {model_dir} (about a minute)")
             try:
                 server = stack.enter_context(VllmServer(ServerSpec(
-                    str(model_dir), served_name=wl.model.name, python=vllm_python, log=server_log)))
+                    str(model_dir), served_name=wl.model.name, python=vllm_python, log=server_log,
+                    new_session=own_session)))
             except ServerError as exc:
                 fail(str(exc))
             url = server.url
@@ -265,9 +281,11 @@ def fidelity(
                           if pin else (Pinning(False, note="--no-pin"), 0))
             pgid, workers = server.pgid, pinning.worker_pids
             if n:
+                below = ("the API server (the load generator, in its own scheduler autogroup, shares "
+                         "the core with the engine's group fairly)" if own_session
+                         else "the API server and the load generator (one scheduler autogroup)")
                 err_console.print(f"engine core: {n} threads at niceness {nice_engine_core} (heuristic of "
-                                  "this host: it then runs in the time the client and the API server "
-                                  "leave)", highlight=False)
+                                  f"this host: it then yields its core to {below})", highlight=False)
         else:
             pinning = Pinning(False, note="--url: the engine's processes are not this command's to pin")
             pgid, workers = None, ()
@@ -281,7 +299,8 @@ def fidelity(
         except (EngineConfigError, ValueError, RuntimeError) as exc:
             fail(str(exc))
         niced = nice_engine_core if fixture and pinning.pinned else None
-        doc["engine"]["pinning"] = {**pinning.to_json(), "engine_core_nice": niced}
+        doc["engine"]["pinning"] = {**pinning.to_json(), "engine_core_nice": niced,
+                                    "server_own_session": own_session if fixture else None}
     if out is not None:
         with Outputs() as files:
             files.text(out, json.dumps(doc, indent=2) + "\n")

@@ -166,11 +166,16 @@ def capacity(result: SweepResult) -> float:
     return max(rates)
 
 
-def _replay(requests: Sequence[Request], load: LoadOptions) -> tuple[dict[str, float | None], dict[str, Any]]:
-    """One open-loop replay: its summary and what happened (counts, the engine's own means)."""
+def _replay(requests: Sequence[Request], load: LoadOptions,
+            meter: Callable[[], dict[str, float] | None] = lambda: None,
+            ) -> tuple[dict[str, float | None], dict[str, Any]]:
+    """One open-loop replay: its summary and what happened (counts, the engine's own means and,
+    given a ``meter`` (:func:`cpu_split`), each part's busy and CPU-waiting cores over it)."""
     before = asyncio.run(_server_totals(load.url))
     it0 = asyncio.run(_iteration_totals(load.url))
+    cpu0, wall0 = meter(), time.monotonic()
     records = asyncio.run(replay(requests, load))
+    cpu = _cpu_shares(cpu0, meter(), time.monotonic() - wall0)
     server = server_means(before, asyncio.run(_server_totals(load.url)))
     it1 = asyncio.run(_iteration_totals(load.url))
     its = {k: it1[k] - it0.get(k, 0.0) for k in it1}
@@ -191,6 +196,8 @@ def _replay(requests: Sequence[Request], load: LoadOptions) -> tuple[dict[str, f
         "engine_iterations": {**its, "tokens_per_iteration": its["tokens"] / its["iterations"]}
         if its.get("iterations") else its,
         "ttft_mean_ms": mean_ttft_ms(timings),
+        # busy / CPU-waiting cores per part over the replay (engine core = server - api): a report
+        "cpu_cores": cpu or None,
         "machine_load": _machine_load(),
         "summary": summary,
     }
@@ -337,7 +344,8 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
                            priorities=priorities, drain_s=opts.drain_s)
         around, runs = [prev], []
         for k in range(opts.repeats):
-            runs.append(_replay(requests, replace(load, run_id=f"fidelity{seed}-{i}-{k}-")))
+            run_load = replace(load, run_id=f"fidelity{seed}-{i}-{k}-")
+            runs.append(_replay(requests, run_load, lambda: _cpu(opts)))
             prev = probe()
             around.append(prev)
         cal = calibrate(around, comp, engine, source(around))

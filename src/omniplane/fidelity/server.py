@@ -74,6 +74,11 @@ class ServerSpec:
     kv_cache_gib: float = KV_CACHE_GIB
     startup_timeout_s: float = 600.0  # assumption: ~35 s on an idle 2-core VM, far more when loaded
     log: Path | None = None
+    # True: the server in a session of its own, hence (Linux, sched_autogroup_enabled) its own
+    # scheduler autogroup, which shares a core fairly with the caller's whatever the threads'
+    # niceness; False: its own process group in the caller's session and autogroup, so a thread's
+    # niceness ranks it against the caller's threads too (docs/fidelity.md, "Session 8")
+    new_session: bool = True
 
     def command(self, port: int) -> list[str]:
         cmd = [self.python, "-m", "vllm.entrypoints.openai.api_server", "--model", self.model,
@@ -114,7 +119,8 @@ class VllmServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(self.spec.command(self.port), stdout=log, stderr=subprocess.STDOUT,
-                                         env=env, start_new_session=True)
+                                         env=env, start_new_session=self.spec.new_session,
+                                         process_group=None if self.spec.new_session else 0)
         try:
             self._wait_healthy(t0 + self.spec.startup_timeout_s)
         except BaseException:
@@ -146,7 +152,8 @@ class VllmServer:
 
     @property
     def pgid(self) -> int:
-        """The server's process group (API server, engine core, worker): it leads a session."""
+        """The server's process group (API server, engine core, worker): it leads it (and, with
+        ``new_session``, a session)."""
         if self.proc is None:
             raise ServerError("the server is not running")
         return self.proc.pid
