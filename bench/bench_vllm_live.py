@@ -116,7 +116,9 @@ def summarize_runs(runs: list[dict[str, Any]], cost: list[dict[str, Any]],
             }
         summary[p] = {"repeats": len(mine), "streams": per_stream,
                       "capacity_rps": _spread([r.get("capacity_rps") for r in mine]),
-                      "capacity_vs_bare": _spread([c["capacity"] for c in costs])}
+                      "capacity_vs_bare": _spread([c["capacity"] for c in costs]),
+                      "capacity_tokens_per_s": _spread([r.get("capacity_tokens_per_s") for r in mine]),
+                      "capacity_tokens_vs_bare": _spread([c.get("capacity_tokens") for c in costs])}
     return summary
 
 

@@ -70,7 +70,8 @@ def test_nothing_sent_or_completed_gives_none_and_bad_trim_is_refused() -> None:
 
 def _run(policy: str, repeat: int, span: float, cap: float | None) -> dict[str, Any]:
     tp = {"span_rps": span, "window_rps": 2 * span, "steady_tokens_per_s": 10 * span}
-    return {"policy": policy, "repeat": repeat, "capacity_rps": cap, "streams": {"s": {"throughput": tp}}}
+    return {"policy": policy, "repeat": repeat, "capacity_rps": cap, "streams": {"s": {"throughput": tp}},
+            "capacity_tokens_per_s": None if cap is None else 100 * cap}
 
 
 def test_the_wrapper_cost_compares_with_the_bare_run_of_the_same_repeat() -> None:
@@ -80,7 +81,7 @@ def test_the_wrapper_cost_compares_with_the_bare_run_of_the_same_repeat() -> Non
     assert [(c["policy"], c["repeat"]) for c in cost] == [("fcfs", 0), ("horizon", 0), ("fcfs", 1)]
     assert cost[0]["streams"]["s"] == pytest.approx(
         {"span_rps": -0.1, "window_rps": -0.1, "steady_tokens_per_s": -0.1})
-    assert cost[0]["capacity"] == pytest.approx(-0.05)
+    assert cost[0]["capacity"] == pytest.approx(-0.05) and cost[0]["capacity_tokens"] == pytest.approx(-0.05)
     assert cost[1]["capacity"] is None  # not measured
     assert cost[2]["streams"]["s"]["span_rps"] == pytest.approx(0.0)
     assert cost[2]["capacity"] == pytest.approx(0.1)

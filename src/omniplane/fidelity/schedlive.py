@@ -215,8 +215,18 @@ def engine_capacity(url: str, model: ModelSpec, requests: Sequence[Request],
                       duration_s=window_s)
     res = run_profile(ProfileRun(url, model.name, comp, "cpu", 1, (cap,), api="completions",
                                  vocab=int(model.component(comp).size.vocab or 0), salt=7))
-    return {"capacity_rps": res.points[0].request_throughput if res.points else None,
-            "capacity_error": res.error}
+    pt = res.points[0] if res.points else None
+    return {
+        # requests completed in the steady window per second: depends on the mix completed, so
+        # a policy that holds the long class (long prompts) completes more short ones here
+        "capacity_rps": pt.request_throughput if pt else None,
+        "capacity_output_tokens_per_s": pt.output_throughput if pt else None,
+        # prompt + output tokens of every request of the point over its wall time (ramp and
+        # drain included): the engine's work rate whatever the mix
+        "capacity_tokens_per_s": (pt.prompt_total + pt.output_total) / pt.wall_s
+        if pt and pt.wall_s else None,
+        "capacity_error": res.error,
+    }
 
 
 def run_one(policy: str, opts: LiveSchedOptions, streams: Mapping[str, Sequence[Request]],
@@ -274,7 +284,7 @@ COST_METRICS = ("span_rps", "window_rps", "steady_tokens_per_s")
 def wrapper_cost(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Each wrapped run against the ``bare`` run of the same repeat (``repeat``, default 0): the
     relative difference (wrapped - bare) / bare of every throughput metric per stream, and of the
-    closed-loop capacity. Runs of a repeat without a bare run are left out."""
+    closed-loop capacity in requests (mix-dependent) and in tokens per second. Runs of a repeat without a bare run are left out."""
     bare = {r.get("repeat", 0): r for r in runs if r["policy"] == "bare"}
     out = []
     for r in runs:
@@ -287,7 +297,9 @@ def wrapper_cost(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             for label, m in r["streams"].items() if label in ref["streams"]
         }
         out.append({"policy": r["policy"], "repeat": r.get("repeat", 0), "streams": streams,
-                    "capacity": _ratio(r.get("capacity_rps"), ref.get("capacity_rps"))})
+                    "capacity": _ratio(r.get("capacity_rps"), ref.get("capacity_rps")),
+                    "capacity_tokens": _ratio(r.get("capacity_tokens_per_s"),
+                                              ref.get("capacity_tokens_per_s"))})
     return out
 
 
