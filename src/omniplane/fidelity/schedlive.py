@@ -284,7 +284,8 @@ COST_METRICS = ("span_rps", "window_rps", "steady_tokens_per_s")
 def wrapper_cost(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Each wrapped run against the ``bare`` run of the same repeat (``repeat``, default 0): the
     relative difference (wrapped - bare) / bare of every throughput metric per stream, and of the
-    closed-loop capacity in requests (mix-dependent) and in tokens per second. Runs of a repeat without a bare run are left out."""
+    closed-loop capacity in requests (mix-dependent) and in tokens per second. Runs of a repeat
+    without a bare run are left out."""
     bare = {r.get("repeat", 0): r for r in runs if r["policy"] == "bare"}
     out = []
     for r in runs:
