@@ -1,10 +1,13 @@
-"""HorizonServe on a live vLLM engine: one seeded mixed bursty stream (the tiny fixture's
+"""HorizonServe on a live vLLM engine: one seeded mixed bursty stream per rate (the tiny fixture's
 ``tiny-qwen2-mixed`` workload: short text requests, bursty long prompts) replayed against vLLM's
 own scheduler (``bare``) and omniplane's scheduler class running ``fcfs`` and ``horizon``, each
-on a freshly started engine (vLLM's CPU build, .venv-vllm). Per class: TTFT p50/p95 and SLO
-attainment; per run: throughput, exactly-once completion against the engine's own counters,
-and (``--capacity S``) the engine's closed-loop capacity, whose bare-vs-wrapped ratio is the
-wrapper's throughput cost at saturation.
+on a freshly started engine (vLLM's CPU build, .venv-vllm) that replays every rate's stream in
+turn (``--rate`` first, then ``--extra-rates``). Per class: TTFT p50/p95 and SLO attainment; per
+stream: throughput three ways (omniplane.fidelity.throughput: over the span to the last
+completion, over the arrival window, output tokens/s in its steady middle), the engine's own
+mean queue / prefill / TTFT, exactly-once completion against the engine's own counters; per
+engine (``--capacity S``) the closed-loop capacity. The wrapper's cost is each wrapped run
+against the bare run of the same repeat (``wrapper_cost``), summarised as median [min-max].
 
 The machine is shared: runs of one policy far apart in time see different loads. Policies run
 in rotating order for ``--repeats`` rounds so that each one meets the same spread of loads;
@@ -12,8 +15,8 @@ in rotating order for ``--repeats`` rounds so that each one meets the same sprea
 --fixture`` does: the load generator, the API server and the engine core pinned off the worker's
 core, the engine core at niceness 19 (``--nice-engine-core``; ``runs[].pinning``).
 
-    .venv-vllm/bin/python bench/bench_vllm_live.py [--rate 3] [--duration 60] [--repeats 2] \\
-        [--capacity 20] [--out out/vllm-live.json]
+    .venv-vllm/bin/python bench/bench_vllm_live.py [--rate 3] [--extra-rates 22] [--duration 60] \\
+        [--repeats 2] [--capacity 20] [--out out/vllm-live.json]
 """
 
 from __future__ import annotations
@@ -29,7 +32,15 @@ from typing import Any
 from _live import FIXTURE_DATA  # first: skips without vLLM, puts src/ on the path
 
 from omniplane.fidelity.fixture import ensure_model_dir
-from omniplane.fidelity.schedlive import POLICIES, LiveSchedOptions, class_table, run_one
+from omniplane.fidelity.schedlive import (
+    COST_METRICS,
+    POLICIES,
+    LiveSchedOptions,
+    class_table,
+    run_one,
+    stream_label,
+    wrapper_cost,
+)
 from omniplane.spec import load_workload
 from omniplane.workload import generate
 
@@ -37,6 +48,7 @@ from omniplane.workload import generate
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rate", type=float, default=3.0)
+    ap.add_argument("--extra-rates", default="", help="comma-separated further rates, same engines")
     ap.add_argument("--duration", type=float, default=60.0)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--capacity", type=float, default=0.0, help="capacity window, seconds (0: skip)")
@@ -46,41 +58,68 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("out/vllm-live.json"))
     a = ap.parse_args()
     wl = load_workload(FIXTURE_DATA / "tiny-qwen2-mixed.yaml")
-    opts = LiveSchedOptions(str(ensure_model_dir()), wl, a.rate, a.duration, capacity_s=a.capacity,
-                            nice_engine_core=a.nice_engine_core, log_dir=a.out.parent / "vllm-live-logs")
+    a.workload_name = wl.spec.name
+    extra = tuple(float(x) for x in a.extra_rates.split(",") if x)
+    opts = LiveSchedOptions(str(ensure_model_dir()), wl, a.rate, a.duration, extra_rates=extra,
+                            capacity_s=a.capacity, nice_engine_core=a.nice_engine_core,
+                            log_dir=a.out.parent / "vllm-live-logs")
     opts.log_dir.mkdir(parents=True, exist_ok=True)  # type: ignore[union-attr]
     slo_s, table = class_table(wl, opts.long_types)
-    requests = generate(wl, duration_s=a.duration, rate=a.rate, seed=0)
+    streams = {stream_label(r): generate(wl, duration_s=a.duration, rate=r, seed=0) for r in (a.rate, *extra)}
     policies = a.policies.split(",")
     runs: list[dict[str, Any]] = []
     for rep in range(a.repeats):
         order = policies[rep % len(policies):] + policies[:rep % len(policies)]
         for p in order:
             load, up = os.getloadavg(), _uptime()
-            r = run_one(p, opts, requests, table, slo_s, lambda m: print(m, flush=True))
+            r = run_one(p, opts, streams, table, slo_s, lambda m: print(m, flush=True))
             r.update(repeat=rep, load_before=load, load_after=os.getloadavg(), uptime_before=up,
                      uptime_after=_uptime())
             runs.append(r)
             show(r)
-    summary = {}
+            write(a.out, a, extra, streams, slo_s, runs, policies)  # every run: a stopped bench keeps it
+    doc = write(a.out, a, extra, streams, slo_s, runs, policies)
+    print(json.dumps(doc["summary"], indent=2))
+
+
+def write(out: Path, a: argparse.Namespace, extra: tuple[float, ...], streams: dict[str, Any],
+          slo_s: dict[str, float], runs: list[dict[str, Any]], policies: list[str]) -> dict[str, Any]:
+    cost = wrapper_cost(runs)
+    done = [p for p in policies if any(r["policy"] == p for r in runs)]
+    doc = {"workload": a.workload_name, "rates": [a.rate, *extra], "duration_s": a.duration,
+           "requests": {k: len(v) for k, v in streams.items()},
+           "slo_ms": {k: v * 1e3 for k, v in slo_s.items()}, "nice_engine_core": a.nice_engine_core,
+           "summary_note": "per policy: median, min and max over its repeats; wrapper_cost: "
+                           "(wrapped - bare) / bare against the bare run of the same repeat",
+           "runs": runs, "wrapper_cost": cost, "summary": summarize_runs(runs, cost, done)}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    return doc
+
+
+def summarize_runs(runs: list[dict[str, Any]], cost: list[dict[str, Any]],
+                   policies: list[str]) -> dict[str, Any]:
+    summary: dict[str, Any] = {}
     for p in policies:
         mine = [r for r in runs if r["policy"] == p]
-        summary[p] = {
-            "repeats": len(mine),
-            "exactly_once": all(r["exactly_once"]["ok"] for r in mine),
-            "throughput_rps": _spread([r["overall"]["throughput_rps"] for r in mine]),
-            "capacity_rps": _spread([r.get("capacity_rps") for r in mine]),
-            "per_class": {c: {k: _spread([r["per_class"][c][k] for r in mine])
-                              for k in ("p50_ttft_ms", "p95_ttft_ms", "attainment")}
-                          for c in mine[0]["per_class"]},
-        }
-    doc = {"workload": wl.spec.name, "rate": a.rate, "duration_s": a.duration, "requests": len(requests),
-           "slo_ms": {k: v * 1e3 for k, v in slo_s.items()}, "nice_engine_core": a.nice_engine_core,
-           "summary_note": "per policy: median, min and max over its repeats", "runs": runs,
-           "summary": summary}
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(doc, indent=2) + "\n")
-    print(json.dumps(summary, indent=2))
+        costs = [c for c in cost if c["policy"] == p]
+        per_stream = {}
+        for label in mine[0]["streams"]:
+            ms = [r["streams"][label] for r in mine]
+            per_stream[label] = {
+                "exactly_once": all(m["exactly_once"]["ok"] for m in ms),
+                "throughput": {k: _spread([m["throughput"][k] for m in ms]) for k in COST_METRICS},
+                "vs_bare": {k: _spread([c["streams"][label][k] for c in costs]) for k in COST_METRICS},
+                "per_class": {c: {k: _spread([m["per_class"][c][k] for m in ms])
+                                  for k in ("p50_ttft_ms", "p95_ttft_ms", "attainment")}
+                              for c in ms[0]["per_class"]},
+            }
+        summary[p] = {"repeats": len(mine), "streams": per_stream,
+                      "capacity_rps": _spread([r.get("capacity_rps") for r in mine]),
+                      "capacity_vs_bare": _spread([c["capacity"] for c in costs]),
+                      "capacity_tokens_per_s": _spread([r.get("capacity_tokens_per_s") for r in mine]),
+                      "capacity_tokens_vs_bare": _spread([c.get("capacity_tokens") for c in costs])}
+    return summary
 
 
 def _spread(xs: list[Any]) -> dict[str, float] | None:
@@ -93,14 +132,20 @@ def _uptime() -> str:
 
 
 def show(r: dict[str, Any]) -> None:
-    o = r["overall"]
     load = f"{r['load_before'][0]:.1f} -> {r['load_after'][0]:.1f}"
-    print(f"{r['policy']} (repeat {r['repeat']}, load {load}): "
-          f"exactly once {r['exactly_once']['ok']}, {o['throughput_rps']:.2f} req/s, capacity "
-          f"{r.get('capacity_rps')}")
-    for c, m in r["per_class"].items():
-        print(f"  {c}: TTFT p50 {m['p50_ttft_ms']:.0f} ms, p95 {m['p95_ttft_ms']:.0f} ms, "
-              f"attainment {m['attainment']:.1%} (SLO {m['slo_ms']:.0f} ms)", flush=True)
+    print(f"{r['policy']} (repeat {r['repeat']}, load {load}): capacity {r.get('capacity_rps')}")
+    for label, m in r["streams"].items():
+        t = m["throughput"]
+        print(f"  {label}: exactly once {m['exactly_once']['ok']}, span {_f(t['span_rps'])} req/s, "
+              f"window {_f(t['window_rps'])} req/s, steady {_f(t['steady_tokens_per_s'])} tok/s, "
+              f"engine ms { {k: round(v) for k, v in m['server_ms'].items()} }")
+        for c, v in m["per_class"].items():
+            print(f"    {c}: TTFT p50 {_f(v['p50_ttft_ms'])} ms, p95 {_f(v['p95_ttft_ms'])} ms, "
+                  f"attainment {_f(v['attainment'])} (SLO {v['slo_ms']} ms)", flush=True)
+
+
+def _f(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}" if abs(x) < 10 else f"{x:.0f}"
 
 
 if __name__ == "__main__":

@@ -7,7 +7,11 @@ seeded request stream for every variant:
 - ``fcfs``: ``OmniplaneScheduler`` with the FCFS policy (the wrapper's fixed cost);
 - ``half``: ``OmniplaneScheduler`` with a policy that reads every waiting request and hides half
   of them (the cost of building and applying a view), plus a control record in /dev/shm
-  published every step.
+  published every step;
+- ``horizon``: ``OmniplaneScheduler`` with HorizonServe's policy as the live engine runs it
+  (docs/fidelity.md, "HorizonServe inside a live vLLM": classes from ``priority``, no SM ladder,
+  no sampler), on the tests' SLO table (``tests.vllm.harness.HORIZON_SLO_TABLE``: text 50 ms,
+  audio 1 s, image 5 s; tight so that the slack guard and rotation act within a round).
 
 The machine is shared and loaded, so times of separate runs differ by up to 2x. The ratio is
 therefore taken inside each call: vLLM's own ``Scheduler.schedule`` (and
@@ -39,6 +43,7 @@ except ImportError:
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.vllm.harness import (
+    HORIZON_SLO_TABLE,
     make_config,
     make_request,
     make_scheduler,
@@ -160,6 +165,19 @@ def main() -> None:
             },
             blocks=1024,
         ),
+        "horizon": lambda: make_scheduler(
+            OmniplaneScheduler,
+            config,
+            {
+                "policy": "horizon",
+                "slo_table": HORIZON_SLO_TABLE,
+                "default_class": "text",
+                "class_source": "priority",
+                "sampler": "null",
+                "streams": "null",
+            },
+            blocks=1024,
+        ),
     }
     _time_inner()
     order = list(variants)
@@ -190,11 +208,12 @@ def main() -> None:
                 f"| {statistics.median(i) * 1e6:.0f} us | {added * 1e6:.1f} us | {sum(o) / sum(i):.3f} |"
             )
     bare = statistics.median(res["bare"]["schedule"])
-    fcfs, half = (statistics.median(res[k]["schedule"]) / bare for k in ("fcfs", "half"))
+    fcfs, half, hz = (statistics.median(res[k]["schedule"]) / bare for k in ("fcfs", "half", "horizon"))
     for k, d in res.items():
         print(f"{k}: mean queue before schedule(): {statistics.fmean(d['waiting']):.0f} waiting, "
               f"{statistics.fmean(d['running']):.0f} running")
-    print(f"across runs (noisier): median schedule() fcfs / bare = {fcfs:.3f}, half / bare = {half:.3f}")
+    print(f"across runs (noisier): median schedule() fcfs / bare = {fcfs:.3f}, half / bare = {half:.3f}, "
+          f"horizon / bare = {hz:.3f}")
 
 
 if __name__ == "__main__":

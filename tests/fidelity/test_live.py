@@ -146,6 +146,12 @@ def test_horizon_runs_inside_the_engine_and_every_request_completes_once(
     for c in classes.values():
         assert c["completed"] == c["sent"] and c["lost"] == 0 and 0.0 <= c["attainment"] <= 1.0
         assert c["p95_ttft_ms"] >= c["p50_ttft_ms"] > 0
+    # throughput three ways; the engine's own means say where the first-token time went
+    tp = out["throughput"]
+    assert tp["span_rps"] > 0 and tp["steady_tokens_per_s"] > 0
+    assert 0 < tp["window_rps"] <= tp["offered_rps"] * (1 + 1e-9) + 1 / tp["window_s"]
+    assert {"queue", "prefill", "ttft"} <= set(out["server_ms"])
+    assert out["server_ms"]["ttft"] >= out["server_ms"]["prefill"] > 0
     # the scheduler class ran every step inside the engine core, with the HorizonServe policy
     with ControlRecord.open("live-horizon", directory=logs, create=False) as rec:
         after = rec.read(0)

@@ -6,11 +6,14 @@ Request classes travel as vLLM request priorities (the model spec's ``priority``
 0, long 10), which omniplane's scheduler class maps to its classes (an inline SLO table: each
 type's path class and SLO). The engine's own scheduling policy stays ``fcfs`` (docs/vllm.md:
 vLLM ignores the priority value then). Measured per class: TTFT p50/p95 and SLO attainment
-(TTFT within the class's SLO); per run: throughput, and that every request completed exactly
-once (each client record completed with all its tokens, and the engine's own
-``vllm:request_success_total`` grew by exactly the number sent). Optionally each engine's
-capacity (closed loop at ``max_num_seqs``, the profiler's steady-state window) gives the
-wrapper's throughput cost at saturation.
+(TTFT within the class's SLO); per run: throughput three ways (:mod:`omniplane.fidelity.throughput`:
+over the span to the last completion, over the arrival window, output tokens in its steady
+middle), the engine's own mean queue / prefill / TTFT (vLLM's histograms: where the first-token
+time went), and that every request completed exactly once (each client record completed with
+all its tokens, and the engine's own ``vllm:request_success_total`` grew by exactly the number
+sent). One engine start can replay several streams in turn (e.g. two rates). Optionally each
+engine's capacity (closed loop at ``max_num_seqs``, the profiler's steady-state window) gives
+the wrapper's throughput cost at saturation.
 
 No GPU here: the spatial controller has nothing to throttle (no SM ladder, ``total_sms`` 0);
 the temporal side (N:M rotation, slack guard, long-path admission cap) is what runs.
@@ -30,11 +33,13 @@ import httpx
 from omniplane.fidelity.compare import measured_timings, summarize
 from omniplane.fidelity.engine import read_engine_config
 from omniplane.fidelity.server import ServerSpec, VllmServer
+from omniplane.fidelity.throughput import TRIM, throughput
 from omniplane.loadgen.affinity import isolate_engine
 from omniplane.loadgen.client import LoadOptions, replay
 from omniplane.loadgen.metrics import COMPLETED, Record, send_lateness
 from omniplane.loadgen.metrics import summarize as loadgen_summary
 from omniplane.perf.profiler import ProfileRun, RequestSpec, run_profile
+from omniplane.perf.profiler.client import server_means, server_totals
 from omniplane.spec import ModelSpec, ResolvedWorkload
 from omniplane.vllm.settings import load_settings
 from omniplane.workload import Request, generate
@@ -98,6 +103,7 @@ class LiveSchedOptions:
     workload: ResolvedWorkload
     rate: float
     duration_s: float = 60.0
+    extra_rates: tuple[float, ...] = ()  # further streams replayed on the same engines, after ``rate``'s
     seed: int | None = None
     policies: tuple[str, ...] = POLICIES
     long_types: tuple[str, ...] = ("long",)  # request types on the long path (HorizonServe 4.1)
@@ -109,6 +115,11 @@ class LiveSchedOptions:
     python: str = ""
     log_dir: Path | None = None
     drain_s: float = 120.0
+
+
+async def _server_totals(url: str) -> dict[str, tuple[float, float]] | None:
+    async with httpx.AsyncClient(timeout=10.0) as client:
+        return await server_totals(client, url)
 
 
 async def _success_total(url: str) -> float | None:
@@ -176,14 +187,20 @@ def measure_stream(url: str, model: ModelSpec, requests: Sequence[Request], slo_
                        priorities=priorities, drain_s=drain_s)
     warm = [Request(i, 0.05 * i, r.type, r.work) for i, r in enumerate(requests[:WARMUP])]
     asyncio.run(replay(warm, replace(load, run_id="warmup-")))
-    before = asyncio.run(_success_total(url))
+    before, hist0 = asyncio.run(_success_total(url)), asyncio.run(_server_totals(url))
     records = asyncio.run(replay(requests, replace(load, run_id="stream-")))
-    after = asyncio.run(_success_total(url))
+    after, hist1 = asyncio.run(_success_total(url)), asyncio.run(_server_totals(url))
     delta = after - before if after is not None and before is not None else None
+    timings = measured_timings(records)
     return {
         "exactly_once": exactly_once(requests, records, comp, delta),
         "per_class": _per_class(records, slo_s),
-        "overall": summarize(measured_timings(records)),
+        "overall": summarize(timings),
+        "throughput": {**throughput(timings, [r.start for r in records]), "trim": TRIM},
+        # the engine's own means over the stream (all classes): queue = arrival in the engine
+        # core to first scheduled, prefill = first scheduled to first token, ttft = from the API
+        # server's arrival; read for the report only
+        "server_ms": {k: v * 1e3 for k, v in server_means(hist0, hist1).items()},
         "send_late_ms": send_lateness(records),
     }
 
@@ -198,57 +215,93 @@ def engine_capacity(url: str, model: ModelSpec, requests: Sequence[Request],
                       duration_s=window_s)
     res = run_profile(ProfileRun(url, model.name, comp, "cpu", 1, (cap,), api="completions",
                                  vocab=int(model.component(comp).size.vocab or 0), salt=7))
-    return {"capacity_rps": res.points[0].request_throughput if res.points else None,
-            "capacity_error": res.error}
+    pt = res.points[0] if res.points else None
+    return {
+        # requests completed in the steady window per second: depends on the mix completed, so
+        # a policy that holds the long class (long prompts) completes more short ones here
+        "capacity_rps": pt.request_throughput if pt else None,
+        "capacity_output_tokens_per_s": pt.output_throughput if pt else None,
+        # prompt + output tokens of every request of the point over its wall time (ramp and
+        # drain included): the engine's work rate whatever the mix
+        "capacity_tokens_per_s": (pt.prompt_total + pt.output_total) / pt.wall_s
+        if pt and pt.wall_s else None,
+        "capacity_error": res.error,
+    }
 
 
-def run_one(policy: str, opts: LiveSchedOptions, requests: Sequence[Request], table: Mapping[str, Any],
-            slo_s: Mapping[str, float], say: Callable[[str], None]) -> dict[str, Any]:
-    """Start an engine with ``policy``, measure the stream (and its capacity), stop it."""
+def run_one(policy: str, opts: LiveSchedOptions, streams: Mapping[str, Sequence[Request]],
+            table: Mapping[str, Any], slo_s: Mapping[str, float],
+            say: Callable[[str], None]) -> dict[str, Any]:
+    """Start an engine with ``policy``, measure each of ``streams`` in turn (label -> requests),
+    then its capacity, stop it. The capacity uses the first stream's sizes."""
     spec = server_spec(policy, opts, table)
     say(f"{policy}: starting vLLM" + (f" with {spec.scheduler_cls}" if spec.scheduler_cls else ""))
     with (VllmServer(spec) as server,
           isolate_engine(server.pgid, "worker", opts.nice_engine_core) as (pinning, niced)):
         say(f"{policy}: {pinning.describe()}; engine core: {niced} threads at niceness "
             f"{opts.nice_engine_core if niced else 0}")
-        say(f"{policy}: replaying {len(requests)} requests")
-        measured = measure_stream(server.url, opts.workload.model, requests, slo_s, opts.drain_s)
         out: dict[str, Any] = {"policy": policy, "scheduler_cls": spec.scheduler_cls,
                                "startup_s": server.started_s,
                                "pinning": {**pinning.to_json(),
                                            "engine_core_nice": opts.nice_engine_core if niced else None,
                                            "engine_core_threads_niced": niced},
-                               **measured}
+                               "streams": {}}
+        for label, requests in streams.items():
+            say(f"{policy}: replaying {len(requests)} requests ({label})")
+            out["streams"][label] = measure_stream(server.url, opts.workload.model, requests, slo_s,
+                                                   opts.drain_s)
         if opts.capacity_s > 0:
             say(f"{policy}: capacity")
-            out.update(engine_capacity(server.url, opts.workload.model, requests, opts.capacity_s))
+            first = next(iter(streams.values()))
+            out.update(engine_capacity(server.url, opts.workload.model, first, opts.capacity_s))
     return out
 
 
+def stream_label(rate: float) -> str:
+    return f"{rate:g} req/s"
+
+
 def run_live_sched(opts: LiveSchedOptions, say: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Replay one seeded stream against every policy (module docstring); the JSON document."""
+    """Replay one seeded stream per rate against every policy (module docstring); the JSON document."""
     tell = say or (lambda _m: None)
     wl = opts.workload
     slo_s, table = class_table(wl, opts.long_types)
     slo = {t: s * 1e3 for t, s in slo_s.items()}
-    requests = generate(wl, duration_s=opts.duration_s, rate=opts.rate, seed=opts.seed)
-    runs = [run_one(p, opts, requests, table, slo_s, tell) for p in opts.policies]
-    doc: dict[str, Any] = {
-        "workload": wl.spec.name, "rate": opts.rate, "duration_s": opts.duration_s,
-        "requests": len(requests), "slo_ms": slo, "long_types": list(opts.long_types),
-        "policy_options": opts.policy_options, "runs": runs,
+    streams = {stream_label(r): generate(wl, duration_s=opts.duration_s, rate=r, seed=opts.seed)
+               for r in (opts.rate, *opts.extra_rates)}
+    runs = [run_one(p, opts, streams, table, slo_s, tell) for p in opts.policies]
+    return {
+        "workload": wl.spec.name, "rates": [opts.rate, *opts.extra_rates], "duration_s": opts.duration_s,
+        "requests": {k: len(v) for k, v in streams.items()}, "slo_ms": slo,
+        "long_types": list(opts.long_types), "policy_options": opts.policy_options, "runs": runs,
+        "wrapper_cost": wrapper_cost(runs),
     }
-    base = {r["policy"]: r for r in runs}
-    if "bare" in base:
-        ref = base["bare"]
-        doc["wrapper_cost"] = {
-            r["policy"]: {
-                "throughput": _ratio(r["overall"]["throughput_rps"], ref["overall"]["throughput_rps"]),
-                "capacity": _ratio(r.get("capacity_rps"), ref.get("capacity_rps")),
-            }
-            for r in runs if r["policy"] != "bare"
+
+
+COST_METRICS = ("span_rps", "window_rps", "steady_tokens_per_s")
+
+
+def wrapper_cost(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each wrapped run against the ``bare`` run of the same repeat (``repeat``, default 0): the
+    relative difference (wrapped - bare) / bare of every throughput metric per stream, and of the
+    closed-loop capacity in requests (mix-dependent) and in tokens per second. Runs of a repeat
+    without a bare run are left out."""
+    bare = {r.get("repeat", 0): r for r in runs if r["policy"] == "bare"}
+    out = []
+    for r in runs:
+        ref = bare.get(r.get("repeat", 0))
+        if r["policy"] == "bare" or ref is None:
+            continue
+        streams = {
+            label: {k: _ratio(m["throughput"].get(k), ref["streams"][label]["throughput"].get(k))
+                    for k in COST_METRICS}
+            for label, m in r["streams"].items() if label in ref["streams"]
         }
-    return doc
+        out.append({"policy": r["policy"], "repeat": r.get("repeat", 0), "streams": streams,
+                    "capacity": _ratio(r.get("capacity_rps"), ref.get("capacity_rps")),
+                    "capacity_tokens": _ratio(r.get("capacity_tokens_per_s"),
+                                              ref.get("capacity_tokens_per_s"))})
+    return out
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
