@@ -286,7 +286,8 @@ def _print(cmp: Any, plan_spec: Any, meta: dict[str, Any], out: Path | None, wri
     phases.add_column("seconds", justify="right")
     counts, sec = res.counts, res.stats.seconds
     rows = [("raw space", counts.raw_space,
-             "the paper's physical plans for this input (+ executor-group plans opened), by formula", None),
+             "Algorithm 1's physical plans read literally (+ executor-group plans opened), by formula",
+             None),
             ("built", counts.built, "(config, routing) rows whose flow bound was computed + chain plans",
              None),
             ("flow", counts.flow, "non-redundant plans at or above the threshold", sec["flow"]),
