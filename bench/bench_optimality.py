@@ -123,23 +123,29 @@ def run(workload: str, gpus: int, k_c: int, k_s: int, redundant: bool, mc_sample
     else:
         blocks, n_lp = space(planner, k_c, k_s, redundant)
     slo = target_array(planner.targets, pb.types)
+    items: list[tuple[float, int, int]] = []  # (R_d, block, plan), simulated highest bound first
+    built: list[tuple[Candidates, np.ndarray]] = []
+    for cands in blocks:
+        est = mc.evaluate(cands, planner.table, pb.pi(), slo, opts.alpha, planner.transfer_s)[0].sum(axis=1)
+        items += [(float(cands.rate[i]), len(built), i) for i in range(len(cands))]
+        built.append((cands, est))
+    items.sort(key=lambda x: -x[0])
+    print(f"{len(items)} plans above the cut ({time.perf_counter() - t1:.0f} s)", file=sys.stderr, flush=True)
     rows: list[tuple[float, float, float, str]] = []
     ratio = 0.0
-    complete = True
-    for cands in blocks:
+    rest = 0.0
+    for k, (rate, b, i) in enumerate(items):
         if time_limit is not None and time.perf_counter() - t1 > time_limit:
-            complete = False  # the rest's bound: the logical plan being enumerated
+            rest = f_bound * rate  # every plan not simulated has a bound at or below this
             break
-        est = mc.evaluate(cands, planner.table, pb.pi(), slo, opts.alpha, planner.transfer_s)[0].sum(axis=1)
-        for i in range(len(cands)):
-            spec = to_spec(cands, i, pb.model, pb.gpu.name, gpus, planner.transfer_s * 1e3)
-            got = float(planner.simulator.run(spec, opts.alpha * float(cands.rate[i])).goodput.sum())
-            ratio = max(ratio, got / (f_bound * float(cands.rate[i])))
-            rows.append((got, float(est[i]), float(cands.rate[i]), describe(spec)))
-        if len(rows) // 500 > (len(rows) - len(cands)) // 500:
-            print(f"{time.perf_counter() - t1:.0f} s: {len(rows)} simulated, best "
-                  f"{max(r[0] for r in rows):.3f}, pick {picked.total:.3f}", file=sys.stderr, flush=True)
-    rest = f_bound * whole.current if whole is not None and not complete else 0.0
+        cands, est = built[b]
+        spec = to_spec(cands, i, pb.model, pb.gpu.name, gpus, planner.transfer_s * 1e3)
+        got = float(planner.simulator.run(spec, opts.alpha * rate).goodput.sum())
+        ratio = max(ratio, got / (f_bound * rate))
+        rows.append((got, float(est[i]), rate, describe(spec)))
+        if (k + 1) % 500 == 0:
+            print(f"{time.perf_counter() - t1:.0f} s: {k + 1} simulated, best {max(r[0] for r in rows):.3f}, "
+                  f"pick {picked.total:.3f}, bound now {f_bound * rate:.3f}", file=sys.stderr, flush=True)
     rows.sort(key=lambda r: -r[0])
     best, best_plan = (rows[0][0], rows[0][3]) if rows else (0.0, "")
     if picked.total >= best:  # every simulated plan is at or below the pick (pruning may skip it)
