@@ -125,7 +125,11 @@ def run(workload: str, gpus: int, k_c: int, k_s: int, redundant: bool, mc_sample
     slo = target_array(planner.targets, pb.types)
     items: list[tuple[float, int, int]] = []  # (R_d, block, plan), simulated highest bound first
     built: list[tuple[Candidates, np.ndarray]] = []
+    rest = 0.0
     for cands in blocks:
+        if time_limit is not None and whole is not None and time.perf_counter() - t1 > time_limit / 2:
+            rest = f_bound * whole.current  # logical plans not reached: their loose bound (half the time)
+            break
         est = mc.evaluate(cands, planner.table, pb.pi(), slo, opts.alpha, planner.transfer_s)[0].sum(axis=1)
         items += [(float(cands.rate[i]), len(built), i) for i in range(len(cands))]
         built.append((cands, est))
@@ -133,10 +137,9 @@ def run(workload: str, gpus: int, k_c: int, k_s: int, redundant: bool, mc_sample
     print(f"{len(items)} plans above the cut ({time.perf_counter() - t1:.0f} s)", file=sys.stderr, flush=True)
     rows: list[tuple[float, float, float, str]] = []
     ratio = 0.0
-    rest = 0.0
     for k, (rate, b, i) in enumerate(items):
         if time_limit is not None and time.perf_counter() - t1 > time_limit:
-            rest = f_bound * rate  # every plan not simulated has a bound at or below this
+            rest = max(rest, f_bound * rate)  # every plan not simulated has a bound at or below this
             break
         cands, est = built[b]
         spec = to_spec(cands, i, pb.model, pb.gpu.name, gpus, planner.transfer_s * 1e3)
