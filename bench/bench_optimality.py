@@ -1,16 +1,24 @@
-"""Optimality by exhaustive simulation (issue 14, "Must show"): plan a small instance, then
-simulate every physical plan of the space (every logical plan of k_c/k_s, every config, count
-and routing vector on the grid; redundant count vectors too unless --non-redundant) with the
+"""Optimality by exhaustive simulation (issue 14, "Must show"): plan an instance, then simulate
+every physical plan of the space that could beat the pick by more than ``--margin`` with the
 planner's own simulator, sample and targets, each at alpha x its R_d as the planner does, and
 report the best against the pick.
 
-    .venv/bin/python bench/bench_optimality.py --workload qwen3-vl-servegen --gpus 4 [--k-c 2 --k-s 2]
-        [--non-redundant] [--routing-step 0.1] [--mc-samples 32 --sim-requests 150] [--json] [--top 10]
+    PYTHONPATH=. .venv/bin/python bench/bench_optimality.py --workload qwen3-vl-servegen --gpus 4 [--json]
+        [--k-c 2 --k-s 2] [--margin 1.03] [--no-prune [--non-redundant]] [--routing-step 0.1]
+        [--mc-samples 32 --sim-requests 150 --max-simulated 12] [--top 10]
 
-``--non-redundant`` simulates only the plans the flow phase keeps (section 4.3's exact rule:
-no executor beyond its node's demand at R_d); the full space is every count vector.
+Default (pruned): the whole space of ``omniplane.plan.exhaust`` (k_c/k_s logical plans with
+compound subplans composed side by side, every config, every count vector, the planner's
+routing vectors, executor-group plans at every node) with exact pruning: a plan is skipped only
+when its admissible goodput bound (factor x alpha x R_d, on the logical plan's loose bound,
+the row's exact bound, or the plan's own R_d) is at or below ``margin`` x the pick's simulated
+goodput, so no skipped plan can be more than ``margin - 1`` better. The output reports the
+largest simulated / bound ratio seen (admissibility: must be <= 1).
+
+``--no-prune`` simulates every plan of the ``k_c``/``k_s`` logical plans (session 7's check, no
+compound pairs, no executor groups; redundant count vectors too unless ``--non-redundant``).
 ``--top N`` lists the N best simulated plans with the flow rate R_d and the flow + Monte Carlo
-estimate beside each (why the search did not pick one: the estimate's ranking, or a cut).
+estimate beside each.
 """
 
 from __future__ import annotations
@@ -19,18 +27,21 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from omniplane.plan import montecarlo as mc
 from omniplane.plan.emit import to_spec
 from omniplane.plan.enumerate import compound_subplans, logical_plans, simple_subplans
+from omniplane.plan.exhaust import Tally, WholeSpace
 from omniplane.plan.flow import Candidates, Expansion, exhaustive
 from omniplane.plan.options import PlannerOptions
 from omniplane.plan.pipeline import Planner
 from omniplane.plan.problem import make_problem
 from omniplane.plan.routing import routing_vectors
+from omniplane.plan.select import bound_factor
 from omniplane.plan.slo import target_array
 from omniplane.spec import find_catalog_workload, load_gpus, load_workload
 
@@ -38,7 +49,7 @@ from omniplane.spec import find_catalog_workload, load_gpus, load_workload
 @dataclass
 class Outcome:
     pick: float  # the planner's pick, simulated
-    best: float  # the best plan of the space, simulated
+    best: float  # the best plan simulated
     best_plan: str
     plans: int  # physical plans simulated
     logical: int
@@ -46,13 +57,26 @@ class Outcome:
     exhaustive_s: float
     pick_estimate: float = 0.0  # the pick's flow + Monte Carlo estimate
     top: tuple[tuple[float, float, float, str], ...] = ()  # (simulated, estimate, R_d, plan), best first
+    max_ratio: float = 0.0  # largest simulated / (factor x alpha x R_d) over the plans simulated
+    factor: float = 0.0
+    cut: float = 0.0  # goodput at or below which a plan is pruned (margin x pick)
+    raw_space: float = 0.0
+    tally: Tally = field(default_factory=Tally)
+    pick_plan: str = ""
+    uncovered_bound: float = 0.0  # goodput bound of the plans not reached (0: all covered)
 
     @property
     def gap(self) -> float:
         return self.best / self.pick - 1.0 if self.pick > 0 else float("inf")
 
 
+def describe(spec) -> str:  # type: ignore[no-untyped-def]
+    return " + ".join(f"{e.count}x ({nd.name}, tp{e.tp}, b{e.max_batch})"
+                      for nd in spec.nodes for e in nd.executors)
+
+
 def space(planner: Planner, k_c: int, k_s: int, redundant: bool) -> tuple[list[Candidates], int]:
+    """Every plan of the k_c/k_s logical plans (``--no-prune``; no compound pairs, no groups)."""
     pb = planner.problem
     opts = planner.options
     simple = simple_subplans(pb.model)
@@ -73,7 +97,9 @@ def space(planner: Planner, k_c: int, k_s: int, redundant: bool) -> tuple[list[C
 
 
 def run(workload: str, gpus: int, k_c: int, k_s: int, redundant: bool, mc_samples: int,
-        sim_requests: int, max_simulated: int | None, routing_step: float = 0.1, top: int = 0) -> Outcome:
+        sim_requests: int, max_simulated: int | None, routing_step: float = 0.1, top: int = 0,
+        prune: bool = True, margin: float = 1.03, groups: bool = True,
+        time_limit: float | None = None) -> Outcome:
     wl = load_workload(find_catalog_workload(workload) or workload)
     pb = make_problem(wl, load_gpus().get("A100-80GB"), gpus, samples=mc_samples)
     opts = PlannerOptions(k_c=k_c, k_s=k_s, mc_samples=mc_samples, sim_requests=sim_requests,
@@ -82,23 +108,57 @@ def run(workload: str, gpus: int, k_c: int, k_s: int, redundant: bool, mc_sample
     t0 = time.perf_counter()
     picked = planner.run()
     plan_s = time.perf_counter() - t0
+    per_type = planner.simulator.arrival_factor()
+    factor = bound_factor("total", np.array([per_type.get(t, 0.0) for t in pb.types]), pb.pi())
+    f_bound = max(factor, 1.0) * opts.alpha  # the search's own goodput bound per unit of R_d
+    cut = margin * picked.total
+    print(f"pick {picked.total:.3f} in {plan_s:.0f} s; pruning at goodput bound <= {cut:.3f}",
+          file=sys.stderr, flush=True)
     t1 = time.perf_counter()
-    blocks, n_lp = space(planner, k_c, k_s, redundant)
+    whole: WholeSpace | None = None
+    if prune:
+        whole = WholeSpace(planner.table, pb.pi(), gpus, k_c, k_s, opts.grid_steps, opts.max_routings, groups)
+        blocks: Iterable[Candidates] = (c for _, c in whole.plans(cut / f_bound))
+        n_lp = whole.tally.logical_total
+    else:
+        blocks, n_lp = space(planner, k_c, k_s, redundant)
     slo = target_array(planner.targets, pb.types)
-    rows: list[tuple[float, float, float, str]] = []
+    items: list[tuple[float, int, int]] = []  # (R_d, block, plan), simulated highest bound first
+    built: list[tuple[Candidates, np.ndarray]] = []
+    rest = 0.0
     for cands in blocks:
+        if time_limit is not None and whole is not None and time.perf_counter() - t1 > time_limit / 2:
+            rest = f_bound * whole.current  # logical plans not reached: their loose bound (half the time)
+            break
         est = mc.evaluate(cands, planner.table, pb.pi(), slo, opts.alpha, planner.transfer_s)[0].sum(axis=1)
-        for i in range(len(cands)):
-            spec = to_spec(cands, i, pb.model, pb.gpu.name, gpus, planner.transfer_s * 1e3)
-            got = float(planner.simulator.run(spec, opts.alpha * float(cands.rate[i])).goodput.sum())
-            rows.append((got, float(est[i]), float(cands.rate[i]),
-                         " + ".join(f"{e.count}x ({nd.name}, tp{e.tp}, b{e.max_batch})"
-                                    for nd in spec.nodes for e in nd.executors)))
+        items += [(float(cands.rate[i]), len(built), i) for i in range(len(cands))]
+        built.append((cands, est))
+    items.sort(key=lambda x: -x[0])
+    print(f"{len(items)} plans above the cut ({time.perf_counter() - t1:.0f} s)", file=sys.stderr, flush=True)
+    rows: list[tuple[float, float, float, str]] = []
+    ratio = 0.0
+    for k, (rate, b, i) in enumerate(items):
+        if time_limit is not None and time.perf_counter() - t1 > time_limit:
+            rest = max(rest, f_bound * rate)  # every plan not simulated has a bound at or below this
+            break
+        cands, est = built[b]
+        spec = to_spec(cands, i, pb.model, pb.gpu.name, gpus, planner.transfer_s * 1e3)
+        got = float(planner.simulator.run(spec, opts.alpha * rate).goodput.sum())
+        ratio = max(ratio, got / (f_bound * rate))
+        rows.append((got, float(est[i]), rate, describe(spec)))
+        if (k + 1) % 500 == 0:
+            print(f"{time.perf_counter() - t1:.0f} s: {k + 1} simulated, best {max(r[0] for r in rows):.3f}, "
+                  f"pick {picked.total:.3f}, bound now {f_bound * rate:.3f}", file=sys.stderr, flush=True)
     rows.sort(key=lambda r: -r[0])
     best, best_plan = (rows[0][0], rows[0][3]) if rows else (0.0, "")
+    if picked.total >= best:  # every simulated plan is at or below the pick (pruning may skip it)
+        best, best_plan = picked.total, "the pick"
     return Outcome(picked.total, best, best_plan, len(rows), n_lp, plan_s, time.perf_counter() - t1,
                    float(picked.best.estimate.sum()) if picked.best is not None else 0.0,
-                   tuple(rows[:top]))
+                   tuple(rows[:top]), ratio, factor, cut,
+                   whole.raw_space() if whole is not None else 0.0,
+                   whole.tally if whole is not None else Tally(),
+                   describe(picked.best.spec) if picked.best is not None and picked.best.spec else "", rest)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,21 +167,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpus", type=int, required=True)
     ap.add_argument("--k-c", type=int, default=2)
     ap.add_argument("--k-s", type=int, default=2)
+    ap.add_argument("--no-prune", action="store_true",
+                    help="simulate every plan of the k_c/k_s logical plans")
+    ap.add_argument("--no-groups", action="store_true", help="leave executor-group plans out of the space")
+    ap.add_argument("--margin", type=float, default=1.03, help="prune plans whose bound is <= margin x pick")
     ap.add_argument("--non-redundant", action="store_true")
     ap.add_argument("--mc-samples", type=int, default=32)
     ap.add_argument("--sim-requests", type=int, default=150)
     ap.add_argument("--max-simulated", type=int, default=None)
     ap.add_argument("--routing-step", type=float, default=0.1)
+    ap.add_argument("--time-limit", type=float, default=None,
+                    help="stop simulating after this many seconds (the output gives the rest's bound)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--top", type=int, default=0, help="list the N best simulated plans with their estimates")
     a = ap.parse_args(argv)
     out = run(a.workload, a.gpus, a.k_c, a.k_s, not a.non_redundant, a.mc_samples, a.sim_requests,
-              a.max_simulated, a.routing_step, a.top)
+              a.max_simulated, a.routing_step, a.top, not a.no_prune, a.margin, not a.no_groups, a.time_limit)
     doc = {"workload": a.workload, "gpus": a.gpus, "k_c": a.k_c, "k_s": a.k_s, "routing_step": a.routing_step,
+           "sim_requests": a.sim_requests, "mc_samples": a.mc_samples, "max_simulated": a.max_simulated,
            "pick_estimate": out.pick_estimate,
-           "space": "non-redundant" if a.non_redundant else "every count vector",
-           "logical_plans": out.logical,
-           "plans_simulated": out.plans, "pick": out.pick, "best": out.best, "gap": out.gap,
+           "space": ("whole space, exact pruning at margin x pick" + (", no groups" if a.no_groups else ""))
+           if not a.no_prune else ("non-redundant" if a.non_redundant else "every count vector"),
+           "logical_plans": out.logical, "raw_space_formula": out.raw_space,
+           "counts": asdict(out.tally) if not a.no_prune else None,
+           "bound_factor": out.factor, "prune_cut": out.cut,
+           "complete": out.uncovered_bound == 0.0, "uncovered_goodput_bound": out.uncovered_bound,
+           "plans_simulated": out.plans, "max_sim_over_bound": out.max_ratio,
+           "pick": out.pick, "pick_plan": out.pick_plan, "best": out.best, "gap": out.gap,
            "best_plan": out.best_plan, "plan_s": out.plan_s, "exhaustive_s": out.exhaustive_s,
            "top": [{"simulated": g, "estimate": e, "R_d": r, "plan": d} for g, e, r, d in out.top]}
     if a.json:
