@@ -23,11 +23,11 @@ from omniplane.plan.baselines import baseline_spaces
 from omniplane.plan.emit import describe
 from omniplane.plan.flow import Candidates
 from omniplane.plan.options import PlannerOptions
-from omniplane.plan.problem import make_problem
+from omniplane.plan.problem import Problem, make_problem
 from omniplane.plan.refine import SimOutcome
 from omniplane.plan.slo import target_array
 from omniplane.plan.space import FULL
-from omniplane.spec import PlanSpec, find_catalog_workload, load_gpus, load_workload
+from omniplane.spec import PlanSpec, ResolvedWorkload, find_catalog_workload, load_gpus, load_workload
 
 
 class Recording(pipeline.SimOracle):
@@ -39,6 +39,34 @@ class Recording(pipeline.SimOracle):
         out = super().simulate(cands, i)
         self.seen.append((self.space.name, cands.take(np.array([i])), out, self.specs[(id(cands), i)]))
         return out
+
+
+def catalog_workload(ap: argparse.ArgumentParser, name: str, model: str | None = None) -> ResolvedWorkload:
+    """The catalog workload ``name`` (an argparse error naming ``--workload`` when there is none,
+    or when ``model`` is given and the workload is for another model)."""
+    path = find_catalog_workload(name)
+    if path is None:
+        ap.error(f"--workload {name!r}: no catalog workload of that name")
+    wl = load_workload(path)
+    if model is not None and wl.model.name != model:
+        ap.error(f"--workload {name!r} is for model {wl.model.name!r}, not {model!r}")
+    return wl
+
+
+def recorded_run(ap: argparse.ArgumentParser, args: argparse.Namespace, baselines: bool,
+                 max_simulated: int | None = None) -> tuple[Problem, pipeline.Planner]:
+    """Plan ``args.model`` on ``args.gpus`` x ``args.gpu`` for ``args.workload`` (the planner's
+    space and, with ``baselines``, the baselines'), every simulated candidate kept in
+    :attr:`Recording.seen`."""
+    wl = catalog_workload(ap, args.workload, args.model)
+    pb = make_problem(wl, load_gpus().get(args.gpu), args.gpus)
+    planner = pipeline.Planner(pb, options=PlannerOptions(max_simulated=max_simulated))
+    pipeline.SimOracle = Recording  # type: ignore[misc]
+    spaces = [FULL] + (list(baseline_spaces(pb.model)) if baselines else [])
+    for space in spaces:
+        if space.split is None:  # a derived model (EPD) has its own profile: not re-estimated here
+            planner.run(space)
+    return pb, planner
 
 
 def main() -> None:
@@ -53,19 +81,7 @@ def main() -> None:
                     help="re-simulate the K most over-estimated plans with a step trace "
                     "(scripts/merged_trace.py)")
     args = ap.parse_args()
-    path = find_catalog_workload(args.workload)
-    if path is None:
-        ap.error(f"--workload {args.workload!r}: no catalog workload of that name")
-    wl = load_workload(path)
-    if wl.model.name != args.model:
-        ap.error(f"--workload {args.workload!r} is for model {wl.model.name!r}, not {args.model!r}")
-    pb = make_problem(wl, load_gpus().get(args.gpu), args.gpus)
-    planner = pipeline.Planner(pb, options=PlannerOptions(max_simulated=args.max_simulated))
-    pipeline.SimOracle = Recording  # type: ignore[misc]
-    spaces = [FULL] + (list(baseline_spaces(pb.model)) if args.baselines else [])
-    for space in spaces:
-        if space.split is None:  # a derived model (EPD) has its own profile: not re-estimated here
-            planner.run(space)
+    pb, planner = recorded_run(ap, args, args.baselines, args.max_simulated)
     slo = target_array(planner.targets, pb.types)
     tab, alpha, pi = planner.table, planner.options.alpha, pb.pi()
     errors: dict[str, list[float]] = {}

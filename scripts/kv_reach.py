@@ -35,16 +35,10 @@ from scipy.stats import poisson
 
 from omniplane.perf import ExecutorConfig
 from omniplane.plan import montecarlo as mc
-from omniplane.plan import pipeline
-from omniplane.plan.baselines import baseline_spaces
 from omniplane.plan.emit import describe
-from omniplane.plan.options import PlannerOptions
 from omniplane.plan.parts import llm_peak
-from omniplane.plan.problem import make_problem
 from omniplane.plan.slo import target_array
-from omniplane.plan.space import FULL
 from omniplane.sim import RunSetup
-from omniplane.spec import find_catalog_workload, load_gpus, load_workload
 
 
 def main() -> None:
@@ -54,18 +48,7 @@ def main() -> None:
     ap.add_argument("--gpu", default="A100-80GB")
     ap.add_argument("--workload", default="qwen3-omni-servegen")
     args = ap.parse_args()
-    path = find_catalog_workload(args.workload)
-    if path is None:
-        ap.error(f"--workload {args.workload!r}: no catalog workload of that name")
-    wl = load_workload(path)
-    if wl.model.name != args.model:
-        ap.error(f"--workload {args.workload!r} is for model {wl.model.name!r}, not {args.model!r}")
-    pb = make_problem(wl, load_gpus().get(args.gpu), args.gpus)
-    planner = pipeline.Planner(pb, options=PlannerOptions())
-    pipeline.SimOracle = evs.Recording  # type: ignore[misc]
-    for space in [FULL, *baseline_spaces(pb.model)]:
-        if space.split is None:  # a derived model (EPD) has its own profile: not re-estimated here
-            planner.run(space)
+    pb, planner = evs.recorded_run(ap, args, baselines=True)
     tab, alpha, pi = planner.table, planner.options.alpha, pb.pi()
     slo = target_array(planner.targets, pb.types)
     arr = tab.arrays()

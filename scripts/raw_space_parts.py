@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 
+import estimate_vs_sim as evs  # scripts/, beside this file
+
 from omniplane.plan import order as od
 from omniplane.plan import pipeline
 from omniplane.plan.options import PlannerOptions
 from omniplane.plan.problem import make_problem
 from omniplane.plan.space import FULL
-from omniplane.spec import find_catalog_workload, load_gpus, load_workload
+from omniplane.spec import load_gpus
 
 
 def main() -> None:
@@ -23,10 +25,7 @@ def main() -> None:
     ap.add_argument("--gpu", default="A100-80GB")
     ap.add_argument("--workload", default="qwen3-omni-servegen")
     args = ap.parse_args()
-    path = find_catalog_workload(args.workload)
-    if path is None:
-        ap.error(f"--workload {args.workload!r}: no catalog workload of that name")
-    wl = load_workload(path)
+    wl = evs.catalog_workload(ap, args.workload)
     for gpus in args.gpus:
         pb = make_problem(wl, load_gpus().get(args.gpu), gpus)
         opt = PlannerOptions()
