@@ -41,6 +41,16 @@ class Recording(pipeline.SimOracle):
         return out
 
 
+def planning_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The planning run's arguments these scripts share: --model, --gpus, --gpu, --workload."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="qwen3-omni")
+    ap.add_argument("--gpus", type=int, default=8)
+    ap.add_argument("--gpu", default="A100-80GB")
+    ap.add_argument("--workload", default="qwen3-omni-servegen")
+    return ap
+
+
 def catalog_workload(ap: argparse.ArgumentParser, name: str, model: str | None = None) -> ResolvedWorkload:
     """The catalog workload ``name`` (an argparse error naming ``--workload`` when there is none,
     or when ``model`` is given and the workload is for another model)."""
@@ -70,11 +80,7 @@ def recorded_run(ap: argparse.ArgumentParser, args: argparse.Namespace, baseline
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="qwen3-omni")
-    ap.add_argument("--gpus", type=int, default=8)
-    ap.add_argument("--gpu", default="A100-80GB")
-    ap.add_argument("--workload", default="qwen3-omni-servegen")
+    ap = planning_parser(__doc__)
     ap.add_argument("--baselines", action="store_true", help="also the baselines' spaces")
     ap.add_argument("--max-simulated", type=int, default=None)
     ap.add_argument("--trace", type=int, default=0, metavar="K",

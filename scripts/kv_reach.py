@@ -26,8 +26,6 @@ the planner:
 
 from __future__ import annotations
 
-import argparse
-
 import estimate_vs_sim as evs  # scripts/, beside this file
 import merged_trace as mt
 import numpy as np
@@ -42,11 +40,7 @@ from omniplane.sim import RunSetup
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="qwen3-omni")
-    ap.add_argument("--gpus", type=int, default=8)
-    ap.add_argument("--gpu", default="A100-80GB")
-    ap.add_argument("--workload", default="qwen3-omni-servegen")
+    ap = evs.planning_parser(__doc__)
     args = ap.parse_args()
     pb, planner = evs.recorded_run(ap, args, baselines=True)
     tab, alpha, pi = planner.table, planner.options.alpha, pb.pi()
