@@ -35,11 +35,11 @@ import numpy as np
 
 from omniplane.plan.costs import CostTable
 from omniplane.plan.flow import Candidates, Expansion
+from omniplane.plan.groups import group_split, path_classes
 from omniplane.plan.logical import LogicalPlan
 from omniplane.plan.order import LogicalOrder
-from omniplane.plan.routing import all_nodes_used, group_vectors, routing_vectors, type_grid_size
+from omniplane.plan.routing import routing_vectors, type_grid_size
 from omniplane.plan.space import FULL
-from omniplane.spec import PathClass
 
 SLACK = 1e-9  # relative tolerance on the rate cut (float noise only: pruning stays conservative)
 
@@ -103,14 +103,10 @@ def every_count(exp: Expansion, thr: float) -> Candidates:
 def group_variants(lp: LogicalPlan, table: CostTable, base: np.ndarray, steps: int
                    ) -> Iterator[tuple[int, LogicalPlan, np.ndarray]]:
     """``(node, plan, routing vectors)`` of every executor-group variant of ``lp``
-    (:func:`omniplane.plan.groups.executor_groups`' construction, over every base vector)."""
-    model = table.model
-    path_class = [0 if model.request_type(t).path_class is PathClass.SHORT else 1 for t in table.types]
+    (:func:`omniplane.plan.groups.group_split`, the planner's construction, over every base vector)."""
+    path_class = path_classes(table)
     for n in range(len(lp.nodes)):
-        lp2, origin = lp.with_group(n)
-        classes = [path_class[t] if any(n in r for r in lp.routes[t]) else -1 for t in range(len(lp.routes))]
-        vecs = np.concatenate([group_vectors(b, origin, classes, steps) for b in base])
-        vecs = vecs[all_nodes_used(lp2, vecs)]
+        lp2, vecs = group_split(lp, n, base, path_class, steps)
         if len(vecs):
             yield n, lp2, np.unique(vecs.round(9), axis=0)
 

@@ -13,10 +13,29 @@ from omniplane.plan.routing import all_nodes_used, group_vectors
 from omniplane.spec import PathClass
 
 if TYPE_CHECKING:
+    from omniplane.plan.costs import CostTable
+    from omniplane.plan.logical import LogicalPlan
     from omniplane.plan.pool import Block
     from omniplane.plan.search import Search
 
 GROUP_PLANS = 3  # logical plans whose best plan is tried with two executor groups per node (assumption)
+
+
+def path_classes(table: CostTable) -> list[int]:
+    """Per request type of ``table``, its path class as the group split's index (0 short, 1 long)."""
+    model = table.model
+    return [0 if model.request_type(t).path_class is PathClass.SHORT else 1 for t in table.types]
+
+
+def group_split(lp: LogicalPlan, n: int, base: np.ndarray, path_class: list[int], steps: int
+                ) -> tuple[LogicalPlan, np.ndarray]:
+    """``lp`` with a second executor group at node ``n``, and its routing vectors: every base
+    vector (rows of ``base``) with each path class through ``n`` split between the two groups on
+    the grid (one split per class), those that leave a node unused dropped."""
+    lp2, origin = lp.with_group(n)
+    classes = [path_class[t] if any(n in r for r in lp.routes[t]) else -1 for t in range(len(lp.routes))]
+    vecs = np.concatenate([group_vectors(b, origin, classes, steps) for b in base])
+    return lp2, vecs[all_nodes_used(lp2, vecs)]
 
 
 def executor_groups(search: Search) -> None:
@@ -35,20 +54,14 @@ def executor_groups(search: Search) -> None:
         if id(b.cands.lp) not in best or score[k] > best[id(b.cands.lp)][0]:
             best[id(b.cands.lp)] = (float(score[k]), b, k)
     top = sorted(best.values(), key=lambda x: -x[0])[:GROUP_PLANS]
-    model = search.table.model
-    path_class = [0 if model.request_type(t).path_class is PathClass.SHORT else 1
-                  for t in search.table.types]
+    path_class = path_classes(search.table)
     same = 0
     for _, b, k in top:
         c = b.cands
         for n in range(len(c.costs)):
             if c.cnt[k, n] < 2:
                 continue
-            lp2, origin = c.lp.with_group(n)
-            classes = [path_class[t] if any(n in r for r in c.lp.routes[t]) else -1
-                       for t in range(len(search.pi))]
-            vecs = group_vectors(c.p[c.vec[k]], origin, classes, search.opt.grid_steps)
-            vecs = vecs[all_nodes_used(lp2, vecs)]
+            lp2, vecs = group_split(c.lp, n, c.p[c.vec[k]][None], path_class, search.opt.grid_steps)
             if not len(vecs):
                 continue
             node_opts = search._allowed(c.lp.nodes[n])
