@@ -54,7 +54,7 @@ from omniplane.loadgen.client import LoadOptions, replay
 from omniplane.loadgen.metrics import COMPLETED, send_lateness
 from omniplane.perf import ProfileSet
 from omniplane.perf.profiler import PointMetrics, ProfileRun, SweepResult, run_profile
-from omniplane.perf.profiler.client import server_means, server_totals
+from omniplane.perf.profiler.client import server_means, server_totals_at
 from omniplane.perf.profiles import ProfileRow
 from omniplane.perf.steptime import MixedRow, RowFit, StepModel, fit_step_model, holdout_fits
 from omniplane.spec import ResolvedWorkload
@@ -171,12 +171,12 @@ def _replay(requests: Sequence[Request], load: LoadOptions,
             ) -> tuple[dict[str, float | None], dict[str, Any]]:
     """One open-loop replay: its summary and what happened (counts, the engine's own means and,
     given a ``meter`` (:func:`cpu_split`), each part's busy and CPU-waiting cores over it)."""
-    before = asyncio.run(_server_totals(load.url))
+    before = asyncio.run(server_totals_at(load.url))
     it0 = asyncio.run(_iteration_totals(load.url))
     cpu0, wall0 = meter(), time.monotonic()
     records = asyncio.run(replay(requests, load))
     cpu = _cpu_shares(cpu0, meter(), time.monotonic() - wall0)
-    server = server_means(before, asyncio.run(_server_totals(load.url)))
+    server = server_means(before, asyncio.run(server_totals_at(load.url)))
     it1 = asyncio.run(_iteration_totals(load.url))
     its = {k: it1[k] - it0.get(k, 0.0) for k in it1}
     timings = measured_timings(records)
@@ -210,11 +210,6 @@ def _median_metrics(runs: Sequence[dict[str, float | None]]) -> dict[str, float 
         vals = [v for r in runs if (v := r[k]) is not None]
         out[k] = float(statistics.median(vals)) if vals else None
     return out
-
-
-async def _server_totals(url: str) -> dict[str, tuple[float, float]] | None:
-    async with httpx.AsyncClient(timeout=10.0) as client:
-        return await server_totals(client, url)
 
 
 def _cpu(opts: FidelityOptions) -> dict[str, float] | None:

@@ -33,13 +33,13 @@ import httpx
 from omniplane.fidelity.compare import measured_timings, summarize
 from omniplane.fidelity.engine import read_engine_config
 from omniplane.fidelity.server import ServerSpec, VllmServer
-from omniplane.fidelity.throughput import TRIM, throughput
+from omniplane.fidelity.throughput import NOTE, TRIM, throughput
 from omniplane.loadgen.affinity import isolate_engine
 from omniplane.loadgen.client import LoadOptions, replay
 from omniplane.loadgen.metrics import COMPLETED, Record, send_lateness
 from omniplane.loadgen.metrics import summarize as loadgen_summary
 from omniplane.perf.profiler import ProfileRun, RequestSpec, run_profile
-from omniplane.perf.profiler.client import server_means, server_totals
+from omniplane.perf.profiler.client import server_means, server_totals_at
 from omniplane.spec import ModelSpec, ResolvedWorkload
 from omniplane.vllm.settings import load_settings
 from omniplane.workload import Request, generate
@@ -117,11 +117,6 @@ class LiveSchedOptions:
     drain_s: float = 120.0
 
 
-async def _server_totals(url: str) -> dict[str, tuple[float, float]] | None:
-    async with httpx.AsyncClient(timeout=10.0) as client:
-        return await server_totals(client, url)
-
-
 async def _success_total(url: str) -> float | None:
     async with httpx.AsyncClient(timeout=10.0) as client:
         try:
@@ -187,16 +182,17 @@ def measure_stream(url: str, model: ModelSpec, requests: Sequence[Request], slo_
                        priorities=priorities, drain_s=drain_s)
     warm = [Request(i, 0.05 * i, r.type, r.work) for i, r in enumerate(requests[:WARMUP])]
     asyncio.run(replay(warm, replace(load, run_id="warmup-")))
-    before, hist0 = asyncio.run(_success_total(url)), asyncio.run(_server_totals(url))
+    before, hist0 = asyncio.run(_success_total(url)), asyncio.run(server_totals_at(url))
     records = asyncio.run(replay(requests, replace(load, run_id="stream-")))
-    after, hist1 = asyncio.run(_success_total(url)), asyncio.run(_server_totals(url))
+    after, hist1 = asyncio.run(_success_total(url)), asyncio.run(server_totals_at(url))
     delta = after - before if after is not None and before is not None else None
     timings = measured_timings(records)
     return {
         "exactly_once": exactly_once(requests, records, comp, delta),
         "per_class": _per_class(records, slo_s),
         "overall": summarize(timings),
-        "throughput": {**throughput(timings, [r.start for r in records]), "trim": TRIM},
+        "throughput": {**throughput(timings, [r.start for r in records]), "trim": TRIM,
+                       "note": NOTE.format(trim=TRIM)},
         # the engine's own means over the stream (all classes): queue = arrival in the engine
         # core to first scheduled, prefill = first scheduled to first token, ttft = from the API
         # server's arrival; read for the report only

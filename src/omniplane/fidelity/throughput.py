@@ -21,6 +21,7 @@ lost throughput. So a replay reports:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from omniplane.fidelity.compare import Timing
@@ -44,14 +45,9 @@ def tokens_in(t: Timing, lo: float, hi: float) -> int:
     if step <= 0:
         return n if lo <= t.first < hi else 0
     # k in [0, n-1] with lo <= first + k * step < hi
-    k_lo = max(0, _ceil((lo - t.first) / step))
-    k_hi = min(n - 1, _ceil((hi - t.first) / step) - 1)
+    k_lo = max(0, math.ceil((lo - t.first) / step))
+    k_hi = min(n - 1, math.ceil((hi - t.first) / step) - 1)
     return max(0, k_hi - k_lo + 1)
-
-
-def _ceil(x: float) -> int:
-    i = int(x)
-    return i + 1 if x > i else i
 
 
 def throughput(timings: Sequence[Timing], sent: Sequence[float],

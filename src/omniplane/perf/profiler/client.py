@@ -136,6 +136,12 @@ async def server_totals(client: httpx.AsyncClient, url: str) -> dict[str, tuple[
     return {k: (sums[k], counts.get(k, 0.0)) for k in sums} or None
 
 
+async def server_totals_at(url: str) -> dict[str, tuple[float, float]] | None:
+    """:func:`server_totals` of ``url`` over a client of its own (a read between two runs)."""
+    async with httpx.AsyncClient(timeout=10.0) as client:
+        return await server_totals(client, url)
+
+
 def server_means(before: dict[str, tuple[float, float]] | None,
                  after: dict[str, tuple[float, float]] | None) -> dict[str, float]:
     """Mean of each histogram over the requests finished between two readings."""
