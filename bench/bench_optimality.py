@@ -116,7 +116,8 @@ def run(workload: str, gpus: int, k_c: int, k_s: int, redundant: bool, mc_sample
     factor = bound_factor("total", np.array([per_type.get(t, 0.0) for t in pb.types]), pb.pi())
     f_bound = max(factor, 1.0) * opts.alpha  # the search's own goodput bound per unit of R_d
     cut = margin * picked.total
-    how = f"pruning at goodput bound <= {cut:.3f}" if prune else "no pruning: every plan of the space is simulated"
+    how = (f"pruning at goodput bound <= {cut:.3f}" if prune
+           else "no pruning: every plan of the space is simulated")
     print(f"pick {picked.total:.3f} in {plan_s:.0f} s; {how}", file=sys.stderr, flush=True)
     t1 = time.perf_counter()
     whole: WholeSpace | None = None
