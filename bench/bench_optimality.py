@@ -5,7 +5,7 @@ report the best against the pick.
 
     PYTHONPATH=. .venv/bin/python bench/bench_optimality.py --workload qwen3-vl-servegen --gpus 4 [--json]
         [--k-c 2 --k-s 2] [--margin 1.03] [--no-prune [--non-redundant]] [--routing-step 0.1]
-        [--mc-samples 32 --sim-requests 150 --max-simulated 12] [--top 10]
+        [--mc-samples 32 --sim-requests 150 --max-simulated 12] [--top 10] [--confirm-requests 1200]
 
 Default (pruned): the whole space of ``omniplane.plan.exhaust`` (k_c/k_s logical plans with
 compound subplans composed side by side, every config, every count vector, the planner's
@@ -18,7 +18,9 @@ largest simulated / bound ratio seen (admissibility: must be <= 1).
 ``--no-prune`` simulates every plan of the ``k_c``/``k_s`` logical plans (session 7's check, no
 compound pairs, no executor groups; redundant count vectors too unless ``--non-redundant``).
 ``--top N`` lists the N best simulated plans with the flow rate R_d and the flow + Monte Carlo
-estimate beside each.
+estimate beside each. ``--confirm-requests R`` re-simulates the pick and the ``--confirm-top``
+best simulated plans on a sample of ``R`` requests (the planner simulates 1,200; the check's
+default sample is 150): whether the gap holds at the planner's own sample size.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from omniplane.plan.flow import Candidates, Expansion, exhaustive
 from omniplane.plan.options import PlannerOptions
 from omniplane.plan.pipeline import Planner
 from omniplane.plan.problem import make_problem
+from omniplane.plan.refine import SampleRunner
 from omniplane.plan.routing import routing_vectors
 from omniplane.plan.select import bound_factor
 from omniplane.plan.slo import target_array
@@ -64,6 +67,7 @@ class Outcome:
     tally: Tally = field(default_factory=Tally)
     pick_plan: str = ""
     uncovered_bound: float = 0.0  # goodput bound of the plans not reached (0: all covered)
+    confirmed: tuple[tuple[str, float, float], ...] = ()  # (plan, simulated here, at confirm_requests)
 
     @property
     def gap(self) -> float:
@@ -99,7 +103,7 @@ def space(planner: Planner, k_c: int, k_s: int, redundant: bool) -> tuple[list[C
 def run(workload: str, gpus: int, k_c: int, k_s: int, redundant: bool, mc_samples: int,
         sim_requests: int, max_simulated: int | None, routing_step: float = 0.1, top: int = 0,
         prune: bool = True, margin: float = 1.03, groups: bool = True,
-        time_limit: float | None = None) -> Outcome:
+        time_limit: float | None = None, confirm_requests: int = 0, confirm_top: int = 3) -> Outcome:
     wl = load_workload(find_catalog_workload(workload) or workload)
     pb = make_problem(wl, load_gpus().get("A100-80GB"), gpus, samples=mc_samples)
     opts = PlannerOptions(k_c=k_c, k_s=k_s, mc_samples=mc_samples, sim_requests=sim_requests,
@@ -112,8 +116,9 @@ def run(workload: str, gpus: int, k_c: int, k_s: int, redundant: bool, mc_sample
     factor = bound_factor("total", np.array([per_type.get(t, 0.0) for t in pb.types]), pb.pi())
     f_bound = max(factor, 1.0) * opts.alpha  # the search's own goodput bound per unit of R_d
     cut = margin * picked.total
-    print(f"pick {picked.total:.3f} in {plan_s:.0f} s; pruning at goodput bound <= {cut:.3f}",
-          file=sys.stderr, flush=True)
+    how = (f"pruning at goodput bound <= {cut:.3f}" if prune
+           else "no pruning: every plan of the space is simulated")
+    print(f"pick {picked.total:.3f} in {plan_s:.0f} s; {how}", file=sys.stderr, flush=True)
     t1 = time.perf_counter()
     whole: WholeSpace | None = None
     if prune:
@@ -134,8 +139,10 @@ def run(workload: str, gpus: int, k_c: int, k_s: int, redundant: bool, mc_sample
         items += [(float(cands.rate[i]), len(built), i) for i in range(len(cands))]
         built.append((cands, est))
     items.sort(key=lambda x: -x[0])
-    print(f"{len(items)} plans above the cut ({time.perf_counter() - t1:.0f} s)", file=sys.stderr, flush=True)
+    print(f"{len(items)} plans {'above the cut' if prune else 'built'} ({time.perf_counter() - t1:.0f} s)",
+          file=sys.stderr, flush=True)
     rows: list[tuple[float, float, float, str]] = []
+    where: list[tuple[int, int]] = []  # (block, plan) of each row, to rebuild its spec
     ratio = 0.0
     for k, (rate, b, i) in enumerate(items):
         if time_limit is not None and time.perf_counter() - t1 > time_limit:
@@ -146,10 +153,26 @@ def run(workload: str, gpus: int, k_c: int, k_s: int, redundant: bool, mc_sample
         got = float(planner.simulator.run(spec, opts.alpha * rate).goodput.sum())
         ratio = max(ratio, got / (f_bound * rate))
         rows.append((got, float(est[i]), rate, describe(spec)))
+        where.append((b, i))
         if (k + 1) % 500 == 0:
             print(f"{time.perf_counter() - t1:.0f} s: {k + 1} simulated, best {max(r[0] for r in rows):.3f}, "
                   f"pick {picked.total:.3f}, bound now {f_bound * rate:.3f}", file=sys.stderr, flush=True)
-    rows.sort(key=lambda r: -r[0])
+    order = sorted(range(len(rows)), key=lambda k: -rows[k][0])
+    confirmed: tuple[tuple[str, float, float], ...] = ()
+    if confirm_requests > 0:  # the ranking at a larger sample: the pick and the best simulated plans
+        again = SampleRunner(pb.workload, pb.mix, confirm_requests, opts.seed, planner.cost, planner.gpus,
+                             planner.targets.seconds)
+        checks: list[tuple[str, float, float]] = []
+        if picked.best is not None and picked.best.spec is not None:
+            checks.append(("the pick: " + describe(picked.best.spec), picked.total,
+                           float(again.run(picked.best.spec, opts.alpha * picked.best.rate).goodput.sum())))
+        for k in order[:confirm_top]:
+            cands, _ = built[where[k][0]]
+            spec = to_spec(cands, where[k][1], pb.model, pb.gpu.name, gpus, planner.transfer_s * 1e3)
+            checks.append((rows[k][3], rows[k][0],
+                           float(again.run(spec, opts.alpha * rows[k][2]).goodput.sum())))
+        confirmed = tuple(checks)
+    rows = [rows[k] for k in order]
     best, best_plan = (rows[0][0], rows[0][3]) if rows else (0.0, "")
     if picked.total >= best:  # every simulated plan is at or below the pick (pruning may skip it)
         best, best_plan = picked.total, "the pick"
@@ -158,7 +181,8 @@ def run(workload: str, gpus: int, k_c: int, k_s: int, redundant: bool, mc_sample
                    tuple(rows[:top]), ratio, factor, cut,
                    whole.raw_space() if whole is not None else 0.0,
                    whole.tally if whole is not None else Tally(),
-                   describe(picked.best.spec) if picked.best is not None and picked.best.spec else "", rest)
+                   describe(picked.best.spec) if picked.best is not None and picked.best.spec else "", rest,
+                   confirmed)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,11 +202,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--routing-step", type=float, default=0.1)
     ap.add_argument("--time-limit", type=float, default=None,
                     help="stop simulating after this many seconds (the output gives the rest's bound)")
+    ap.add_argument("--confirm-requests", type=int, default=0,
+                    help="re-simulate the pick and the --confirm-top best plans on a sample of this many "
+                         "requests (the planner's default is 1,200): does the ranking hold?")
+    ap.add_argument("--confirm-top", type=int, default=3)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--top", type=int, default=0, help="list the N best simulated plans with their estimates")
     a = ap.parse_args(argv)
     out = run(a.workload, a.gpus, a.k_c, a.k_s, not a.non_redundant, a.mc_samples, a.sim_requests,
-              a.max_simulated, a.routing_step, a.top, not a.no_prune, a.margin, not a.no_groups, a.time_limit)
+              a.max_simulated, a.routing_step, a.top, not a.no_prune, a.margin, not a.no_groups, a.time_limit,
+              a.confirm_requests, a.confirm_top)
     doc = {"workload": a.workload, "gpus": a.gpus, "k_c": a.k_c, "k_s": a.k_s, "routing_step": a.routing_step,
            "sim_requests": a.sim_requests, "mc_samples": a.mc_samples, "max_simulated": a.max_simulated,
            "pick_estimate": out.pick_estimate,
@@ -190,12 +219,15 @@ def main(argv: list[str] | None = None) -> int:
            if not a.no_prune else ("non-redundant" if a.non_redundant else "every count vector"),
            "logical_plans": out.logical, "raw_space_formula": out.raw_space,
            "counts": asdict(out.tally) if not a.no_prune else None,
-           "bound_factor": out.factor, "prune_cut": out.cut,
+           "bound_factor": out.factor, "prune_cut": out.cut if not a.no_prune else None,
            "complete": out.uncovered_bound == 0.0, "uncovered_goodput_bound": out.uncovered_bound,
            "plans_simulated": out.plans, "max_sim_over_bound": out.max_ratio,
            "pick": out.pick, "pick_plan": out.pick_plan, "best": out.best, "gap": out.gap,
            "best_plan": out.best_plan, "plan_s": out.plan_s, "exhaustive_s": out.exhaustive_s,
-           "top": [{"simulated": g, "estimate": e, "R_d": r, "plan": d} for g, e, r, d in out.top]}
+           "top": [{"simulated": g, "estimate": e, "R_d": r, "plan": d} for g, e, r, d in out.top],
+           "confirm_requests": a.confirm_requests,
+           "confirmed": [{"plan": d, "simulated": g, "simulated_at_confirm_requests": c}
+                         for d, g, c in out.confirmed]}
     if a.json:
         json.dump(doc, sys.stdout, indent=1)
         print()

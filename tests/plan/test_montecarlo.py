@@ -211,3 +211,31 @@ def test_llm_steps_vary_once_prompts_join() -> None:
     assert sq0 == pytest.approx(mean0 ** 2)
     mean1, sq1 = _mean_iteration(tab.cost, "llm", cfg, prompts, 0.2, 16, 1000.0, 8192 - 16)
     assert mean1 > mean0 and sq1 > 1.5 * mean1 ** 2
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_admission_queue_is_pooled_over_a_nodes_executors(n: int) -> None:
+    """Dispatch goes to the node's least-loaded executor (the simulator's rule), so a request
+    waits for admission in the node's pooled queue: with ``n`` executors at the same load per
+    executor the admission wait is shorter than one executor's alone, yet still positive near
+    capacity; for a component whose residence does not depend on its occupancy it is the
+    M/M/(n B) queue (Erlang C, closed form) shared by the ``n`` executors."""
+    tab = table("qwen3-vl-servegen")
+    model = tab.model
+    nodes = (frozenset(["vision_encoder", "llm"]),)
+    alone = _single(tab, nodes, [tab.node(nodes[0]).options.index((1, 32))])
+    pooled = dataclasses.replace(alone, cnt=np.full_like(alone.cnt, n))
+    uniform = np.full(len(model.type_names), 1 / len(model.type_names))
+    capacity = 1 / float(alone.costs[0].s_full[alone.opt[0, 0]] @ uniform)
+    rate = np.full((1, 1, len(model.type_names)), 0.95 * capacity / len(model.type_names))
+    base = node_states(alone, tab, rate, queueing=False)
+    one, many = node_states(alone, tab, rate), node_states(pooled, tab, rate)
+    for key in one:
+        q_one = float(one[key][1][0] - base[key][1][0])
+        q_many = float(many[key][1][0] - base[key][1][0])
+        assert 0.0 <= q_many <= q_one
+    assert max(float(many[k][1][0] - base[k][1][0]) for k in many) > 0.0
+    b, a = 4, 3.2  # per executor: 4 slots, offered load 3.2 (lambda x constant residence)
+    pooled_q = admission_queue(np.full((1, len(FILLS)), n * a), np.array([float(n * b)]))[0]
+    assert pooled_q == pytest.approx(_erlang_c_queue(n * b, n * a), rel=1e-9)
+    assert pooled_q / n < admission_queue(np.full((1, len(FILLS)), a), np.array([float(b)]))[0]

@@ -89,7 +89,8 @@ def node_states(cands: Candidates, table: CostTable, lam: np.ndarray, *, queuein
         passes = TURN_PASSES if len(nc.comps) > 1 else 1
         for k in range(passes):  # the admission queue does not feed back: computed on the last pass
             levels, betas, steps, held, queue, full, resid = occupancy(nc, opt, lam_n, arr, rows, turns, ca2,
-                                                                         queueing and k == passes - 1)
+                                                                         queueing and k == passes - 1,
+                                                                         np.maximum(cands.cnt[:, n], 1))
             turns = {c: sum((held[j] * steps[j] for j in nc.comps if j != c), np.zeros(n_c))
                      for c in nc.comps}
         rho = sum(betas.values(), np.zeros(n_c))
@@ -140,12 +141,22 @@ def step_queue_factor(util: np.ndarray, servers: np.ndarray) -> np.ndarray:
 
 
 def occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays, rows: np.ndarray,
-               turns: dict[str, np.ndarray], ca2: float, queueing: bool) -> tuple[dict[str, np.ndarray], ...]:
+               turns: dict[str, np.ndarray], ca2: float, queueing: bool,
+               servers: np.ndarray | None = None) -> tuple[dict[str, np.ndarray], ...]:
     """Per hosted component: occupancy level (the smallest whose room holds the requests in
     service, Little's law), busy share, mean step, requests held and, with ``queueing``, the
     mean wait for admission (:func:`admission_queue`, Allen-Cunneen: the M/M queue's wait
     times ``(c_a^2 + c_s^2) / 2``), with each request's residence lengthened by ``turns[c]``
-    per further step."""
+    per further step.
+
+    ``servers[C]``: the node's executors. A request goes to the least-loaded one (the
+    simulator's dispatch, ``sim.topology``; Ray Serve's router likewise), so the admission
+    queue is the node's pooled one: the chain of all the requests its ``servers`` executors
+    hold, ``servers x B`` slots, each held request leaving at the per-executor rate of the
+    occupancy ``N / servers`` (balanced by the dispatch: an approximation, labelled as one),
+    which is :func:`admission_queue` on ``servers x`` the concurrency and the slots (at most
+    ``CHAIN_MAX`` slots: past that, as many executors as fit are pooled). The wait is that
+    queue over the node's arrivals (Little). ``None``: one executor (a random split)."""
     levels: dict[str, np.ndarray] = {}
     full: dict[str, np.ndarray] = {}
     resid: dict[str, np.ndarray] = {}
@@ -166,7 +177,13 @@ def occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays
         slots = (share * bmax).sum(axis=1)
         room = np.maximum(1.0, slots[:, None] * FILLS[None, :])  # [C, L]
         fits = conc <= room
-        queue = admission_queue(conc, slots) if queueing else np.zeros(len(rows))
+        # the chain has CHAIN_MAX states below the limit: past that, fewer executors are pooled
+        # (a conservative cut, labelled: fewer servers queue more, never less than one executor)
+        pool = (np.ones(len(rows)) if servers is None
+                else np.clip(np.floor(CHAIN_MAX / np.maximum(slots, 1.0)), 1.0, servers.astype(float)))
+        # requests waiting at the node, per executor (the pooled queue over servers x the arrivals)
+        queue = (admission_queue(conc * pool[:, None], slots * pool) / pool if queueing
+                 else np.zeros(len(rows)))
         k = np.where(fits.any(axis=1), fits.argmax(axis=1), len(FILLS) - 1)
         levels[c] = k
         top = pid[:, :, -1]  # busy share at the fullest level: the load of the full-batch capacity
