@@ -177,13 +177,13 @@ def occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays
         slots = (share * bmax).sum(axis=1)
         room = np.maximum(1.0, slots[:, None] * FILLS[None, :])  # [C, L]
         fits = conc <= room
-        # the chain has CHAIN_MAX states below the limit: past that, fewer executors are pooled
-        # (a conservative cut, labelled: fewer servers queue more, never less than one executor)
-        pool = (np.ones(len(rows)) if servers is None
-                else np.clip(np.floor(CHAIN_MAX / np.maximum(slots, 1.0)), 1.0, servers.astype(float)))
-        # requests waiting at the node, per executor (the pooled queue over servers x the arrivals)
-        queue = (admission_queue(conc * pool[:, None], slots * pool) / pool if queueing
-                 else np.zeros(len(rows)))
+        queue = np.zeros(len(rows))
+        if queueing:  # requests waiting at the node, per executor (the pooled queue, see above)
+            # the chain has CHAIN_MAX states below the limit: past that, fewer executors are pooled
+            # (a conservative cut, labelled: fewer servers queue more, never less than one executor)
+            pool = (np.ones(len(rows)) if servers is None
+                    else np.clip(np.floor(CHAIN_MAX / np.maximum(slots, 1.0)), 1.0, servers.astype(float)))
+            queue = admission_queue(conc * pool[:, None], slots * pool) / pool
         k = np.where(fits.any(axis=1), fits.argmax(axis=1), len(FILLS) - 1)
         levels[c] = k
         top = pid[:, :, -1]  # busy share at the fullest level: the load of the full-batch capacity
