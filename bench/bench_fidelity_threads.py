@@ -47,6 +47,7 @@ from omniplane.loadgen.affinity import (
     threads,
 )
 from omniplane.perf.profiler import ProfileRun, RequestSpec, run_profile
+from omniplane.vllm.shmwait import ENV as SHM_ENV
 
 
 def _comm(pid: int, tid: int) -> str:
@@ -96,6 +97,9 @@ def main() -> None:
                     help="start vLLM in this session (ServerSpec.new_session=False): one scheduler autogroup")
     ap.add_argument("--coload", default="0", help="comma-separated duty of a core-1 CPU load per round")
     ap.add_argument("--points", default="", help="comma-separated subset of the points (default: all)")
+    ap.add_argument("--shm-poll", type=float, default=None,
+                    help="seconds vLLM's busy shared-memory queue readers sleep between polls "
+                         "(omniplane.vllm.shmwait; default: vLLM's sched_yield loop)")
     ap.add_argument("--out", type=Path, default=Path("out/fidelity-threads.json"))
     a = ap.parse_args()
     doc: dict[str, Any] = {"load_before": os.getloadavg(), "points": []}
@@ -106,7 +110,9 @@ def main() -> None:
         except OSError as exc:
             doc["autogroup"] = f"setsid failed: {exc}"
     spec = ServerSpec(str(ensure_model_dir()), served_name="tiny-qwen2", python=sys.executable,
-                      log=a.out.parent / "fidelity-threads-vllm.log", new_session=not a.same_autogroup)
+                      log=a.out.parent / "fidelity-threads-vllm.log", new_session=not a.same_autogroup,
+                      env={} if a.shm_poll is None else {SHM_ENV: str(a.shm_poll)})
+    doc["shm_poll_s"] = a.shm_poll
     points = [("warm-up", RequestSpec("w", 16, 2, concurrency=(1,), burst=True, rounds=1)),
               ("burst-128", RequestSpec("decode-16-b128", 16, 32, concurrency=(128,), burst=True, rounds=2)),
               ("burst-4", RequestSpec("decode-56-b4", 56, 32, concurrency=(4,), burst=True, rounds=2)),

@@ -50,6 +50,7 @@ LAZY = [
     "omniplane.vllm.stage_config",
     "omniplane.vllm.omni_patch",
     "omniplane.vllm.lifetime",
+    "omniplane.vllm.shmwait",
 ]
 FORBIDDEN = ["torch", "vllm", "ray", "cuda", "pynvml", "vllm_omni"]
 

@@ -34,6 +34,7 @@ from omniplane.fidelity.schedlive import (  # noqa: E402
 from omniplane.fidelity.server import ServerSpec, VllmServer  # noqa: E402
 from omniplane.loadgen.affinity import bound_pids, engine_cpus, host_cpus, separate, threads  # noqa: E402
 from omniplane.spec import load_workload  # noqa: E402
+from omniplane.vllm import shmwait  # noqa: E402
 from omniplane.workload import generate  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "src" / "omniplane" / "fidelity" / "data"
@@ -51,7 +52,10 @@ def servers(logs: Path) -> Iterator[dict[str, VllmServer]]:
     model_dir = str(ensure_model_dir())
     opts = LiveSchedOptions(model_dir, MIXED, rate=1.0, log_dir=logs)
     _, table = class_table(MIXED, opts.long_types)
-    specs = {"bare": ServerSpec(model_dir, served_name=FIXTURE.name, log=logs / "vllm-bare.log"),
+    # the fidelity loop's engine as `omniplane fidelity --fixture` starts it: the engine core polls
+    # its worker's queue with short sleeps (omniplane.vllm.shmwait)
+    specs = {"bare": ServerSpec(model_dir, served_name=FIXTURE.name, log=logs / "vllm-bare.log",
+                                env={shmwait.ENV: "0.0005"}),
              "horizon": server_spec("horizon", opts, table)}
     live = {k: VllmServer(s) for k, s in specs.items()}
     try:
@@ -81,6 +85,17 @@ def test_the_engine_config_is_read_from_the_engine(servers: dict[str, VllmServer
     assert cfg.chunked_prefill and cfg.scheduler_cls is None and cfg.model == FIXTURE.name
     horizon = read_engine_config(servers["horizon"].url)
     assert horizon.scheduler_cls == "omniplane.vllm.scheduler.OmniplaneScheduler"
+
+
+def test_the_engine_core_sleeps_between_polls_of_its_worker(servers: dict[str, VllmServer],
+                                                             logs: Path) -> None:
+    notes = [line for line in (logs / "vllm-bare.log").read_text().splitlines() if shmwait.NOTE in line]
+    pids = {int(line.rsplit("pid ", 1)[1].rstrip(")")) for line in notes}
+    # the API server (the group's leader) and at least the engine core applied the patch
+    assert servers["bare"].pgid in pids and len(pids) >= 2, notes
+    assert all("0.0005 s between polls" in line for line in notes)
+    horizon = (logs / "vllm-horizon.log")
+    assert not horizon.exists() or shmwait.NOTE not in horizon.read_text()  # off unless asked
 
 
 def test_the_client_is_kept_off_the_cores_vllms_worker_bound(servers: dict[str, VllmServer]) -> None:

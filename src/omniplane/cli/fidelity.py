@@ -206,10 +206,16 @@ def fidelity(
         "with the worker; docs/fidelity.md: slower on a loaded 2-core host).")] = "worker",
     nice_engine_core: Annotated[int, opt.int_opt(
         "--nice-engine-core",
-        help="--fixture --pin: run vLLM's engine-core process at this niceness (its yield-spinning "
-        "loop starves the load generator on their shared core; docs/fidelity.md, Session 7); a "
-        "heuristic of this host's layout. 0: leave it.",
-        lo=0, hi=19)] = 19,
+        help="--fixture --pin: run vLLM's engine-core process at this niceness (with --engine-poll 0 its "
+        "yield-spinning loop starves the load generator on their shared core; docs/fidelity.md, "
+        "Sessions 7 and 10); a heuristic of this host's layout. 0: leave it.",
+        lo=0, hi=19)] = 0,
+    engine_poll: Annotated[float, opt.float_opt(
+        "--engine-poll",
+        help="--fixture: seconds vLLM's busy shared-memory queue readers (the engine core waiting for its "
+        "worker) sleep between polls instead of spinning on sched_yield (omniplane.vllm.shmwait; "
+        "docs/fidelity.md, Session 10); a heuristic of this host's layout. 0: vLLM's own loop.",
+        lo=0, hi=0.1, metavar="SECONDS")] = 0.0005,
     own_session: Annotated[bool, typer.Option(
         "--own-session/--same-session",
         help="--fixture: start vLLM in a session of its own (Linux: its own scheduler autogroup, which "
@@ -256,6 +262,7 @@ def fidelity(
     from omniplane.fidelity.server import ServerError, ServerSpec, VllmServer
     from omniplane.loadgen.affinity import isolate_engine
     from omniplane.spec import SpecError, load_workload
+    from omniplane.vllm.shmwait import ENV as SHM_POLL_ENV
 
     wl_path = workload or (DEFAULT_WORKLOAD if fixture else None)
     if wl_path is None:
@@ -269,11 +276,16 @@ def fidelity(
     with ExitStack() as stack:
         if fixture:
             model_dir = fixture_model_dir(vllm_python)
-            err_console.print(f"starting vLLM on the fixture {model_dir} (about a minute)")
+            waits = (f"its engine core polls its worker every {engine_poll * 1e3:g} ms (heuristic of this "
+                     "host: vLLM's own wait spins on a core the front end needs)" if engine_poll > 0
+                     else "vLLM's own shared-memory wait (spinning)")
+            err_console.print(f"starting vLLM on the fixture {model_dir} (about a minute); {waits}",
+                              highlight=False)
+            env = {SHM_POLL_ENV: f"{engine_poll:g}"} if engine_poll > 0 else {}
             try:
                 server = stack.enter_context(VllmServer(ServerSpec(
                     str(model_dir), served_name=wl.model.name, python=vllm_python, log=server_log,
-                    new_session=own_session)))
+                    new_session=own_session, env=env)))
             except ServerError as exc:
                 fail(str(exc))
             url = server.url
@@ -300,6 +312,7 @@ def fidelity(
             fail(str(exc))
         niced = nice_engine_core if fixture and pinning.pinned else None
         doc["engine"]["pinning"] = {**pinning.to_json(), "engine_core_nice": niced,
+                                    "shm_poll_s": engine_poll if fixture and engine_poll > 0 else None,
                                     "server_own_session": own_session if fixture else None}
     if out is not None:
         with Outputs() as files:
