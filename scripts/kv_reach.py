@@ -83,7 +83,7 @@ def main() -> None:
                 s_tok = float(w @ (solo_first / np.maximum(prompt, 1.0)))  # prefill time per prompt token
                 resident = min(b, kv / m1)
                 thrash = float(lt.sum() * (w @ (output / resident)) * s_tok * m1 / 2)
-                level, _, turns = state[(n, comp)]
+                level, _, turns, _ = state[(n, comp)]
                 k = int(level[0])
                 res_t = np.array([arr.residence[pid[t, k]] + (arr.steps_mean[pid[t, k]] - 1) * turns[0]
                                   for t in ts])

@@ -88,7 +88,7 @@ def _mc_nodes(cands: Candidates, tab: CostTable, lam: np.ndarray, state: mc.Stat
         opt = cands.opt[:, n]
         lam_n = lam[:, n, :]
         turns = {c: state[(n, c)][2] for c in nc.comps}
-        levels, betas, steps, held, _, full, resid = mc.occupancy(
+        levels, betas, steps, held, _, full, resid, _ = mc.occupancy(
             nc, opt, lam_n, arr, np.arange(1), turns, mc.arrival_cv2(tab), False)
         print(f"  Monte Carlo {nc.name} x{cands.cnt[0, n]} (per executor):")
         for c in nc.comps:

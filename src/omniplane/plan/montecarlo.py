@@ -23,6 +23,9 @@ along every route of their type and their first-response latency is composed ove
   admission queue of a birth-death chain of the requests it holds (:func:`admission_queue`,
   an approximation: M/M/c with occupancy-dependent service, Allen-Cunneen's ``(c_a^2 +
   c_s^2) / 2`` for the arrival and service variability); the paper models no queueing.
+* each sample draws its wait from the wait's law (``omniplane.plan.waits``: 0 with the
+  probability that nothing is ahead, else spread out, each part's mean kept exactly), not the
+  mean for every sample; the draws are common random numbers (the same for every candidate).
 
 The simulator phase refines the rest (inter-type interactions, bursts beyond the chain).
 Attainment of type ``t`` is the route-probability-weighted share of samples within
@@ -33,14 +36,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from omniplane.plan.costs import FILLS, CostTable, NodeCosts, PartArrays
 from omniplane.plan.flow import Candidates
+from omniplane.plan.waits import WaitLaw, erlang_c, wait_draws
 from omniplane.spec import ComponentKind, FirstResponse, ModelSpec
 
-State = dict[tuple[int, str], tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+class NodeState(NamedTuple):
+    """One component on one node instance, per candidate ``[C]``."""
+
+    level: np.ndarray  # occupancy level (index into FILLS)
+    wait: np.ndarray  # mean wait before service
+    turns: np.ndarray  # the other hosted components' delay between two of its steps
+    law: WaitLaw | None  # the wait's law (None: every sample waits the mean)
+
+
+State = dict[tuple[int, str], NodeState]
 
 
 def evaluate(cands: Candidates, table: CostTable, pi: np.ndarray, slo_s: np.ndarray, alpha: float,
@@ -64,7 +79,8 @@ def evaluate(cands: Candidates, table: CostTable, pi: np.ndarray, slo_s: np.ndar
     return good, attain
 
 
-def node_states(cands: Candidates, table: CostTable, lam: np.ndarray, *, queueing: bool = True) -> State:
+def node_states(cands: Candidates, table: CostTable, lam: np.ndarray, *, queueing: bool = True,
+                spread: bool = True) -> State:
     """Per (node instance, component): occupancy level [C], wait before service [C] and the
     delay other hosted components add between two of its steps [C], given ``lam[C, m, T]``
     arrivals per second per executor.
@@ -76,7 +92,12 @@ def node_states(cands: Candidates, table: CostTable, lam: np.ndarray, *, queuein
     ``c`` is ``T_c = sum_{j != c} h_j tau_j`` later. A request arriving at ``c`` waits for the
     residual of the step in progress and then, if that step is ``c``'s own, every other
     component's turn, else on average half of them. Residence grows with
-    the turns, so occupancy, steps and turns are iterated to a fixed point (``TURN_PASSES``)."""
+    the turns, so occupancy, steps and turns are iterated to a fixed point (``TURN_PASSES``).
+
+    With ``spread`` each state carries the wait's law (:class:`~omniplane.plan.waits.WaitLaw`:
+    busy with the executor's busy share, queued for it with Erlang C's probability at the
+    full-batch utilisation, waiting for a slot with the chain's ``P(N >= B)``), whose mean is
+    the mean wait; without, every sample waits the mean (the SLO resolver's isolated runs)."""
     arr = table.arrays()
     n_c = len(cands)
     rows = np.arange(n_c)
@@ -88,23 +109,31 @@ def node_states(cands: Candidates, table: CostTable, lam: np.ndarray, *, queuein
         turns = {c: np.zeros(n_c) for c in nc.comps}
         passes = TURN_PASSES if len(nc.comps) > 1 else 1
         for k in range(passes):  # the admission queue does not feed back: computed on the last pass
-            levels, betas, steps, held, queue, full, resid = occupancy(nc, opt, lam_n, arr, rows, turns, ca2,
-                                                                         queueing and k == passes - 1,
-                                                                         np.maximum(cands.cnt[:, n], 1))
+            levels, betas, steps, held, queue, full, resid, p_full = occupancy(
+                nc, opt, lam_n, arr, rows, turns, ca2, queueing and k == passes - 1,
+                np.maximum(cands.cnt[:, n], 1))
             turns = {c: sum((held[j] * steps[j] for j in nc.comps if j != c), np.zeros(n_c))
                      for c in nc.comps}
         rho = sum(betas.values(), np.zeros(n_c))
         scale = np.where(rho > 1.0, 1.0 / np.maximum(rho, 1e-12), 1.0)  # busy shares sum to <= 1
         busy = {c: np.minimum(betas[c], 1.0) * scale for c in nc.comps}
         residual = sum((busy[c] * resid[c] for c in nc.comps), np.zeros(n_c))  # P-K: E[S^2] / (2 E[S])
+        queued = np.zeros(n_c)
+        p_queued = np.zeros(n_c)
         if queueing:  # the executor's load of its full-batch capacity (step_queue_factor)
             util = np.minimum(sum(full.values(), np.zeros(n_c)), 1.0)
-            residual = residual * step_queue_factor(util, np.maximum(cands.cnt[:, n], 1))
+            servers = np.maximum(cands.cnt[:, n], 1)
+            factor = step_queue_factor(util, servers)
+            with np.errstate(invalid="ignore"):  # 0 x inf: no residual, no queue
+                queued = np.where(factor > 1.0, residual * (factor - 1.0), 0.0)
+            p_queued = erlang_c(util, servers)
         loaded = np.minimum(rho, 1.0)
         for c in nc.comps:
             own = betas[c] / np.maximum(rho, 1e-12)  # the step in progress is c's own
-            wait = residual + loaded * (1.0 + own) / 2 * turns[c] + queue[c]
-            state[(n, c)] = (levels[c], wait, turns[c])
+            turn = loaded * (1.0 + own) / 2 * turns[c]
+            law = WaitLaw(loaded, residual, turn, p_queued, queued, p_full[c], queue[c]) if spread else None
+            wait = residual + queued + turn + queue[c]
+            state[(n, c)] = NodeState(levels[c], wait, turns[c], law)
     return state
 
 
@@ -127,15 +156,9 @@ def step_queue_factor(util: np.ndarray, servers: np.ndarray) -> np.ndarray:
     u = np.clip(util, 0.0, 1.0)
     if not len(u):  # no candidates (an empty chunk of a space)
         return np.ones(0)
-    c = servers.astype(int)
-    a = c * u
-    b = np.ones(len(u))  # Erlang B by recursion, B(k) = a B(k-1) / (k + a B(k-1)), up to each c
-    for k in range(1, int(c.max()) + 1):
-        nxt = a * b / (k + a * b)
-        b = np.where(k <= c, nxt, b)
+    a = servers.astype(int) * u
     with np.errstate(divide="ignore", invalid="ignore"):
-        erlang_c = b / (1.0 - u * (1.0 - b))
-        ratio = np.where(u > 0, erlang_c / np.maximum(a, 1e-300), 0.0)
+        ratio = np.where(u > 0, erlang_c(u, servers) / np.maximum(a, 1e-300), 0.0)
         factor = np.where(u < 1.0, ratio / (1.0 - u), np.inf)
     return np.maximum(factor, 1.0)
 
@@ -144,10 +167,11 @@ def occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays
                turns: dict[str, np.ndarray], ca2: float, queueing: bool,
                servers: np.ndarray | None = None) -> tuple[dict[str, np.ndarray], ...]:
     """Per hosted component: occupancy level (the smallest whose room holds the requests in
-    service, Little's law), busy share, mean step, requests held and, with ``queueing``, the
-    mean wait for admission (:func:`admission_queue`, Allen-Cunneen: the M/M queue's wait
-    times ``(c_a^2 + c_s^2) / 2``), with each request's residence lengthened by ``turns[c]``
-    per further step.
+    service, Little's law), busy share, mean step, requests held, full-batch busy share, mean
+    step residual and, with ``queueing``, the mean wait for admission (:func:`admission_queue`,
+    Allen-Cunneen: the M/M queue's wait times ``(c_a^2 + c_s^2) / 2``) and the probability that
+    a request waits for it (the chain's ``P(N >= B)``, pooled likewise), with each request's
+    residence lengthened by ``turns[c]`` per further step.
 
     ``servers[C]``: the node's executors. A request goes to the least-loaded one (the
     simulator's dispatch, ``sim.topology``; Ray Serve's router likewise), so the admission
@@ -164,6 +188,7 @@ def occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays
     steps: dict[str, np.ndarray] = {}
     held: dict[str, np.ndarray] = {}
     waits: dict[str, np.ndarray] = {}
+    p_full: dict[str, np.ndarray] = {}
     for c in nc.comps:
         pid = nc.part[c][opt]  # [C, T, L]
         safe = np.maximum(pid, 0)
@@ -178,12 +203,14 @@ def occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays
         room = np.maximum(1.0, slots[:, None] * FILLS[None, :])  # [C, L]
         fits = conc <= room
         queue = np.zeros(len(rows))
+        p_full[c] = np.zeros(len(rows))
         if queueing:  # requests waiting at the node, per executor (the pooled queue, see above)
             # the chain has CHAIN_MAX states below the limit: past that, fewer executors are pooled
             # (a conservative cut, labelled: fewer servers queue more, never less than one executor)
             pool = (np.ones(len(rows)) if servers is None
                     else np.clip(np.floor(CHAIN_MAX / np.maximum(slots, 1.0)), 1.0, servers.astype(float)))
-            queue = admission_queue(conc * pool[:, None], slots * pool) / pool
+            queue, p_full[c] = admission_chain(conc * pool[:, None], slots * pool)
+            queue = queue / pool
         k = np.where(fits.any(axis=1), fits.argmax(axis=1), len(FILLS) - 1)
         levels[c] = k
         top = pid[:, :, -1]  # busy share at the fullest level: the load of the full-batch capacity
@@ -208,7 +235,7 @@ def occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays
             mean2 = np.maximum(m1, 1e-300) ** 2
             cs2 = np.where(m1 > 0, m2 * np.maximum(w.sum(axis=1), 1e-12) / mean2 - 1, 1.0)
             waits[c] = np.where(lam_c > 0, queue / np.maximum(lam_c, 1e-300), 0.0) * (ca2 + cs2) / 2
-    return levels, betas, steps, held, waits, full, resid
+    return levels, betas, steps, held, waits, full, resid, p_full
 
 
 def arrival_cv2(table: CostTable) -> float:
@@ -225,6 +252,11 @@ CHAIN_FLOOR = 0.05  # below this load of the batch limit at full occupancy the a
 
 
 def admission_queue(conc: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """Mean requests waiting for admission ``[C]`` (:func:`admission_chain`)."""
+    return admission_chain(conc, slots)[0]
+
+
+def admission_chain(conc: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Mean requests waiting for admission ``[C]`` of an executor component, from a birth-death
     chain of the requests it holds (an approximation: exponential arrivals and departures, the
     stationary law of an M/M/c queue whose service rate depends on the occupancy).
@@ -236,15 +268,21 @@ def admission_queue(conc: np.ndarray, slots: np.ndarray) -> np.ndarray:
     with the batch behaves like ``M/M/inf``, one whose step grows in proportion like processor
     sharing; above ``B`` the queue is geometric with ratio ``conc_full / B``, and at or above 1
     the component is overloaded (infinite queue). Rows whose ratio is below ``CHAIN_FLOOR``
-    are taken as 0 (their tail above ``B`` is negligible)."""
+    are taken as 0 (their tail above ``B`` is negligible).
+
+    Also ``P(N >= B)`` ``[C]``, the stationary probability that every slot is taken, which is
+    the probability that a Poisson arrival waits (PASTA; 1 when overloaded, 0 where the queue
+    is taken as 0)."""
     n_c = len(conc)
     out = np.zeros(n_c)
+    full = np.zeros(n_c)
     b_all = np.clip(np.floor(slots), 1, CHAIN_MAX).astype(int)
     r_all = conc[:, -1] / b_all  # queue ratio above B
     out[r_all >= 1.0] = np.inf
+    full[r_all >= 1.0] = 1.0
     sel = np.flatnonzero((r_all >= CHAIN_FLOOR) & (r_all < 1.0))
     if not len(sel):
-        return out
+        return out, full
     conc, b, r = conc[sel], b_all[sel], r_all[sel]
     m = len(sel)
     n = np.arange(1, int(b.max()) + 1)  # [N]
@@ -264,7 +302,8 @@ def admission_queue(conc: np.ndarray, slots: np.ndarray) -> np.ndarray:
     p_b = p[np.arange(m), b]
     z = p.sum(axis=1) + p_b * r / (1.0 - r)  # with the mass above B
     out[sel] = p_b * r / (1.0 - r) ** 2 / z  # E[(N - B)^+]
-    return out
+    full[sel] = p_b / (1.0 - r) / z  # P(N >= B): the geometric mass from B up
+    return out, full
 
 
 def route_latency(table: CostTable, cands: Candidates, state: State, t: int, route: tuple[int, ...],
@@ -293,13 +332,17 @@ def route_services(table: CostTable, cands: Candidates, state: State, t: int, ro
         hit = memo.get((n, c))
         if hit is not None:
             return hit
-        level, wait, turns = state[(n, c)]
+        level, wait, turns, law = state[(n, c)]
         pid = cands.costs[n].part[c][cands.opt[:, n], t, :][rows, level]  # [C]
         packed = arr.packed if samples is None else arr.screen(samples)
         block = packed[pid]  # [C, 5, K]: cpu, first, done, steps_first - 1, steps_done - 1
         gap = turns[:, None].astype(np.float32)
-        sv = Service(block[:, 0], wait[:, None].astype(np.float32), block[:, 1] + block[:, 3] * gap,
-                     block[:, 2] + block[:, 4] * gap)
+        if law is None:
+            waits = wait[:, None].astype(np.float32)
+        else:  # common random numbers: by type, component and sample index (a prefix for screens)
+            draws = wait_draws(tname, c, arr.packed.shape[-1])[:, :packed.shape[-1]]
+            waits = law.sample(draws).astype(np.float32)
+        sv = Service(block[:, 0], waits, block[:, 1] + block[:, 3] * gap, block[:, 2] + block[:, 4] * gap)
         memo[(n, c)] = sv
         return sv
 

@@ -205,6 +205,6 @@ def _latency(table: CostTable, t: int, nodes: tuple[frozenset[str], ...], choice
         lam[0, i, t] = 1.0 / nc.s_full[choice[i], t]
     cands = Candidates(lp, costs, p, node_share(lp, p), opt, np.ones_like(opt), np.zeros(1, dtype=int),
                        np.ones(1), np.ones(1, dtype=int))
-    state = node_states(cands, table, lam, queueing=False)  # processing only (section 5.1)
+    state = node_states(cands, table, lam, queueing=False, spread=False)  # processing only (section 5.1)
     del model
     return route_latency(table, cands, state, t, lp.routes[t][0], transfer_s)
