@@ -106,12 +106,12 @@ def node_states(cands: Candidates, table: CostTable, lam: np.ndarray, *, queuein
     for n, nc in enumerate(cands.costs):
         opt = cands.opt[:, n]
         lam_n = lam[:, n, :]
+        servers = np.maximum(cands.cnt[:, n], 1)
         turns = {c: np.zeros(n_c) for c in nc.comps}
         passes = TURN_PASSES if len(nc.comps) > 1 else 1
         for k in range(passes):  # the admission queue does not feed back: computed on the last pass
             levels, betas, steps, held, queue, full, resid, p_full = occupancy(
-                nc, opt, lam_n, arr, rows, turns, ca2, queueing and k == passes - 1,
-                np.maximum(cands.cnt[:, n], 1))
+                nc, opt, lam_n, arr, rows, turns, ca2, queueing and k == passes - 1, servers)
             turns = {c: sum((held[j] * steps[j] for j in nc.comps if j != c), np.zeros(n_c))
                      for c in nc.comps}
         rho = sum(betas.values(), np.zeros(n_c))
@@ -122,11 +122,10 @@ def node_states(cands: Candidates, table: CostTable, lam: np.ndarray, *, queuein
         p_queued = np.zeros(n_c)
         if queueing:  # the executor's load of its full-batch capacity (step_queue_factor)
             util = np.minimum(sum(full.values(), np.zeros(n_c)), 1.0)
-            servers = np.maximum(cands.cnt[:, n], 1)
-            factor = step_queue_factor(util, servers)
+            p_queued = erlang_c(util, servers)
+            factor = step_queue_factor(util, servers, p_queued)
             with np.errstate(invalid="ignore"):  # 0 x inf: no residual, no queue
                 queued = np.where(factor > 1.0, residual * (factor - 1.0), 0.0)
-            p_queued = erlang_c(util, servers)
         loaded = np.minimum(rho, 1.0)
         for c in nc.comps:
             own = betas[c] / np.maximum(rho, 1e-12)  # the step in progress is c's own
@@ -140,7 +139,7 @@ def node_states(cands: Candidates, table: CostTable, lam: np.ndarray, *, queuein
 TURN_PASSES = 3  # fixed-point passes of occupancy and turns on merged executors (converges in 2-3)
 
 
-def step_queue_factor(util: np.ndarray, servers: np.ndarray) -> np.ndarray:
+def step_queue_factor(util: np.ndarray, servers: np.ndarray, erlang: np.ndarray | None = None) -> np.ndarray:
     """What the wait for the step in progress becomes once queueing for the executor is priced
     (an approximation, labelled as one; docs/plan.md "Monte Carlo queueing"):
     Pollaczek-Khinchine's M/G/1 wait, the residual over ``1 - u``, with the executor's step as
@@ -152,13 +151,14 @@ def step_queue_factor(util: np.ndarray, servers: np.ndarray) -> np.ndarray:
     past 1 on plans the simulator serves well (docs/plan.md "Accuracy", sessions 5 and 6). At
     least 1 (never below the residual alone); infinite at ``u >= 1``. Copies of a subplan side
     by side are separate nodes (``c = 1`` each, a random split), so they wait longer than the
-    same executors pooled in one node."""
+    same executors pooled in one node. ``erlang``: ``C(c, c u)`` when the caller already has it."""
     u = np.clip(util, 0.0, 1.0)
     if not len(u):  # no candidates (an empty chunk of a space)
         return np.ones(0)
     a = servers.astype(int) * u
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(u > 0, erlang_c(u, servers) / np.maximum(a, 1e-300), 0.0)
+        c_wait = erlang_c(u, servers) if erlang is None else erlang
+        ratio = np.where(u > 0, c_wait / np.maximum(a, 1e-300), 0.0)
         factor = np.where(u < 1.0, ratio / (1.0 - u), np.inf)
     return np.maximum(factor, 1.0)
 

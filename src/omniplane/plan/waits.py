@@ -59,11 +59,12 @@ class WaitLaw:
     def sample(self, draws: np.ndarray) -> np.ndarray:
         """Sampled waits ``[C, K]`` for ``draws[4, K]`` (:func:`wait_draws`)."""
         u, e = draws[0][None, :], draws[1:]
-        busy = _part(u, e[0], self.p_busy, self.busy_mean)
-        turns = np.where(u > 1.0 - self.p_busy[:, None],
-                         _given(self.turns_mean, self.p_busy)[:, None], 0.0)
-        out: np.ndarray = (busy + turns + _part(u, e[1], self.p_queued, self.queued_mean)
-                           + _part(u, e[2], self.p_admit, self.admit_mean))
+        out: np.ndarray = np.where(u > 1.0 - self.p_busy[:, None],
+                                   _given(self.turns_mean, self.p_busy)[:, None], 0.0)
+        parts = ((self.p_busy, self.busy_mean), (self.p_queued, self.queued_mean),
+                 (self.p_admit, self.admit_mean))
+        for size, (p, mean) in zip(e, parts, strict=True):
+            _add_part(out, u, size, p, mean)
         return out
 
 
@@ -74,14 +75,18 @@ def _given(mean: np.ndarray, p: np.ndarray) -> np.ndarray:
     return out
 
 
-def _part(u: np.ndarray, e: np.ndarray, p: np.ndarray, mean: np.ndarray) -> np.ndarray:
-    """``[C, K]``: 0 unless the sample's uniform falls in the top ``p`` of its range, then a unit
-    exponential times the mean given the event (mean kept: ``p x mean / p``)."""
-    on = u > 1.0 - p[:, None]
-    size = _given(mean, p)[:, None]
+def _add_part(out: np.ndarray, u: np.ndarray, e: np.ndarray, p: np.ndarray, mean: np.ndarray) -> None:
+    """Add one part to ``out[C, K]``: 0 unless the sample's uniform falls in the top ``p`` of its
+    range, then a unit exponential times the mean given the event (mean kept: ``p x mean / p``).
+    Only the candidates whose part has a positive mean are touched (the others add 0; most
+    candidates have no admission queue, and this is Monte Carlo's hot path)."""
+    rows = np.flatnonzero(mean > 0)
+    if not len(rows):
+        return
+    p_r = p[rows][:, None]
+    size = _given(mean[rows], p[rows])[:, None]
     with np.errstate(invalid="ignore"):
-        out: np.ndarray = np.where(on, size * e[None, :], 0.0)
-    return out
+        out[rows] += np.where(u > 1.0 - p_r, size * e[None, :], 0.0)
 
 
 def wait_draws(type_name: str, comp: str, k: int) -> np.ndarray:
