@@ -56,7 +56,7 @@ def _encode_batches(nodes: list[dict[str, Any]], routes: list[str], token_budget
     arrivals = [Arrival(i, 0.0, "i2a", sample_work(model, "i2a", rng, 1)[0]) for i in range(12)]
     res = Simulation(model, topo, arrivals, loop=loop).run()
     assert res.completed == 12
-    return [b for tr in res.trace for (_, _, comp, _, b) in tr.steps if comp == "enc"]
+    return [b for tr in res.trace for (_, _, comp, _, b, _) in tr.steps if comp == "enc"]
 
 
 def test_an_encoder_inside_an_llm_process_keeps_to_the_encoder_budget() -> None:

@@ -122,7 +122,7 @@ def test_a_step_lands_all_its_completions_before_the_next_step_forms() -> None:
     sim = make_sim(tiny_model(), plan, arrivals, trace=True)
     res = sim.run()
     [front] = [ex for ex in res.trace if ex.name == "front/0.0"]
-    kinds = [(comp, kind, batch) for _, _, comp, kind, batch in front.steps]
+    kinds = [(comp, kind, batch) for _, _, comp, kind, batch, _ in front.steps]
     i = kinds.index(("enc", "encode", 3))
     assert kinds[i + 1] == ("thinker", "mixed", 4)  # the decoding prompt plus three prefills
 
@@ -151,4 +151,4 @@ def test_work_arriving_at_one_instant_joins_one_step() -> None:
     res = make_sim(tiny_model(), tiny_plan(), arrivals, trace=True).run()
     assert res.requests.done["thinker"][0] == res.requests.done["thinker"][1]
     [back] = [ex for ex in res.trace if ex.node == "back"]
-    assert back.steps[0][2:] == ("talker", "prefill", 2)
+    assert back.steps[0][2:5] == ("talker", "prefill", 2)

@@ -15,11 +15,17 @@ they become ready:
 
 * each request's **admission** when it arrives, costing ``per_request + per_prompt_token P``;
   its wait delays the request's arrival at the engine;
-* each of its streamed **tokens** when the engine emits it (the simulator's first token and
-  finish, the tokens in between spaced evenly: an approximation), costing ``per_token +
-  per_iteration / b`` (the API server decodes one output message per engine iteration, shared by
-  the ``b`` streams decoding then: an approximation of per-iteration work as a share of each
-  token); its wait delays the client's receipt of the token.
+* each engine iteration's **output message** when the iteration ends (the simulator's step
+  trace; a decode span of ``n`` iterations split evenly: an approximation), costing
+  ``per_iteration`` (the API server decodes one message per iteration for all its streams);
+* each streamed **token** right behind its iteration's message (:func:`on_grid`), costing
+  ``per_token``; a token's wait delays the client's receipt of it. An iteration's ``b`` tokens
+  leave one after another, as they do from the real API server, so a first token that lands in
+  a busy iteration waits for the streams ahead of it.
+
+Without a step trace the old approximation is kept: tokens spaced evenly between a request's
+first token and finish, each costing ``per_token + per_iteration / b`` (``b`` streams sharing
+one message).
 
 At zero load nobody waits, and the constant ``latency`` (the concurrency-1 front end the probes
 measure: HTTP hop, API server, IPC, with one request's own service in it) is added to every
@@ -195,20 +201,75 @@ class Served:
     span_s: float  # first release to the end of the last service
 
 
+def nearest(grid: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per time in ``t``, the index of the closest point of the sorted ``grid`` (ties: earlier)."""
+    i = np.clip(np.searchsorted(grid, t), 1, len(grid) - 1)
+    return np.where(np.abs(grid[i - 1] - t) <= np.abs(grid[i] - t), i - 1, i)
+
+
+def on_grid(grid: np.ndarray, first: np.ndarray, finish: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Each request's ``counts`` token release times on the engine's iteration ends ``grid``
+    (sorted): the first at the grid point nearest its first token, the last at the one nearest
+    its finish, the others spread evenly by index over the points between (one per iteration
+    when the request decoded in every one; a preempted request has more points than tokens and
+    its tokens are spread over its gap: an approximation). A request that never finished
+    (non-finite first or finish) releases its first token at its first-token time and no other
+    (inf)."""
+    out = np.empty(int(counts.sum()))
+    ok = np.isfinite(first) & np.isfinite(finish)
+    lo = np.zeros(len(first), int)
+    hi = np.zeros(len(first), int)
+    if ok.any() and len(grid):
+        lo[ok], hi[ok] = nearest(grid, first[ok]), nearest(grid, finish[ok])
+    pos = 0
+    for i, c in enumerate(counts):
+        k = np.arange(c)
+        if ok[i] and len(grid):
+            idx = lo[i] + np.rint(k * (max(hi[i], lo[i]) - lo[i]) / max(c - 1, 1)).astype(int)
+            out[pos:pos + c] = grid[idx]
+        else:
+            out[pos:pos + c] = np.inf
+            out[pos] = first[i]
+        pos += c
+    return out
+
+
 def serve(fe: FrontEnd, arrival: np.ndarray, prompt: np.ndarray, first: np.ndarray, finish: np.ndarray,
-          tokens: np.ndarray, streams: np.ndarray) -> Served:
-    """Queue every request's admission and tokens through the front end (module docstring)."""
+          tokens: np.ndarray, streams: np.ndarray, grid: np.ndarray | None = None) -> Served:
+    """Queue every request's admission and tokens through the front end (module docstring).
+
+    Without ``grid`` a request's tokens are spaced evenly between its first token and finish,
+    each costing ``token_cost(b)``. Given ``grid``, the engine's iteration ends (sorted), tokens
+    are released when the engine emits them (:func:`on_grid`): every iteration end that releases
+    a token is one output message costing ``per_iteration`` (the API server decodes one message
+    per engine iteration for all its streams), queued ahead of that instant's tokens, each then
+    costing ``per_token``; within an instant, tokens queue by their request's arrival (vLLM emits
+    a step's outputs in its running order, oldest first: an approximation). So a burst of ``b``
+    tokens leaves one after another, as it does from the real API server. The message's cost is
+    taken off its own tokens' waits: at zero load it is part of the measured constant ``latency``.
+    """
     n = len(arrival)
     counts = np.maximum(tokens, 1).astype(int)
     owner = np.repeat(np.arange(n), counts)
-    k = np.concatenate([np.arange(c) for c in counts]) if n else np.zeros(0, int)
-    gap = np.where(counts > 1, (finish - first) / np.maximum(counts - 1, 1), 0.0)
-    tok_release = first[owner] + k * gap[owner]
-    tok_cost = np.array([fe.token_cost(b) for b in streams])[owner] if n else np.zeros(0)
-    release = np.concatenate([arrival, tok_release])
-    cost = np.concatenate([[fe.request_cost(p) for p in prompt], tok_cost]) if n else np.zeros(0)
+    adm_cost = np.array([fe.request_cost(p) for p in prompt]) if n else np.zeros(0)
+    if grid is None:
+        k = np.concatenate([np.arange(c) for c in counts]) if n else np.zeros(0, int)
+        gap = np.where(counts > 1, (finish - first) / np.maximum(counts - 1, 1), 0.0)
+        tok_release = first[owner] + k * gap[owner]
+        tok_cost = np.array([fe.token_cost(b) for b in streams])[owner] if n else np.zeros(0)
+        msg_release, own_msg = np.zeros(0), np.zeros(len(tok_release))
+    else:
+        tok_release = on_grid(np.asarray(grid, float), first, finish, counts)
+        tok_cost = np.full(len(tok_release), fe.per_token_s)
+        fin = np.isfinite(tok_release)
+        msg_release = np.unique(tok_release[fin]) if fe.per_iteration_s > 0 else np.zeros(0)
+        own_msg = np.where(fin, fe.per_iteration_s / fe.cores, 0.0) if len(msg_release) else \
+            np.zeros(len(tok_release))
+    m = len(msg_release)
+    release = np.concatenate([arrival, msg_release, tok_release])
+    cost = np.concatenate([adm_cost, np.full(m, fe.per_iteration_s), tok_cost])
     waits = fifo_waits(release, cost, fe.cores)
-    tok_wait = waits[n:]
+    tok_wait = np.maximum(waits[n + m:] - own_msg, 0.0)
     ends = np.cumsum(counts)
     ok = np.isfinite(release + waits)
     span = float((release + waits + cost / fe.cores)[ok].max() - release[ok].min()) if ok.any() else 0.0
@@ -217,22 +278,23 @@ def serve(fe: FrontEnd, arrival: np.ndarray, prompt: np.ndarray, first: np.ndarr
 
 
 Pair = tuple[np.ndarray, np.ndarray]
+Run = tuple[np.ndarray, np.ndarray, np.ndarray | None]  # first, finish, iteration ends (or None)
 
 
 def fixed_point(fe: FrontEnd, arrival: np.ndarray, prompt: np.ndarray, tokens: np.ndarray,
-                engine: Callable[[np.ndarray], Pair], streams: Callable[[np.ndarray, np.ndarray], np.ndarray],
+                engine: Callable[[np.ndarray], Run], streams: Callable[[np.ndarray, np.ndarray], np.ndarray],
                 ) -> tuple[np.ndarray, np.ndarray, Served, dict[str, float]]:
-    """The engine (``engine(arrival at the engine) -> (first, finish)``) and the front end
-    simulated in turn until the admission waits agree within 1 ms (at most 8 rounds; the last
-    change is reported): the engine sees requests when the front end has admitted them, the
-    front end sees tokens when the engine emits them."""
+    """The engine (``engine(arrival at the engine) -> (first, finish, iteration ends or None)``)
+    and the front end simulated in turn until the admission waits agree within 1 ms (at most 8
+    rounds; the last change is reported): the engine sees requests when the front end has
+    admitted them, the front end sees tokens when the engine emits them."""
     admit = np.zeros(len(arrival))
     change = math.inf
     rounds = 0
     while True:
         rounds += 1
-        first, finish = engine(arrival + admit)
-        served = serve(fe, arrival, prompt, first, finish, tokens, streams(first, finish))
+        first, finish, grid = engine(arrival + admit)
+        served = serve(fe, arrival, prompt, first, finish, tokens, streams(first, finish), grid)
         change = float(np.max(np.abs(served.admit - admit))) if len(admit) else 0.0
         admit = served.admit
         if change < FIXED_POINT_TOL_S or rounds >= FIXED_POINT_ITERS:

@@ -14,9 +14,9 @@ import numpy as np
 from omniplane.fidelity.calibrate import Delivery, decode_streams
 from omniplane.fidelity.compare import Timing
 from omniplane.fidelity.engine import EngineConfig
-from omniplane.fidelity.frontend import FrontEnd, fixed_point
+from omniplane.fidelity.frontend import FrontEnd, Run, fixed_point
 from omniplane.perf.steptime import StepModel
-from omniplane.sim import EventLoop, RunSetup, Simulation, build_topology
+from omniplane.sim import EventLoop, RunSetup, SimResult, Simulation, build_topology
 from omniplane.spec import ExecutorGroup, GPUKind, ModelSpec, PlanNode, PlanSpec, Route
 from omniplane.workload import Request
 
@@ -85,10 +85,9 @@ def simulate_engine(model: ModelSpec, engine: EngineConfig, step: StepModel, req
     tokens = np.array([int(r.work[comp]["output_tokens"]) for r in reqs])
     sim_stats: dict[str, float] = {}
 
-    def run(at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def run(at: np.ndarray) -> Run:
         shifted = [replace(r, arrival=float(t)) for r, t in zip(reqs, at, strict=True)]
-        first, finish = _simulate(model, engine, step, shifted, sim_stats)
-        return first, finish
+        return _simulate(model, engine, step, shifted, sim_stats)
 
     if queue is not None and queue.queued:
         first, finish, served, fp = fixed_point(queue, arrival, prompt, tokens, run, _streams)
@@ -97,7 +96,7 @@ def simulate_engine(model: ModelSpec, engine: EngineConfig, step: StepModel, req
         sim_stats.update({"frontend_busy": served.busy_s / served.span_s if served.span_s > 0 else 0.0, **fp,
                           "frontend_admit_wait_mean_ms": float(np.nanmean(served.admit)) * 1e3})
     else:
-        first, finish = run(arrival)
+        first, finish, _ = run(arrival)
         front = queue.latency_s if queue is not None else frontend_s
         extra_first = np.zeros(len(reqs))
         extra_last = np.zeros(len(reqs))
@@ -123,18 +122,21 @@ def _streams(first: np.ndarray, finish: np.ndarray) -> np.ndarray:
 
 
 def _simulate(model: ModelSpec, engine: EngineConfig, step: StepModel, requests: Sequence[Request],
-              stats: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
+              stats: dict[str, float]) -> Run:
     """One simulation of the engine alone: per request (in the order given) its first token
-    and finish in simulated seconds (inf for a request that failed or never finished)."""
+    and finish in simulated seconds (inf for a request that failed or never finished), and the
+    engine's iteration ends (:func:`iteration_ends`)."""
     loop = EventLoop()
     limits = step.limits
     # a measured engine has no GPU kind: its config is the engine's own limits (make_cfg), and
     # build_topology only hands the GPU kind to make_cfg
-    setup = RunSetup(make_cfg=lambda _gpu, _tp, _batch: limits, token_budget=engine.max_num_batched_tokens)
+    setup = RunSetup(make_cfg=lambda _gpu, _tp, _batch: limits, token_budget=engine.max_num_batched_tokens,
+                     trace=True)
     counted = _Counted(step)
     topo = build_topology(model, engine_plan(model, engine), cast(GPUKind, None), cast(StepModel, counted),
                           loop, setup)
-    rec = Simulation(model, topo, requests, loop=loop).run().requests
+    result = Simulation(model, topo, requests, loop=loop).run()
+    rec = result.requests
     llm = [e for ex in topo.executors for e in ex.engines if hasattr(e, "iters")]
     decode_its = sum(int(getattr(e, "iters", 0)) for e in llm)  # decode iterations, mixed included
     its = decode_its + counted.prefill_only
@@ -149,4 +151,13 @@ def _simulate(model: ModelSpec, engine: EngineConfig, step: StepModel, requests:
     for rid, f, e, failed in zip(rec.rid, rec.first_response, rec.finish, rec.failed, strict=True):
         if not failed and math.isfinite(f) and math.isfinite(e):
             first[index[int(rid)]], finish[index[int(rid)]] = float(f), float(e)
-    return first, finish
+    return first, finish, iteration_ends(result)
+
+
+def iteration_ends(result: SimResult) -> np.ndarray:
+    """The end of every engine iteration of a traced run, sorted: a step's end, and a decode span
+    of ``n`` iterations split evenly over its duration (its iterations take nearly equal times,
+    the context growing by one token each: an approximation)."""
+    ends = [start + (end - start) * np.arange(1, n + 1) / n
+            for ex in result.trace for start, end, _comp, _kind, _batch, n in ex.steps if n > 0]
+    return np.sort(np.concatenate(ends)) if ends else np.zeros(0)

@@ -150,7 +150,7 @@ class Executor:
         by_kind = stats.by_kind
         by_kind[kind] = by_kind.get(kind, 0) + n
         if stats.trace is not None:
-            stats.trace.append((self._started, now, engine.comp, kind, step.batch))
+            stats.trace.append((self._started, now, engine.comp, kind, step.batch, n))
         if now >= stats.next_sample:  # the queue length, at a step end at most every SAMPLE_S
             stats.next_sample = now + stats.SAMPLE_S
             n = self.outstanding()

@@ -34,11 +34,12 @@ class TypeMetrics:
 
 @dataclass(frozen=True)
 class ExecutorTrace:
-    """The steps one executor ran (when the run was traced): (start, end, component, kind, batch)."""
+    """The steps one executor ran (when the run was traced): (start, end, component, kind, batch,
+    iterations); a decode span is one step of several iterations."""
 
     name: str
     node: str
-    steps: tuple[tuple[float, float, str, str, int], ...]
+    steps: tuple[tuple[float, float, str, str, int, int], ...]
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ class ExecutorStats:
         self.by_kind: dict[str, int] = {}
         self.queue: list[tuple[float, int]] = []  # (time, outstanding requests), sampled
         self.next_sample = 0.0
-        self.trace: list[tuple[float, float, str, str, int]] | None = [] if trace else None
+        self.trace: list[tuple[float, float, str, str, int, int]] | None = [] if trace else None
 
     def summary(self, horizon: float) -> dict[str, Any]:
         q = np.array([n for _, n in self.queue]) if self.queue else np.zeros(1)

@@ -25,10 +25,10 @@ def chrome_trace(result: SimResult) -> dict[str, Any]:
         pid = pids[ex.node]
         events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
                        "args": {"name": ex.name}})
-        for start, end, comp, kind, batch in ex.steps:
+        for start, end, comp, kind, batch, iterations in ex.steps:
             events.append({"name": f"{comp} {kind}", "cat": kind, "ph": "X", "pid": pid,
                            "tid": tid, "ts": start * 1e6, "dur": (end - start) * 1e6,
-                           "args": {"batch": batch}})
+                           "args": {"batch": batch, "iterations": iterations}})
     return {"traceEvents": events, "displayTimeUnit": "ms"}
 
 
