@@ -207,6 +207,13 @@ def nearest(grid: np.ndarray, t: np.ndarray) -> np.ndarray:
     return np.where(np.abs(grid[i - 1] - t) <= np.abs(grid[i] - t), i - 1, i)
 
 
+def tokens_of(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per streamed token (requests' tokens one after another): its request and its index in it."""
+    owner = np.repeat(np.arange(len(counts)), counts)
+    starts = np.cumsum(counts) - counts
+    return owner, np.arange(len(owner)) - starts[owner]
+
+
 def on_grid(grid: np.ndarray, first: np.ndarray, finish: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Each request's ``counts`` token release times on the engine's iteration ends ``grid``
     (sorted): the first at the grid point nearest its first token, the last at the one nearest
@@ -215,23 +222,18 @@ def on_grid(grid: np.ndarray, first: np.ndarray, finish: np.ndarray, counts: np.
     its tokens are spread over its gap: an approximation). A request that never finished
     (non-finite first or finish) releases its first token at its first-token time and no other
     (inf)."""
-    out = np.empty(int(counts.sum()))
-    ok = np.isfinite(first) & np.isfinite(finish)
+    owner, k = tokens_of(counts)
+    ok = np.isfinite(first) & np.isfinite(finish) & (len(grid) > 0)
     lo = np.zeros(len(first), int)
     hi = np.zeros(len(first), int)
-    if ok.any() and len(grid):
+    if ok.any():
         lo[ok], hi[ok] = nearest(grid, first[ok]), nearest(grid, finish[ok])
-    pos = 0
-    for i, c in enumerate(counts):
-        k = np.arange(c)
-        if ok[i] and len(grid):
-            idx = lo[i] + np.rint(k * (max(hi[i], lo[i]) - lo[i]) / max(c - 1, 1)).astype(int)
-            out[pos:pos + c] = grid[idx]
-        else:
-            out[pos:pos + c] = np.inf
-            out[pos] = first[i]
-        pos += c
-    return out
+    span = np.maximum(hi - lo, 0) / np.maximum(counts - 1, 1)
+    unfinished = np.where(k == 0, first[owner], np.inf)
+    if not ok.any():
+        return unfinished
+    idx = lo[owner] + np.rint(k * span[owner]).astype(int)
+    return np.where(ok[owner], grid[idx], unfinished)
 
 
 def serve(fe: FrontEnd, arrival: np.ndarray, prompt: np.ndarray, first: np.ndarray, finish: np.ndarray,
@@ -250,10 +252,9 @@ def serve(fe: FrontEnd, arrival: np.ndarray, prompt: np.ndarray, first: np.ndarr
     """
     n = len(arrival)
     counts = np.maximum(tokens, 1).astype(int)
-    owner = np.repeat(np.arange(n), counts)
+    owner, k = tokens_of(counts)
     adm_cost = np.array([fe.request_cost(p) for p in prompt]) if n else np.zeros(0)
     if grid is None:
-        k = np.concatenate([np.arange(c) for c in counts]) if n else np.zeros(0, int)
         gap = np.where(counts > 1, (finish - first) / np.maximum(counts - 1, 1), 0.0)
         tok_release = first[owner] + k * gap[owner]
         tok_cost = np.array([fe.token_cost(b) for b in streams])[owner] if n else np.zeros(0)
@@ -263,8 +264,7 @@ def serve(fe: FrontEnd, arrival: np.ndarray, prompt: np.ndarray, first: np.ndarr
         tok_cost = np.full(len(tok_release), fe.per_token_s)
         fin = np.isfinite(tok_release)
         msg_release = np.unique(tok_release[fin]) if fe.per_iteration_s > 0 else np.zeros(0)
-        own_msg = np.where(fin, fe.per_iteration_s / fe.cores, 0.0) if len(msg_release) else \
-            np.zeros(len(tok_release))
+        own_msg = np.where(fin, fe.per_iteration_s / fe.cores, 0.0)
     m = len(msg_release)
     release = np.concatenate([arrival, msg_release, tok_release])
     cost = np.concatenate([adm_cost, np.full(m, fe.per_iteration_s), tok_cost])
@@ -277,7 +277,6 @@ def serve(fe: FrontEnd, arrival: np.ndarray, prompt: np.ndarray, first: np.ndarr
     return Served(waits[:n], tok_wait[ends - counts], tok_wait[ends - 1], busy, span)
 
 
-Pair = tuple[np.ndarray, np.ndarray]
 Run = tuple[np.ndarray, np.ndarray, np.ndarray | None]  # first, finish, iteration ends (or None)
 
 
