@@ -23,6 +23,7 @@ from omniplane.fidelity.calibrate import Delivery
 from omniplane.fidelity.compare import mean_ttft_ms, summarize
 from omniplane.fidelity.engine import EngineConfig
 from omniplane.fidelity.frontend import FrontEnd, cpu_samples, fit_frontend, measured_share
+from omniplane.fidelity.idle import ColdStart, IdleSample, fit_cold
 from omniplane.fidelity.simulate import simulate_engine
 from omniplane.perf.profiler import PointMetrics
 from omniplane.perf.profiles import ProfileRow
@@ -77,22 +78,27 @@ def main() -> None:
         share = measured_share(samples)
         at_share = fit_frontend(samples, latency, cores=share) if share else queue
         const = FrontEnd(latency)
-        variants = [("as run" + (" (front-end queue)" if queue.queued else ""), own, own_mixed, queue)]
-        variants += [] if has_big else [(f"+ probe 0's decode >= {BIG}", own + big, own_mixed, queue)]
-        variants += [("additive (no mixed terms)", own, [], queue)] if own_mixed else []
-        variants += [("constant front end (no queue)", own, own_mixed, const)] if queue.queued else []
+        cold = fit_cold([IdleSample(s["gap_ms"], s["idle_ms"], s["ttft_ms"])
+                         for k in cal["probes"] for s in probes[k].get("idle", ())])
+        warm = ColdStart()
+        variants = [("as run" + (" (front-end queue)" if queue.queued else ""), own, own_mixed, queue, cold)]
+        variants += [] if has_big else [(f"+ probe 0's decode >= {BIG}", own + big, own_mixed, queue, cold)]
+        variants += [("additive (no mixed terms)", own, [], queue, cold)] if own_mixed else []
+        variants += [("constant front end (no queue)", own, own_mixed, const, cold)] if queue.queued else []
+        variants += [("no cold start after idle", own, own_mixed, queue, warm)] if cold.idle_s else []
         if share:
-            variants.append((f"queue at the probes' runnable share {share:.3f}", own, own_mixed, at_share))
+            variants.append((f"queue at the probes' runnable share {share:.3f}", own, own_mixed, at_share,
+                             cold))
         if queue.queued:
             print(f"load {detail['fraction']:.0%} queue: {queue.per_request_s * 1e3:.3f} ms/request, "
                   f"{queue.per_prompt_token_s * 1e6:.3f} us/prompt token, {queue.per_token_s * 1e3:.4f} "
                   f"ms/token, {queue.per_iteration_s * 1e3:.4f} ms/iteration ({len(queue.samples)} samples), "
                   f"runnable share of a core {share or 0:.3f}")
         m = load["measured"]
-        for name, rs, mx, fe in variants:
+        for name, rs, mx, fe, cs in variants:
             step = fit_step_model(rs, comp, limits, source="fidelity_resim", mixed=mx)
             stats: dict[str, float] = {}
-            pred = simulate_engine(wl.model, engine, step, reqs, latency, delivery, stats, queue=fe)
+            pred = simulate_engine(wl.model, engine, step, reqs, latency, delivery, stats, queue=fe, cold=cs)
             s = summarize(pred)
 
             def err(k: str, s: dict[str, float | None] = s, m: dict[str, float | None] = m) -> str:

@@ -128,6 +128,13 @@ def show_report(doc: dict[str, Any]) -> None:
                     f"{_fmt(fq.get('per_iteration_ms'))} ms per iteration, on {_fmt(fq.get('cores'))} "
                     f"core; simulated busy {_fmt(busy)}"
                     + "".join(f"; {n}" for n in fq.get("notes") or ()), highlight=False)
+            if (cs := cal.get("cold_start")) and cs.get("idle_ms"):
+                sim = detail.get("simulated_iterations") or {}
+                pts = ", ".join(f"{i:g} ms idle +{e:.2f}"
+                                for i, e in zip(cs["idle_ms"], cs["extra_ms"], strict=False))
+                console.print(f"  cold start after idle ({cs.get('samples')} samples): {pts} ms; simulated: "
+                              f"{_fmt(sim.get('idle_arrivals'))} of arrivals find the engine idle, "
+                              f"{_fmt(sim.get('cold_mean_ms'))} ms mean", highlight=False)
             mixed = (cal.get("step_model") or {}).get("mixed_coefficients_s") or {}
             if any(mixed.values()):
                 n = len((cal.get("step_model") or {}).get("mixed_rows") or [])

@@ -38,6 +38,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from omniplane.fidelity.engine import EngineConfig
+from omniplane.fidelity.idle import IdlePlan
 from omniplane.fidelity.mixed import MixedPlan
 from omniplane.perf.profiler import PointMetrics, RequestSpec
 from omniplane.perf.profiles import ProfileRow
@@ -66,12 +67,16 @@ class ProbePlan:
     # mixed iterations (a prompt chunk batched with decodes, omniplane.fidelity.mixed), in every
     # probe: a served load runs mostly those, and the decode-only bursts cannot price them
     mixed: MixedPlan = field(default_factory=MixedPlan)
+    # requests after an idle gap (omniplane.fidelity.idle), in every probe: every other point is
+    # sent back to back, a light load's arrivals often find the engine idle
+    idle: IdlePlan = field(default_factory=IdlePlan)
 
     @classmethod
     def quick(cls) -> ProbePlan:
         """A short probe for tests: its capacity is at 16 workers, not the largest batch; no
-        mixed iterations (the mixed probe is tested on a loopback server)."""
-        return cls((32, 256), 2, (1, 4), 1, 8, 512, (1,), (16,), 6.0, 16, MixedPlan(decodes=()))
+        mixed iterations and no idle gaps (both probes are tested on a loopback server)."""
+        return cls((32, 256), 2, (1, 4), 1, 8, 512, (1,), (16,), 6.0, 16, MixedPlan(decodes=()),
+                   IdlePlan(gaps_ms=()))
 
 
 def probe_specs(plan: ProbePlan, engine: EngineConfig, typical_prompt: int,

@@ -47,6 +47,7 @@ from omniplane.fidelity.calibrate import (
 from omniplane.fidelity.compare import mean_ttft_ms, measured_timings, summarize, ttft_decomposition
 from omniplane.fidelity.engine import EngineConfig, read_engine_config
 from omniplane.fidelity.frontend import FrontEnd, cpu_samples, fit_frontend
+from omniplane.fidelity.idle import ColdStart, IdleSample, fit_cold, run_idle
 from omniplane.fidelity.mixed import run_mixed
 from omniplane.fidelity.simulate import component_of, simulate_engine
 from omniplane.loadgen.affinity import cpu_split
@@ -94,12 +95,15 @@ class Probe:
     rows: tuple[ProfileRow, ...]
     mixed: tuple[MixedRow, ...] = ()  # mixed iterations (omniplane.fidelity.mixed)
     mixed_dropped: int = 0
+    idle: tuple[IdleSample, ...] = ()  # requests after an idle gap (omniplane.fidelity.idle)
+    idle_engine: tuple[dict[str, float], ...] = ()  # per gap, the engine's own means (a report)
 
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "at_s": round(self.at, 1), "machine_load": self.machine_load,
                 "rows": [{"op": r.op, "batch": r.batch, "size": r.size, "ms": round(r.latency_ms, 3)}
                          for r in self.rows],
                 "mixed": [m.to_json() for m in self.mixed], "mixed_dropped": self.mixed_dropped,
+                "idle": [s.to_json() for s in self.idle], "idle_engine_ms": list(self.idle_engine),
                 "points": [p.to_json() for p in self.points]}
 
 
@@ -114,6 +118,7 @@ class Calibration:
     drift: float | None
     probes: tuple[int, ...]
     frontend: FrontEnd | None = None  # the front end as a CPU queue (omniplane.fidelity.frontend)
+    cold: ColdStart = field(default_factory=ColdStart)  # after idle (omniplane.fidelity.idle)
 
     def to_json(self) -> dict[str, Any]:
         errs = sorted(abs(f.error) for f in self.holdout)
@@ -127,6 +132,7 @@ class Calibration:
             "delivery": self.delivery.to_json(),
             "probe_drift": self.drift,
             "frontend_queue": self.frontend.to_json() if self.frontend is not None else None,
+            "cold_start": self.cold.to_json(),
         }
 
 
@@ -140,7 +146,8 @@ def calibrate(probes: Sequence[Probe], comp: str, engine: EngineConfig, source: 
     latency = frontend_latency(points)
     return Calibration(step, latency, fit_delivery(points),
                        holdout_fits(rows, comp, limits, mixed), probe_drift(probes[0].rows, probes[-1].rows),
-                       tuple(p.index for p in probes), fit_frontend(cpu_samples(points), latency))
+                       tuple(p.index for p in probes), fit_frontend(cpu_samples(points), latency),
+                       fit_cold([s for p in probes for s in p.idle]))
 
 
 def _sizes(requests: Sequence[Request], comp: str) -> list[tuple[int, int]]:
@@ -295,8 +302,12 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
                         engine.max_num_batched_tokens, f"{seed}:{n}", label)
         if mix.error:
             raise RuntimeError(f"probe {n}'s mixed iterations failed: {mix.error}")
+        idle = run_idle(engine.url, engine.model, vocab, opts.plan.idle, typical, f"{seed}:{n}")
+        if idle.error:
+            raise RuntimeError(f"probe {n}'s idle gaps failed: {idle.error}")
         p = Probe(n, time.monotonic() - t0, _machine_load(), points,
-                  tuple(probe_rows(points, comp, opts.gpu, label)), mix.samples, mix.dropped)
+                  tuple(probe_rows(points, comp, opts.gpu, label)), mix.samples, mix.dropped,
+                  idle.samples, idle.engine_ms)
         probes.append(p)
         return p
 
@@ -321,7 +332,8 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
     overload = generate(opts.workload, n=OVERLOAD_REQUESTS, rate=OVERLOAD * cap, seed=seed + 2)
     cap_stats: dict[str, float] = {}
     sim_cap = summarize(simulate_engine(model, engine, cap_cal.step, overload, cap_cal.frontend_s,
-                                        stats=cap_stats, queue=cap_cal.frontend))["throughput_rps"]
+                                        stats=cap_stats, queue=cap_cal.frontend,
+                                        cold=cap_cal.cold))["throughput_rps"]
     tell(f"capacity {cap:.2f} req/s measured, {sim_cap or 0:.2f} simulated")
     if cap_cpu:
         tell("  capacity run, busy cores: " + ", ".join(f"{k} {v:.2f}" for k, v in cap_cpu.items()))
@@ -346,7 +358,7 @@ def run_fidelity(opts: FidelityOptions, say: Say | None = None) -> dict[str, Any
         cal = calibrate(around, comp, engine, source(around))
         sim_its: dict[str, float] = {}
         predicted = simulate_engine(model, engine, cal.step, requests, cal.frontend_s, cal.delivery, sim_its,
-                                    queue=cal.frontend)
+                                    queue=cal.frontend, cold=cal.cold)
         simulated = summarize(predicted)
         measured = _median_metrics([m for m, _ in runs])
         hold = cal.to_json()["holdout"]

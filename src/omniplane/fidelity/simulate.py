@@ -15,6 +15,7 @@ from omniplane.fidelity.calibrate import Delivery, decode_streams
 from omniplane.fidelity.compare import Timing
 from omniplane.fidelity.engine import EngineConfig
 from omniplane.fidelity.frontend import FrontEnd, Run, fixed_point
+from omniplane.fidelity.idle import ColdStart, idle_before
 from omniplane.perf.steptime import StepModel
 from omniplane.sim import EventLoop, RunSetup, SimResult, Simulation, build_topology
 from omniplane.spec import ExecutorGroup, GPUKind, ModelSpec, PlanNode, PlanSpec, Route
@@ -68,7 +69,8 @@ class _Counted:
 
 def simulate_engine(model: ModelSpec, engine: EngineConfig, step: StepModel, requests: Sequence[Request],
                     frontend_s: float, delivery: Delivery | None = None,
-                    stats: dict[str, float] | None = None, queue: FrontEnd | None = None) -> list[Timing]:
+                    stats: dict[str, float] | None = None, queue: FrontEnd | None = None,
+                    cold: ColdStart | None = None) -> list[Timing]:
     """The simulator's prediction for ``requests`` on the engine (its limits, its step model),
     with the front-end latency added to every first token and finish and, given a delivery
     cost, ``(tokens - 1) delivery.per_token(b)`` to every finish (``b``: the mean number of
@@ -77,17 +79,20 @@ def simulate_engine(model: ModelSpec, engine: EngineConfig, step: StepModel, req
     admission and tokens wait for the shared front-end core, the engine and the queue simulated
     to a fixed point. ``stats`` receives what the simulated engine ran: iterations, of which
     mixed and prefill-only, and scheduled tokens per iteration (the counterpart of the replay's
-    ``engine_iterations``), and with a queue its busy share and fixed-point rounds."""
+    ``engine_iterations``), and with a queue its busy share and fixed-point rounds. Given a
+    ``cold`` start cost (:mod:`omniplane.fidelity.idle`), a request that reaches the engine while
+    it is idle pays it, by how long the engine had been idle, on its first token and finish."""
     comp = step.component
     reqs = sorted(requests, key=lambda r: r.arrival)
     arrival = np.array([r.arrival for r in reqs], float)
     prompt = np.array([float(r.work[comp]["prompt_tokens"]) for r in reqs])
     tokens = np.array([int(r.work[comp]["output_tokens"]) for r in reqs])
     sim_stats: dict[str, float] = {}
+    busy: list[tuple[np.ndarray, np.ndarray]] = []  # the last run's step intervals
 
     def run(at: np.ndarray) -> Run:
         shifted = [replace(r, arrival=float(t)) for r, t in zip(reqs, at, strict=True)]
-        return _simulate(model, engine, step, shifted, sim_stats)
+        return _simulate(model, engine, step, shifted, sim_stats, busy)
 
     if queue is not None and queue.queued:
         first, finish, served, fp = fixed_point(queue, arrival, prompt, tokens, run, _streams)
@@ -95,8 +100,10 @@ def simulate_engine(model: ModelSpec, engine: EngineConfig, step: StepModel, req
         extra_first, extra_last = served.first, served.last
         sim_stats.update({"frontend_busy": served.busy_s / served.span_s if served.span_s > 0 else 0.0, **fp,
                           "frontend_admit_wait_mean_ms": float(np.nanmean(served.admit)) * 1e3})
+        at_engine = arrival + served.admit
     else:
         first, finish, _ = run(arrival)
+        at_engine = arrival
         front = queue.latency_s if queue is not None else frontend_s
         extra_first = np.zeros(len(reqs))
         extra_last = np.zeros(len(reqs))
@@ -105,6 +112,12 @@ def simulate_engine(model: ModelSpec, engine: EngineConfig, step: StepModel, req
             streams = np.ones(len(reqs))
             streams[ok] = _streams(first[ok], finish[ok])
             extra_last = np.maximum(0, tokens - 1) * np.array([delivery.per_token(b) for b in streams])
+    if cold is not None and len(reqs) and busy:
+        idle = idle_before(*busy[-1], at_engine)
+        extra = cold.cost(np.where(np.isfinite(idle), idle, cold.idle_s[-1] if cold.idle_s else 0.0))
+        extra_first, extra_last = extra_first + extra, extra_last + extra
+        sim_stats.update({"idle_arrivals": float(np.mean(idle > 0)),
+                          "cold_mean_ms": float(np.mean(extra)) * 1e3})
     if stats is not None:
         stats.update(sim_stats)
     rows = zip(arrival, first + extra_first, finish + extra_last, tokens, strict=True)
@@ -122,10 +135,11 @@ def _streams(first: np.ndarray, finish: np.ndarray) -> np.ndarray:
 
 
 def _simulate(model: ModelSpec, engine: EngineConfig, step: StepModel, requests: Sequence[Request],
-              stats: dict[str, float]) -> Run:
+              stats: dict[str, float], busy: list[tuple[np.ndarray, np.ndarray]] | None = None) -> Run:
     """One simulation of the engine alone: per request (in the order given) its first token
     and finish in simulated seconds (inf for a request that failed or never finished), and the
-    engine's iteration ends (:func:`iteration_ends`)."""
+    engine's iteration ends (:func:`iteration_ends`); ``busy`` receives its steps' start and end
+    times."""
     loop = EventLoop()
     limits = step.limits
     # a measured engine has no GPU kind: its config is the engine's own limits (make_cfg), and
@@ -151,6 +165,9 @@ def _simulate(model: ModelSpec, engine: EngineConfig, step: StepModel, requests:
     for rid, f, e, failed in zip(rec.rid, rec.first_response, rec.finish, rec.failed, strict=True):
         if not failed and math.isfinite(f) and math.isfinite(e):
             first[index[int(rid)]], finish[index[int(rid)]] = float(f), float(e)
+    if busy is not None:
+        spans = [(start, end) for ex in result.trace for start, end, *_ in ex.steps]
+        busy[:] = [(np.array([a for a, _ in spans], float), np.array([b for _, b in spans], float))]
     return first, finish, iteration_ends(result)
 
 
