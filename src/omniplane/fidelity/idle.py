@@ -38,6 +38,7 @@ from typing import Any
 import httpx
 import numpy as np
 
+from omniplane.fidelity.mixed import stream_body
 from omniplane.perf.profiler.client import server_means, server_totals, stream_chat
 from omniplane.perf.profiler.run import token_prompt
 
@@ -66,10 +67,6 @@ class IdleResult:
     engine_ms: tuple[dict[str, float], ...] = ()  # per gap: the engine's mean prefill and API hop (report)
     error: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return {"samples": [s.to_json() for s in self.samples], "engine_ms": list(self.engine_ms),
-                "error": self.error}
-
 
 async def _probe(url: str, model: str, vocab: int, plan: IdlePlan, prompt: int, salt: str) -> IdleResult:
     samples: list[IdleSample] = []
@@ -80,9 +77,7 @@ async def _probe(url: str, model: str, vocab: int, plan: IdlePlan, prompt: int, 
             prev = time.monotonic()
             for j in range(plan.rounds):
                 await asyncio.sleep(g / 1e3)
-                body = {"model": model, "prompt": token_prompt(f"{salt}:idle-{g:g}:{j}", prompt, vocab),
-                        "max_tokens": 1, "stream": True, "ignore_eos": True,
-                        "stream_options": {"include_usage": True}}
+                body = stream_body(model, token_prompt(f"{salt}:idle-{g:g}:{j}", prompt, vocab), 1)
                 rec = await stream_chat(client, url, body, 0, api="completions")
                 if rec.error or rec.first_token is None:
                     return IdleResult(tuple(samples), tuple(engine),
@@ -118,7 +113,8 @@ class ColdStart:
     notes: tuple[str, ...] = ()
 
     def cost(self, idle: np.ndarray) -> np.ndarray:
-        """Per idle time (s; 0: the engine was busy), the extra latency (s)."""
+        """Per idle time (s; 0: the engine was busy; inf: it never ran, the largest idle's cost),
+        the extra latency (s)."""
         idle = np.asarray(idle, float)
         if len(self.idle_s) < 2:
             return np.zeros(idle.shape)

@@ -91,7 +91,8 @@ async def _decoding(client: httpx.AsyncClient, url: str, body: dict[str, Any], c
                     started.set()
 
 
-def _body(model: str, prompt: list[int], tokens: int) -> dict[str, Any]:
+def stream_body(model: str, prompt: list[int], tokens: int) -> dict[str, Any]:
+    """A streamed completions request of token ids, ``tokens`` forced output tokens."""
     return {"model": model, "prompt": prompt, "max_tokens": tokens, "stream": True, "ignore_eos": True,
             "stream_options": {"include_usage": True}}
 
@@ -107,8 +108,8 @@ async def _point(url: str, model: str, vocab: int, n: int, chunk_sizes: Sequence
     limits = httpx.Limits(max_connections=n + 4)
     async with httpx.AsyncClient(timeout=300.0, limits=limits) as client:
         streams = [asyncio.create_task(_decoding(
-            client, url, _body(model, token_prompt(f"{salt}:mixed-d{n}:{i}", prompt, vocab), out_tokens),
-            counts, i, started, n)) for i in range(n)]
+            client, url, stream_body(model, token_prompt(f"{salt}:mixed-d{n}:{i}", prompt, vocab),
+                                     out_tokens), counts, i, started, n)) for i in range(n)]
         try:
             await asyncio.wait_for(started.wait(), timeout=120.0)
             j = 0
@@ -116,7 +117,7 @@ async def _point(url: str, model: str, vocab: int, n: int, chunk_sizes: Sequence
                 for k in chunk_sizes:
                     before = await server_totals(client, url)
                     context = prompt + statistics.fmean(counts)
-                    body = _body(model, token_prompt(f"{salt}:mixed-d{n}-k{k}:{j}", k, vocab), 1)
+                    body = stream_body(model, token_prompt(f"{salt}:mixed-d{n}-k{k}:{j}", k, vocab), 1)
                     rec = await stream_chat(client, url, body, 0, api="completions")
                     after = await server_totals(client, url)
                     j += 1

@@ -114,7 +114,7 @@ def simulate_engine(model: ModelSpec, engine: EngineConfig, step: StepModel, req
             extra_last = np.maximum(0, tokens - 1) * np.array([delivery.per_token(b) for b in streams])
     if cold is not None and len(reqs) and busy:
         idle = idle_before(*busy[-1], at_engine)
-        extra = cold.cost(np.where(np.isfinite(idle), idle, cold.idle_s[-1] if cold.idle_s else 0.0))
+        extra = cold.cost(idle)  # never ran before (inf): the largest idle's cost
         extra_first, extra_last = extra_first + extra, extra_last + extra
         sim_stats.update({"idle_arrivals": float(np.mean(idle > 0)),
                           "cold_mean_ms": float(np.mean(extra)) * 1e3})
@@ -166,8 +166,8 @@ def _simulate(model: ModelSpec, engine: EngineConfig, step: StepModel, requests:
         if not failed and math.isfinite(f) and math.isfinite(e):
             first[index[int(rid)]], finish[index[int(rid)]] = float(f), float(e)
     if busy is not None:
-        spans = [(start, end) for ex in result.trace for start, end, *_ in ex.steps]
-        busy[:] = [(np.array([a for a, _ in spans], float), np.array([b for _, b in spans], float))]
+        spans = np.array([(start, end) for ex in result.trace for start, end, *_ in ex.steps], float)
+        busy[:] = [(spans[:, 0], spans[:, 1])] if len(spans) else [(np.zeros(0), np.zeros(0))]
     return first, finish, iteration_ends(result)
 
 
