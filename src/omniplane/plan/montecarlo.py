@@ -198,7 +198,8 @@ def occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays
         conc = np.einsum("ct,ctl->cl", lam_n, res)  # requests in service at each level
         served = lam_n * (pid[:, :, 0] >= 0)
         lam_c = served.sum(axis=1)
-        slots = batch_slots(served, res[:, :, -1], bmax)
+        share = served / np.maximum(lam_c[:, None], 1e-300)
+        slots = (share * bmax).sum(axis=1)
         room = np.maximum(1.0, slots[:, None] * FILLS[None, :])  # [C, L]
         fits = conc <= room
         queue = np.zeros(len(rows))
@@ -235,29 +236,6 @@ def occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays
             cs2 = np.where(m1 > 0, m2 * np.maximum(w.sum(axis=1), 1e-12) / mean2 - 1, 1.0)
             waits[c] = np.where(lam_c > 0, queue / np.maximum(lam_c, 1e-300), 0.0) * (ca2 + cs2) / 2
     return levels, betas, steps, held, waits, full, resid, p_full
-
-
-def batch_slots(served: np.ndarray, residence: np.ndarray, bmax: np.ndarray) -> np.ndarray:
-    """Requests a component's executor holds at its batch limit ``[C]``, for its mix of types.
-
-    ``bmax[C, T]`` is each type's limit alone: the max batch, or for an LLM the KV cache over
-    the type's mean peak tokens (``costs.py``). A mixed batch is held in proportion to each
-    type's arrivals times its residence (Little's law; ``residence[C, T]`` at full occupancy),
-    so the limit is the held-weighted harmonic mean ``1 / sum_t h_t / bmax_t``: ``N`` held
-    requests take ``N sum_t h_t peak_t`` KV tokens. It equals the exact
-    ``min(max batch, KV / sum_t h_t peak_t)`` when every type is KV-bound or none is, and is
-    below it otherwise (conservative; an approximation, labelled as one). Weighting by
-    arrivals instead (long-prompt and short-prompt types at equal rates) counts the short
-    type's many slots as if the long type's KV did not share the cache. Rows with no traffic
-    keep the types' plain mean."""
-    held = served * residence
-    tot = held.sum(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        inv = (held / bmax).sum(axis=1) / np.maximum(tot, 1e-300)
-        mixed = np.where((tot > 0) & (inv > 0), 1.0 / np.maximum(inv, 1e-300), 0.0)
-    lam = served.sum(axis=1)
-    plain = (served * bmax).sum(axis=1) / np.maximum(lam, 1e-300)
-    return np.where(tot > 0, mixed, np.where(lam > 0, plain, bmax.mean(axis=1)))
 
 
 def arrival_cv2(table: CostTable) -> float:
