@@ -15,6 +15,7 @@ from omniplane.plan.flow import Candidates
 from omniplane.plan.logical import compose
 from omniplane.plan.montecarlo import (
     admission_queue,
+    kv_slots,
     node_states,
     route_latency,
     step_queue_factor,
@@ -239,3 +240,19 @@ def test_admission_queue_is_pooled_over_a_nodes_executors(n: int) -> None:
     pooled_q = admission_queue(np.full((1, len(FILLS)), n * a), np.array([float(n * b)]))[0]
     assert pooled_q == pytest.approx(_erlang_c_queue(n * b, n * a), rel=1e-9)
     assert pooled_q / n < admission_queue(np.full((1, len(FILLS)), a), np.array([float(b)]))[0]
+
+
+def test_an_llms_cache_holds_its_held_mix_at_their_mean_context() -> None:
+    """``kv_slots``: ``min(max batch, KV / sum_t h_t ctx_t)`` with ``h`` the held shares. A type
+    alone: its own ``KV / ctx`` or the batch; two types the cache holds 100 and 10 of alone, held
+    equally: ``1 / (0.5 / 100 + 0.5 / 10)`` = 18.2, not their arrival mean of 55; the type held
+    longer weighs more; nothing held keeps the given fallback."""
+    kv_ctx = np.array([[100.0, 10.0]] * 5)
+    batch = np.array([256, 256, 256, 16, 256])
+    held = np.array([[3.0, 0.0], [1.0, 1.0], [1.0, 9.0], [1.0, 1.0], [0.0, 0.0]])
+    got = kv_slots(held, kv_ctx, batch, np.full(5, 7.0))
+    assert got[0] == pytest.approx(100.0)
+    assert got[1] == pytest.approx(1 / (0.5 / 100 + 0.5 / 10))
+    assert 10.0 < got[2] < got[1]
+    assert got[3] == 16.0  # the max batch binds first
+    assert got[4] == 7.0

@@ -26,7 +26,7 @@ import numpy as np
 from omniplane.perf import CostModel, ExecutorConfig, InfeasibleConfig
 from omniplane.plan.enumerate import compound_subplans, simple_subplans
 from omniplane.plan.logical import Subplan
-from omniplane.plan.parts import Part, Pool, WorkArrays, compute_part, llm_peak
+from omniplane.plan.parts import Part, Pool, WorkArrays, compute_part, llm_ctx, llm_peak
 from omniplane.plan.problem import Problem
 from omniplane.spec import GeneratorKind
 
@@ -65,10 +65,18 @@ class NodeCosts:
     s_full: np.ndarray  # [O, T]
     part: dict[str, np.ndarray] = field(default_factory=dict)  # comp -> [O, T, L] part ids (-1: n/a)
     bmax: dict[str, np.ndarray] = field(default_factory=dict)  # comp -> [O, T] max batch
+    # LLM comp -> [O, T]: requests of type t alone the KV cache holds at their mean context
+    # (prompt + half the output, ``parts.llm_ctx``); Monte Carlo mixes it over the held types
+    kv_ctx: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return "+".join(self.comps)
+
+    @property
+    def batch(self) -> np.ndarray:
+        """``[O]``: each option's configured max batch."""
+        return np.array([b for _, b in self.options], dtype=int)
 
 
 class CostTable:
@@ -141,6 +149,8 @@ class CostTable:
                     bm = b
                     if model.component(c).is_llm:
                         bm = int(min(b, max(1, kv[o] // max(llm_peak(self.work[t], c), 1.0))))
+                        held = out.kv_ctx.setdefault(c, np.full((n_o, n_t), np.inf))
+                        held[o, ti] = kv[o] / max(llm_ctx(self.work[t], c), 1.0)
                     out.bmax[c][o, ti] = bm
                     for k, f in enumerate(FILLS):
                         out.part[c][o, ti, k] = self._part_id(c, cfg, t, batch_level(f * bm))

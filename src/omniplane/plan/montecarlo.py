@@ -200,6 +200,8 @@ def occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays
         lam_c = served.sum(axis=1)
         share = served / np.maximum(lam_c[:, None], 1e-300)
         slots = (share * bmax).sum(axis=1)
+        if c in nc.kv_ctx:  # an LLM: its cache holds the mix it holds, at their mean context
+            slots = kv_slots(served * res[:, :, -1], nc.kv_ctx[c][opt], nc.batch[opt], slots)
         room = np.maximum(1.0, slots[:, None] * FILLS[None, :])  # [C, L]
         fits = conc <= room
         queue = np.zeros(len(rows))
@@ -236,6 +238,24 @@ def occupancy(nc: NodeCosts, opt: np.ndarray, lam_n: np.ndarray, arr: PartArrays
             cs2 = np.where(m1 > 0, m2 * np.maximum(w.sum(axis=1), 1e-12) / mean2 - 1, 1.0)
             waits[c] = np.where(lam_c > 0, queue / np.maximum(lam_c, 1e-300), 0.0) * (ca2 + cs2) / 2
     return levels, betas, steps, held, waits, full, resid, p_full
+
+
+def kv_slots(held: np.ndarray, kv_ctx: np.ndarray, batch: np.ndarray, plain: np.ndarray) -> np.ndarray:
+    """Requests an LLM executor holds at its limit ``[C]`` for the mix it holds: the max batch,
+    or the KV cache over the held requests' mean context, whichever is smaller.
+
+    ``held[C, T]``: requests of each type held (arrivals x residence at full occupancy, Little's
+    law); ``kv_ctx[C, T]``: requests of the type alone the cache holds at their mean context
+    (prompt + half the output: a decoding sequence is on average half way), so the mix fits
+    ``1 / sum_t (h_t / kv_ctx_t)`` with ``h`` the held shares. The simulator, like vLLM, admits
+    by the tokens a prompt needs now and preempts when decodes outgrow the cache, so the mean
+    context, not the peak, is what a held request occupies (an approximation, labelled; the
+    parts keep each type's own peak-bound batch). Rows holding nothing keep ``plain``."""
+    tot = held.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inv = (held / kv_ctx).sum(axis=1) / np.maximum(tot, 1e-300)
+        fit = np.where(inv > 0, 1.0 / np.maximum(inv, 1e-300), np.inf)
+    return np.where(tot > 0, np.maximum(1.0, np.minimum(batch.astype(float), fit)), plain)
 
 
 def arrival_cv2(table: CostTable) -> float:
