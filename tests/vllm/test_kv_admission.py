@@ -30,7 +30,7 @@ from vllm.v1.request import Request  # noqa: E402
 from tests.sim.fakes import Arrival, LinearCost  # noqa: E402
 from tests.sim.helpers import make_sim  # noqa: E402
 from tests.spec.builders import tiny_model, tiny_plan  # noqa: E402
-from tests.vllm.harness import make_config, make_scheduler, synthetic_output  # noqa: E402
+from tests.vllm.harness import make_config, make_scheduler, run  # noqa: E402
 
 BLOCKS = 56
 KV_TOKENS = (BLOCKS - 1) * 16
@@ -61,19 +61,18 @@ def vllm_steps(model_dir: Path, case: Case) -> tuple[int, list[int], list[int]]:
         by_step.setdefault(at, []).append(req)
     first: dict[str, int] = {}
     last: dict[str, int] = {}
-    preempted, step = 0, 0
-    while step < 20_000 and (step <= max(by_step) or sched.has_requests()):
-        for req in by_step.get(step, []):
-            sched.add_request(req)
-        out = sched.schedule()
+    preempted = 0
+
+    def after(sched: Any, step: int, out: Any, snap: dict[str, Any]) -> None:
+        nonlocal preempted
         preempted += len(getattr(out, "preempted_req_ids", None) or ())
-        model_out = synthetic_output(sched, out, rng)
-        for rid, toks in zip(model_out.req_ids, model_out.sampled_token_ids, strict=True):
-            if toks:
+        for rid in out.num_scheduled_tokens:  # synthetic_output samples a token for these
+            r = sched.requests[rid]
+            if r.num_computed_tokens >= r.num_tokens:
                 first.setdefault(rid, step)
                 last[rid] = step
-        sched.update_from_output(out, model_out)
-        step += 1
+
+    run(sched, by_step, max_steps=20_000, after=after)
     assert not sched.has_requests()
     ids = [f"r{i}" for i in range(len(case))]
     return preempted, [first[r] for r in ids], [last[r] for r in ids]
