@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -73,7 +74,7 @@ class NodeCosts:
     def name(self) -> str:
         return "+".join(self.comps)
 
-    @property
+    @cached_property
     def batch(self) -> np.ndarray:
         """``[O]``: each option's configured max batch."""
         return np.array([b for _, b in self.options], dtype=int)
@@ -149,8 +150,8 @@ class CostTable:
                     bm = b
                     if model.component(c).is_llm:
                         bm = int(min(b, max(1, kv[o] // max(llm_peak(self.work[t], c), 1.0))))
-                        held = out.kv_ctx.setdefault(c, np.full((n_o, n_t), np.inf))
-                        held[o, ti] = kv[o] / max(llm_ctx(self.work[t], c), 1.0)
+                        fits = out.kv_ctx.setdefault(c, np.full((n_o, n_t), np.inf))
+                        fits[o, ti] = kv[o] / max(llm_ctx(self.work[t], c), 1.0)
                     out.bmax[c][o, ti] = bm
                     for k, f in enumerate(FILLS):
                         out.part[c][o, ti, k] = self._part_id(c, cfg, t, batch_level(f * bm))
