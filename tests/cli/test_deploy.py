@@ -105,3 +105,60 @@ def test_loadgen_needs_a_gpu_for_solo_slos(monkeypatch: pytest.MonkeyPatch) -> N
         ["loadgen", "--url", "http://127.0.0.1:9", "--workload", "qwen3-omni-servegen", "--duration", "1"],
     )
     assert res.exit_code == 2 and "--gpu" in res.output
+
+
+def test_an_unreachable_address_is_refused_naming_it_before_ray_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    import omniplane.cli.deploy as cli_deploy
+
+    started: list[object] = []
+    monkeypatch.setattr(cli_deploy, "_serve_forever", lambda *a: started.append(a))
+    t0 = time.monotonic()
+    res = runner.invoke(app, ["deploy", PLAN, "--address", "127.0.0.1:1"])
+    assert res.exit_code == 2, res.output
+    assert "--address 127.0.0.1:1" in res.output and "no Ray cluster answers" in res.output, res.output
+    assert not started and time.monotonic() - t0 < 10
+    res = runner.invoke(app, ["deploy", PLAN, "--address", "nohostport"])
+    assert res.exit_code == 2 and "expected HOST:PORT" in res.output, res.output
+
+
+def test_a_listening_address_passes_the_reachability_check() -> None:
+    import socket
+
+    from omniplane.deploy.cluster import check_reachable
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        check_reachable(f"127.0.0.1:{s.getsockname()[1]}")
+    check_reachable("auto")  # left to Ray
+
+
+def test_ray_is_imported_only_after_the_local_cluster_is_pinned_to_loopback() -> None:
+    """Ray reads its single-machine switch when it is imported: set later, the local cluster's
+    servers listen on the machine's routable address (the deploy command imported Ray first)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("ray")
+    code = f"""
+import os, sys
+from omniplane.deploy.cluster import SINGLE_MACHINE_ENV
+seen = []
+def spy(event, args):  # the 'import' audit event: an import statement, not a find_spec probe
+    if event == "import" and args[0] == "ray" and not seen:
+        seen.append(os.environ.get(SINGLE_MACHINE_ENV))
+sys.addaudithook(spy)
+os.environ.pop(SINGLE_MACHINE_ENV, None)
+import omniplane.cli.deploy as d
+d._serve_forever = lambda *a: None
+from typer.testing import CliRunner
+from omniplane.cli.app import app
+res = CliRunner().invoke(app, ["deploy", {PLAN!r}])
+assert res.exit_code == 0, res.output
+print(seen)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "['0']", out.stdout

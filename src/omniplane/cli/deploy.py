@@ -186,12 +186,14 @@ def deploy(
         _show_deployments(summary, json_out)
         return
     _need_ray()
-    from omniplane.deploy.serve_app import DeployOptions
+    from omniplane.deploy.cluster import check_reachable, prefer_loopback
 
     if address is None:
-        from omniplane.deploy.cluster import prefer_loopback
+        prefer_loopback()  # before Ray is imported: serve_app imports it
+    else:
+        check_reachable(address)  # a wrong address fails here, in seconds, before Ray retries it
+    from omniplane.deploy.serve_app import DeployOptions
 
-        prefer_loopback()  # before Ray is imported
     _serve_forever(
         plan,
         DeployOptions(engine=engine, time_scale=time_scale, max_in_flight=max_in_flight,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from omniplane.deploy.orchestrator import deployment_name
+from omniplane.errors import InputError
 from omniplane.spec import ResolvedPlan
 
 if TYPE_CHECKING:
@@ -35,6 +37,30 @@ def prefer_loopback() -> None:
     """Make a local cluster started by this process (and its Ray processes, which inherit the
     environment) use 127.0.0.1. Call before Ray is imported; not for joining other machines."""
     os.environ.setdefault(SINGLE_MACHINE_ENV, "0")
+
+
+ADDRESS_TIMEOUT_S = 5.0  # assumption: a Ray head that does not accept a TCP connection in 5 s is not there
+
+
+def check_reachable(address: str, timeout_s: float = ADDRESS_TIMEOUT_S) -> None:
+    """Fail fast, naming ``--address``, when no process accepts connections at a ``HOST:PORT``
+    cluster address. ``ray.init`` would otherwise retry the address (and the machine's routable
+    one) for minutes. ``auto`` and ``ray://`` addresses are left to Ray."""
+    if address == "auto" or "://" in address:
+        return
+    host, sep, port_s = address.rpartition(":")
+    if not sep or not host or not port_s.isascii() or not port_s.isdigit() or not 0 < int(port_s) < 65536:
+        raise InputError(f"--address {address!r}: expected HOST:PORT of a Ray cluster's head (its GCS "
+                         "address, e.g. 127.0.0.1:6379), 'auto', or a ray:// URL")
+    try:
+        socket.create_connection((host.strip("[]"), int(port_s)), timeout=timeout_s).close()
+    except OSError as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise InputError(f"--address {address}: no Ray cluster answers there ({reason} within "
+                         f"{timeout_s:g} s); start one with 'ray start --head' or leave --address out "
+                         "for a local cluster") from None
+
+
 APP = "omniplane"
 READY_TIMEOUT_S = 600  # assumption: generous for 17 replica processes starting on 2 busy cores
 # Ray Serve's controller marks its HTTP proxy unhealthy, kills it and starts another when the proxy
