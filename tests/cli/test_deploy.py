@@ -107,7 +107,8 @@ def test_loadgen_needs_a_gpu_for_solo_slos(monkeypatch: pytest.MonkeyPatch) -> N
     assert res.exit_code == 2 and "--gpu" in res.output
 
 
-def test_an_unreachable_address_is_refused_naming_it_before_ray_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unreachable_address_is_refused_naming_it_before_ray_starts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     import time
 
     import omniplane.cli.deploy as cli_deploy
@@ -162,3 +163,20 @@ print(seen)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "['0']", out.stdout
+
+
+def test_the_api_key_in_clear_leaves_the_environment_before_ray_starts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    import omniplane.cli.deploy as cli_deploy
+    from omniplane.deploy.auth import API_KEY_ENV
+
+    seen: list[object] = []
+    monkeypatch.setattr(cli_deploy, "_serve_forever",
+                        lambda plan, options, *a: seen.append((os.environ.get(API_KEY_ENV), options.guard)))
+    monkeypatch.setenv(API_KEY_ENV, "s3cret-key")
+    res = runner.invoke(app, ["deploy", PLAN, "--host", "0.0.0.0"])
+    assert res.exit_code == 0, res.output
+    (env_key, guard), = seen
+    assert env_key is None and guard.keyed and "s3cret-key" not in repr(guard)

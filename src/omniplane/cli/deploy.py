@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import os
 import signal
 import sys
 import threading
@@ -194,6 +195,9 @@ def deploy(
         check_reachable(address)  # a wrong address fails here, in seconds, before Ray retries it
     from omniplane.deploy.serve_app import DeployOptions
 
+    # The guard holds the key's digest only; the Ray processes this driver starts inherit its
+    # environment, so the key in clear leaves it before Ray starts them.
+    os.environ.pop(API_KEY_ENV, None)
     _serve_forever(
         plan,
         DeployOptions(engine=engine, time_scale=time_scale, max_in_flight=max_in_flight,
