@@ -37,8 +37,8 @@ from _live import FIXTURE_DATA  # first: skips without vLLM, puts src/ on the pa
 
 from omniplane.fidelity.calibrate import ProbePlan, capacity_spec
 from omniplane.fidelity.engine import read_engine_config
-from omniplane.fidelity.fixture import ensure_model_dir
 from omniplane.fidelity.server import ServerSpec, VllmServer
+from omniplane.fixture import ensure_model_dir
 from omniplane.loadgen.affinity import cpu_split, separate
 from omniplane.perf.profiler import ProfileRun, run_profile
 from omniplane.spec import load_workload

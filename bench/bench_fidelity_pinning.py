@@ -35,8 +35,8 @@ from typing import Any
 from _live import FIXTURE_DATA  # first: skips without vLLM, puts src/ on the path
 
 from omniplane.fidelity.compare import measured_timings, summarize
-from omniplane.fidelity.fixture import ensure_model_dir
 from omniplane.fidelity.server import ServerSpec, VllmServer
+from omniplane.fixture import ensure_model_dir
 from omniplane.loadgen.affinity import Pinning, separate
 from omniplane.loadgen.client import LoadOptions, replay
 from omniplane.loadgen.metrics import send_lateness

@@ -36,8 +36,8 @@ from typing import Any
 
 import _live  # noqa: F401  (first: skips without vLLM, puts src/ on the path)
 
-from omniplane.fidelity.fixture import ensure_model_dir
 from omniplane.fidelity.server import ServerSpec, VllmServer
+from omniplane.fixture import ensure_model_dir
 from omniplane.loadgen.affinity import (
     engine_core_threads,
     group_pids,

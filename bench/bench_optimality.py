@@ -10,7 +10,7 @@ sample, smaller than the planner's 1,200 so that the whole space can be simulate
         [--k-c 2 --k-s 2] [--margin 1.03] [--no-prune [--non-redundant]] [--routing-step 0.1]
         [--mc-samples 128 --sim-requests 150 --max-simulated 12] [--top 10] [--confirm-requests 1200]
 
-Default (pruned): the whole space of ``omniplane.plan.exhaust`` (k_c/k_s logical plans with
+Default (pruned): the whole space of ``omniplane.repro.exhaust`` (k_c/k_s logical plans with
 compound subplans composed side by side, every config, every count vector, the planner's
 routing vectors, executor-group plans at every node) with exact pruning: a plan is skipped only
 when its admissible goodput bound (factor x alpha x R_d, on the logical plan's loose bound,
@@ -40,7 +40,6 @@ import numpy as np
 from omniplane.plan import montecarlo as mc
 from omniplane.plan.emit import to_spec
 from omniplane.plan.enumerate import compound_subplans, logical_plans, simple_subplans
-from omniplane.plan.exhaust import Tally, WholeSpace
 from omniplane.plan.flow import Candidates, Expansion, exhaustive
 from omniplane.plan.options import PlannerOptions
 from omniplane.plan.pipeline import Planner
@@ -49,6 +48,7 @@ from omniplane.plan.refine import SampleRunner
 from omniplane.plan.routing import routing_vectors
 from omniplane.plan.select import bound_factor
 from omniplane.plan.slo import target_array
+from omniplane.repro.exhaust import Tally, WholeSpace
 from omniplane.spec import find_catalog_workload, load_gpus, load_workload
 
 

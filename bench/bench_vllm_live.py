@@ -31,7 +31,6 @@ from typing import Any
 
 from _live import FIXTURE_DATA  # first: skips without vLLM, puts src/ on the path
 
-from omniplane.fidelity.fixture import ensure_model_dir
 from omniplane.fidelity.schedlive import (
     COST_METRICS,
     POLICIES,
@@ -41,6 +40,7 @@ from omniplane.fidelity.schedlive import (
     stream_label,
     wrapper_cost,
 )
+from omniplane.fixture import ensure_model_dir
 from omniplane.spec import load_workload
 from omniplane.workload import generate
 

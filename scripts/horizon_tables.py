@@ -9,7 +9,7 @@ of Poisson arrivals, drained, windowed figure over the 900 s), keyed by table, m
 command resumes where it stopped (finished keys are not re-run). ``--plan full`` runs every table
 at every seed; ``--plan lean`` the same, ordered so that every table gets seed 0 first;
 ``--tables`` keeps only the named tables; ``--max-seqs`` is the stressed points' sweep.
-Figure 10 (``fig10``) is :func:`omniplane.sched.experiment.control_trace` per GPU, signal window
+Figure 10 (``fig10``) is :func:`omniplane.repro.horizon.experiment.control_trace` per GPU, signal window
 and seed. Prints markdown; runtime is printed at the end (with ``uptime``'s load average).
 """
 
@@ -112,13 +112,13 @@ def key(t: dict[str, Any]) -> str:
 
 @lru_cache(maxsize=4)
 def testbed_for(model: str, gpu: str, max_seqs: int, window: float | None, runtime: str) -> Any:
-    from omniplane.sched.experiment import SingleGPU
+    from omniplane.repro.horizon.experiment import SingleGPU
 
     return SingleGPU(model, gpu, max_seqs=max_seqs, signal_window_s=window, runtime=runtime)
 
 
 def run(t: dict[str, Any]) -> dict[str, Any]:
-    from omniplane.sched.experiment import POINT_S, control_trace
+    from omniplane.repro.horizon.experiment import POINT_S, control_trace
     from omniplane.sched.spatial import SpatialConfig, level_thresholds
 
     # runs without a "runtime" key were measured before it existed, on the "vllm" runtime
@@ -316,7 +316,7 @@ def main() -> None:
     ap.add_argument("--runtime", default="vllm",
                     help="the testbed's serving runtime (vllm-omni-paper-testbed or "
                          "vllm-omni-paper-bandwidth: "
-                         "omniplane.sched.testbed)")
+                         "omniplane.repro.horizon.testbed)")
     ap.add_argument("--print", action="store_true", help="print the tables from --out; run nothing")
     a = ap.parse_args()
     seeds = [int(s) for s in a.seeds.split(",") if s.strip()]

@@ -3,8 +3,8 @@
 ServeGen publishes, per client and 600 s window, an arrival rate, and per client and 6-hour
 window the PMF of each request field. A request drawn from the whole trace comes from a
 (client, window) in proportion to its rate, so the mean of a field over requests is the
-rate-weighted mean of the PMF means. Printed as JSON; ``perf/data/table2_conditions.json``
-quotes it (tests/perf/test_capacity.py checks that it still matches the data).
+rate-weighted mean of the PMF means. Printed as JSON; ``repro/data/table2_conditions.json``
+quotes it (tests/repro/test_capacity.py checks that it still matches the data).
 
     .venv/bin/python scripts/servegen_means.py
 """

@@ -4,7 +4,7 @@ its decode steps met on the shared GPU (docs/perf.md, "Table 3"). A measurement,
     .venv/bin/python scripts/table3_overlap.py [GPU] [RATE] [--requests N]
 
 GPU is a testbed key (``rtx6000ada``, ``rtxpro6000``); the runs are those of
-``omniplane.sched.table3`` (Qwen2.5-Omni, long fraction 0.3, max_num_seqs 1, seed 0), with step
+``omniplane.repro.horizon.table3`` (Qwen2.5-Omni, long fraction 0.3, max_num_seqs 1, seed 0), with step
 traces on. Per policy: the share of the shared stage's decode steps that overlap a downstream
 step in time, the step time alone and overlapped (p50), and the share of time the shared stage
 holds more than one request (its queue behind max_num_seqs 1 is not empty).
@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from omniplane.sched.experiment import single_gpu
+from omniplane.repro.horizon.experiment import single_gpu
+from omniplane.repro.horizon.table3 import LONG_FRACTION, POLICIES
 from omniplane.sched.factory import make_policy
 from omniplane.sched.memsignal import MemoryActivity
-from omniplane.sched.table3 import LONG_FRACTION, POLICIES
 from omniplane.sim import EventLoop, RunSetup, SharedGPU, Simulation, build_topology
 from omniplane.spec import PathClass
 

@@ -1,8 +1,10 @@
 """omniplane: a control plane for serving omni / any-to-any multimodal models.
 
-Layers (each imports only from the layers above it):
-``spec`` -> ``perf`` -> ``sim`` -> ``plan`` / ``sched`` -> integrations (``vllm``, ``gpu``,
-``deploy``) -> ``cli``. The core layers never import torch, CUDA, vLLM or Ray.
+Layers (each imports only from the layers above it; the full order, checked import by import,
+is ``LAYERS`` in tests/test_layering.py): ``spec`` -> ``perf`` / ``workload`` -> ``sim`` /
+``sched`` -> ``plan`` -> integrations (``gpu``, ``vllm``, ``deploy``) -> ``fidelity`` ->
+``repro`` (the papers' experiments) -> ``cli``. The core layers never import torch, CUDA, vLLM or
+Ray.
 """
 
 from importlib.metadata import PackageNotFoundError, version

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from omniplane.cli import experiment as cli_ex
 from omniplane.cli.app import app
-from omniplane.sched import experiment as ex
+from omniplane.repro.horizon import experiment as ex
 from omniplane.sched.factory import POLICIES
 
 ARGS = ["experiment", "horizon", "--policies", "vanilla,edf", "--xs", "0.2,0.3", "--requests", "20",

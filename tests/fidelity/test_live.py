@@ -23,7 +23,6 @@ from omniplane.control import ControlRecord  # noqa: E402
 from omniplane.fidelity.calibrate import ProbePlan  # noqa: E402
 from omniplane.fidelity.compare import METRICS, errors  # noqa: E402
 from omniplane.fidelity.engine import read_engine_config  # noqa: E402
-from omniplane.fidelity.fixture import FIXTURE, build, ensure_model_dir  # noqa: E402
 from omniplane.fidelity.loop import FidelityOptions, run_fidelity  # noqa: E402
 from omniplane.fidelity.schedlive import (  # noqa: E402
     LiveSchedOptions,
@@ -32,6 +31,7 @@ from omniplane.fidelity.schedlive import (  # noqa: E402
     server_spec,
 )
 from omniplane.fidelity.server import ServerSpec, VllmServer  # noqa: E402
+from omniplane.fixture import FIXTURE, build, ensure_model_dir  # noqa: E402
 from omniplane.loadgen.affinity import bound_pids, engine_cpus, host_cpus, separate, threads  # noqa: E402
 from omniplane.spec import load_workload  # noqa: E402
 from omniplane.vllm import shmwait  # noqa: E402

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from omniplane.cli.app import app
 from omniplane.gpu.calibrate import calibrate
-from omniplane.perf.colocation_validation import load_fit
+from omniplane.perf.colocation_fit import load_fit
 from omniplane.sched.calibration import S_MIN_SLOWDOWN, gpu_rule
 from omniplane.spec import load_gpus
 

@@ -13,8 +13,8 @@ import pytest
 from omniplane.perf import CostModel, ExecutorConfig, Work
 from omniplane.perf.colocation import ColocationModel, ColocationParams
 from omniplane.perf.colocation_fit import fit_colocation, parse_sweep
-from omniplane.perf.colocation_validation import colocation_rows, default_sweep_path
 from omniplane.perf.factors import load_calibration
+from omniplane.repro.validation.colocation import colocation_rows, default_sweep_path
 from omniplane.spec import GPUCatalog
 
 # arXiv:2608.01785 section 3.3 (the published numbers, not this code's output)

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from omniplane.perf import ColocationModel, CostModel
-from omniplane.perf.colocation import default_colocation_path
 from omniplane.perf.solo import default_solo_config, solo_latencies
 from omniplane.policy import PathClass
+from omniplane.repro.validation.colocation import default_sweep_path
 from omniplane.sched.calibration import (
     SLOTable,
     SweepPoint,
@@ -25,7 +25,7 @@ from omniplane.sched.calibration import (
 )
 from omniplane.spec import compute_capability, load_gpus, load_model
 
-FIG4 = default_colocation_path().parent / "horizonserve_fig4.json"
+FIG4 = default_sweep_path()  # HorizonServe Figure 4
 
 
 @pytest.fixture(scope="module")

@@ -19,9 +19,9 @@ from omniplane.cli.progress import StderrProgress
 
 # The experiment's choices, here so that `omniplane --help` does not import the scheduler and
 # simulator; tests/cli/test_experiment_cli.py checks them against omniplane.sched.
-MODELS = ("qwen2.5-omni", "mimo-audio", "bagel")  # omniplane.sched.experiment.MODELS
-TESTBEDS = ("RTX6000Ada", "RTXPRO6000")  # omniplane.sched.experiment.GPUS values
-SWEEPS = ("rate", "long-fraction")  # omniplane.sched.experiment.SWEEPS
+MODELS = ("qwen2.5-omni", "mimo-audio", "bagel")  # omniplane.repro.horizon.experiment.MODELS
+TESTBEDS = ("RTX6000Ada", "RTXPRO6000")  # omniplane.repro.horizon.experiment.GPUS values
+SWEEPS = ("rate", "long-fraction")  # omniplane.repro.horizon.experiment.SWEEPS
 POLICIES = ("horizon", "vanilla", "edf", "mps", "edf-mps", "no-rotation", "no-sm-throttle",
             "static-split", "edf-split", "horizon-hide-always")  # omniplane.sched.factory.POLICIES
 
@@ -58,7 +58,7 @@ def _result_json(r: Any) -> dict[str, Any]:
 
 
 def _result(d: dict[str, Any]) -> Any:
-    from omniplane.sched.experiment import RunResult
+    from omniplane.repro.horizon.experiment import RunResult
 
     def nan(v: Any) -> float:
         return math.nan if v is None else float(v)
@@ -119,7 +119,7 @@ def horizon(
     Each finished point is written as it finishes (--points); an interrupted sweep started
     again with the same settings runs only the points it had not finished.
     """
-    from omniplane.sched import experiment as ex
+    from omniplane.repro.horizon import experiment as ex
 
     names = tuple(p.strip() for p in policies.split(",") if p.strip()) if policies else POLICIES
     unknown = [p for p in names if p not in POLICIES]
@@ -181,7 +181,7 @@ def horizon(
 
 
 def _document(spec: Any, results: Any, testbed: Any, trace: Any, wall: float) -> dict[str, Any]:
-    from omniplane.sched.experiment import sweep_json
+    from omniplane.repro.horizon.experiment import sweep_json
 
     doc = sweep_json(spec, results)
     last = spec.xs[-1]
@@ -210,7 +210,7 @@ def _document(spec: Any, results: Any, testbed: Any, trace: Any, wall: float) ->
 
 
 def _write_figures(spec: Any, results: Any, trace: Any, out: Path, sms: int) -> list[Path]:
-    from omniplane.sched import figures as fg
+    from omniplane.repro.horizon import figures as fg
 
     paths = [fg.figure8(spec, results, out), fg.figure9(spec, results, out)]
     if {"horizon", "no-rotation", "no-sm-throttle"} <= set(spec.policies):

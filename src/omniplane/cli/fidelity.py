@@ -29,9 +29,9 @@ LABELS = {"throughput_rps": "throughput req/s", "ttft_p50_ms": "TTFT p50 ms", "t
 def fixture_model_dir(python: str) -> Path:
     """The fixture's folder, built on first use by ``python`` (it needs torch and transformers,
     which come with vLLM)."""
-    code = "from omniplane.fidelity.fixture import ensure_model_dir; print(ensure_model_dir())"
+    code = "from omniplane.fixture import ensure_model_dir; print(ensure_model_dir())"
     if python == sys.executable:
-        from omniplane.fidelity.fixture import ensure_model_dir
+        from omniplane.fixture import ensure_model_dir
 
         try:
             return ensure_model_dir()

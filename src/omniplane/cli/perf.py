@@ -39,8 +39,8 @@ def validate(
     section per anchor set: Cornfigurator Table 2, the Qwen3-Omni report, HorizonServe Figure 4
     and Table 3."""
     from omniplane.perf.factors import load_calibration
-    from omniplane.perf.validation.markdown import to_markdown
-    from omniplane.perf.validation.report import validate as run
+    from omniplane.repro.validation.markdown import to_markdown
+    from omniplane.repro.validation.report import validate as run
 
     try:
         cal = load_calibration(calibration) if calibration else None
@@ -48,7 +48,7 @@ def validate(
         fail(f"--calibration {calibration}: not a calibration file ({exc})")
     report = run(cal, transfer=transfer)
     if table3:
-        from omniplane.sched.table3 import table3 as run_table3
+        from omniplane.repro.horizon.table3 import table3 as run_table3
 
         report["table3"] = run_table3()
     if json_out:
@@ -80,7 +80,7 @@ def _print_report(report: dict[str, Any]) -> None:
         table.add_row(p["role"], p["id"], p["gpu"], f"{p['measured']:.4g} {p['unit']}",
                       f"{p['predicted']:.4g}", _pct(p["rel_error"]), ",".join(p["flags"]))
     print_table(table)
-    from omniplane.perf.validation.markdown import report_tables, table2_tables, table3_tables
+    from omniplane.repro.validation.markdown import report_tables, table2_tables, table3_tables
 
     for lines in (table2_tables(report), report_tables(report), table3_tables(report)):
         if lines:
@@ -114,9 +114,9 @@ def fit(
 ) -> None:
     """Fit the roofline's per-kind efficiency factors to the fit points, then each serving
     runtime's host-side factors to the points measured on it (docs/perf.md)."""
-    from omniplane.perf.validation.fit import fit_all
-    from omniplane.perf.validation.points import Context
-    from omniplane.perf.validation.report import all_points
+    from omniplane.repro.validation.fit import fit_all
+    from omniplane.repro.validation.points import Context
+    from omniplane.repro.validation.report import all_points
 
     ctx = Context()
     points, _ = all_points(ctx)
@@ -137,7 +137,8 @@ def colocation_fit(
     json_out: JsonOpt = False,
 ) -> None:
     """Fit the co-location model to a fixed-SM sweep (docs/perf.md, sweep format)."""
-    from omniplane.perf.colocation_validation import default_sweep_path, refit, save_fit
+    from omniplane.perf.colocation_fit import save_fit
+    from omniplane.repro.validation.colocation import default_sweep_path, refit
 
     path = sweep or default_sweep_path()
     try:

@@ -48,12 +48,12 @@ def capacity(
     gpu: Annotated[str, opt.gpu_opt("--gpu")] = "A100-80GB",
     workload: Annotated[str | None, opt.workload_opt(
         help="Catalog workload or file whose request sizes to use (default: Table 2's conditions, "
-             "perf/data/table2_conditions.json).")] = None,
+             "repro/data/table2_conditions.json).")] = None,
     runtime: RuntimeOpt = "cornserve",
     json_out: JsonOpt = False,
 ) -> None:
     """Requests/s one executor of each component sustains, in Cornfigurator's Table 2 columns."""
-    from omniplane.perf.capacity import COLUMNS, table2_sizes, workload_sizes
+    from omniplane.repro.capacity import COLUMNS, table2_sizes, workload_sizes
     from omniplane.spec import find_catalog_workload, load_workload
 
     spec, kind = _load(model, gpu)
@@ -70,7 +70,7 @@ def capacity(
         if wl.spec.mix is None:
             fail(f"--workload {workload!r}: a trace replay has no type mix; give a workload with a mix")
         sizes, wl_name = workload_sizes(spec, wl.spec.mix), wl.spec.name
-    from omniplane.perf.capacity import capacity as run
+    from omniplane.repro.capacity import capacity as run
 
     try:
         cols = run(spec, kind, cost, sizes)

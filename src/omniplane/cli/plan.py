@@ -244,7 +244,7 @@ def plan(
             files.text(out, dump(plan_spec))
         staged: list[Path] = []
         if figures is not None:
-            from omniplane.plan.figures import write_all
+            from omniplane.repro.plan_figures import write_all
 
             staged = write_all(cmp, files.folder(figures), f"{m.name}-{gpus}x{kind.name}")
         files.commit()

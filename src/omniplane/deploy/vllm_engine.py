@@ -47,7 +47,7 @@ def engine_model_path(plan: ResolvedPlan, given: str) -> str:
     for the fixture's model spec."""
     if given:
         return given
-    from omniplane.fidelity.fixture import FIXTURE, ensure_model_dir
+    from omniplane.fixture import FIXTURE, ensure_model_dir
 
     if plan.model.name == FIXTURE.name:
         return str(ensure_model_dir())

@@ -63,7 +63,7 @@ class ServerSpec:
     model: str
     served_name: str = ""
     # float32: vLLM's CPU build turns dtype "auto" into bfloat16, whose matmuls run ~7x slower on
-    # CPUs without AVX512-BF16 (omniplane.fidelity.fixture)
+    # CPUs without AVX512-BF16 (omniplane.fixture)
     dtype: str = "float32"
     python: str = sys.executable
     port: int = 0  # 0: a free port

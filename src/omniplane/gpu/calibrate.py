@@ -16,8 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from omniplane.perf.colocation_fit import Sweep, fit_colocation, parse_sweep
-from omniplane.perf.colocation_validation import NEAR_BEST
+from omniplane.perf.colocation_fit import NEAR_BEST, Sweep, fit_colocation, parse_sweep
 from omniplane.sched.calibration import SweepPoint, gpu_rule, sweep_ladder
 
 
@@ -55,7 +54,7 @@ def ladder_from_sweep(
 
 def calibrate(path: Path) -> dict[str, Any]:
     """The calibration document for a GPU-check file: perf's co-location fit (loadable by
-    ``omniplane.perf.colocation_validation.load_fit``) plus the ladder and provenance."""
+    ``omniplane.perf.colocation_fit.load_fit``) plus the ladder and provenance."""
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as exc:

@@ -45,7 +45,12 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
-from omniplane.perf.colocation import MAX_SOLO_PENALTY, ColocationModel, ColocationParams
+from omniplane.perf.colocation import (
+    MAX_SOLO_PENALTY,
+    ColocationModel,
+    ColocationParams,
+    default_colocation_path,
+)
 from omniplane.perf.costmodel import CostModel
 from omniplane.perf.factors import Calibration, Efficiency, load_calibration
 from omniplane.perf.types import ExecutorConfig, Work
@@ -54,6 +59,7 @@ from omniplane.spec import GPUKind, catalog_gpus_path, find_catalog_model, load_
 LLM_ARGS = ("prefill_tokens", "prefill_context", "decode_batch", "decode_context", "prefill_requests")
 ETA_MAX_DEFAULT = 0.95  # assumption: DRAM serves at most ~95% of peak under concurrent streams
 ETA_MAX_BOUND = 0.95  # the fit may not go above it (no DRAM sustains its datasheet peak)
+NEAR_BEST = 1.05  # S_cap: the fewest SMs whose solo decode time is within 5% of the best
 # HorizonServe: decode "is already close to saturation in the 64-80 SM range" (of 142) and has
 # no point below 64 SMs; kappa is bounded so that 95% of the saturated bandwidth is not reached
 # before its first point, 64 of 142 SMs: kappa >= (64 / 142) / ln(20).
@@ -293,3 +299,20 @@ def fit_colocation(sweep: Sweep, calibration: Calibration | None = None) -> Colo
                               tuple(f"{p.kernel}@{p.sms:g}{'+corun' if p.corun else ''}" for p in fitted))
     rows = _evaluate(sweep, eff, params, scales, pressure, load)
     return ColocationFit(params, scales, pressure, rows, load)
+
+
+def save_fit(fit: ColocationFit, path: Path, sweep: Path) -> None:
+    doc = {**fit.to_json(), "sweep": sweep.name}
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def load_fit(path: Path | None = None) -> tuple[ColocationParams, dict[str, float], float]:
+    data = json.loads((path or default_colocation_path()).read_text())
+    return (ColocationParams.from_json(data["params"]),
+            {str(k): float(v) for k, v in data["scales"].items()}, float(data["corun_pressure"]))
+
+
+def queue_load(path: Path | None = None) -> float | None:
+    """The fitted queueing load of a saved fit (None when its sweep has no queueing kernels)."""
+    value = json.loads((path or default_colocation_path()).read_text()).get("queue_load")
+    return None if value is None else float(value)

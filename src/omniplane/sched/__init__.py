@@ -6,7 +6,8 @@ vLLM's scheduler drive the same object. Pieces, one per module: the request prof
 (:mod:`.spatial`), the SM ladder (:mod:`.ladder`), offline calibration (:mod:`.calibration`), the
 policy composing them (:mod:`.horizon`), the baselines (:mod:`.baselines`) and the one factory
 mapping every policy name to its class (:mod:`.factory`). The paper's experiments are in
-:mod:`.experiment` (``omniplane experiment horizon``). Never imports torch, CUDA, vLLM or Ray.
+:mod:`omniplane.repro.horizon.experiment` (``omniplane experiment horizon``). Never imports
+torch, CUDA, vLLM or Ray.
 
 This file imports nothing: a vLLM engine process that loads the factory or the ladder loads
 those modules only, not the calibration's cost model. See docs/sched.md.

@@ -1,5 +1,5 @@
 """The one place that maps a policy name to its class and GPU co-location mode, for the
-simulator (``omniplane.sched.experiment``) and for vLLM (``omniplane.vllm.policies``) alike.
+simulator (``omniplane.repro.horizon.experiment``) and for vLLM (``omniplane.vllm.policies``) alike.
 
 ==================  ==========================================  =====================
 name                policy                                      co-location mode

@@ -13,7 +13,7 @@ import statistics
 from collections import defaultdict
 
 from omniplane.perf.types import ExecutorConfig
-from omniplane.perf.validation.points import (
+from omniplane.repro.validation.points import (
     Context,
     Flag,
     NotExpressible,

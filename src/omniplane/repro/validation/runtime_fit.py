@@ -17,7 +17,7 @@ from scipy.optimize import least_squares
 
 from omniplane.perf.factors import Calibration
 from omniplane.perf.runtime import Runtime
-from omniplane.perf.validation.points import Context, Point, Role
+from omniplane.repro.validation.points import Context, Point, Role
 
 
 @dataclass(frozen=True)

@@ -14,14 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from omniplane.perf.colocation_validation import colocation_rows
 from omniplane.perf.factors import Calibration, load_calibration
-from omniplane.perf.validation.anchors import report_points, report_section, table2_points, table2_section
-from omniplane.perf.validation.fit import fit_calibration
-from omniplane.perf.validation.points import Context, NotExpressible, Point, Role
-from omniplane.perf.validation.published import published_points
-from omniplane.perf.validation.splitwise import splitwise_points
-from omniplane.perf.validation.vidur import vidur_points
+from omniplane.repro.validation.anchors import report_points, report_section, table2_points, table2_section
+from omniplane.repro.validation.colocation import colocation_rows
+from omniplane.repro.validation.fit import fit_calibration
+from omniplane.repro.validation.points import Context, NotExpressible, Point, Role
+from omniplane.repro.validation.published import published_points
+from omniplane.repro.validation.splitwise import splitwise_points
+from omniplane.repro.validation.vidur import vidur_points
 
 
 @dataclass(frozen=True)

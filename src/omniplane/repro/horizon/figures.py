@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from omniplane.sched.experiment import ControlTrace, RunResult, SweepSpec
+from omniplane.repro.horizon.experiment import ControlTrace, RunResult, SweepSpec
 from omniplane.sched.factory import ABLATIONS, BASELINES
 
 MAIN = (*BASELINES, "horizon")

@@ -35,7 +35,7 @@ def data_dir() -> Path:
 
 
 def validation_model_path(name: str) -> Path:
-    return Path(str(files("omniplane.perf") / "validation_models" / f"{name}.yaml"))
+    return Path(str(files("omniplane.repro.validation") / "models" / f"{name}.yaml"))
 
 
 class Context:

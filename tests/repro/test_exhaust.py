@@ -1,4 +1,4 @@
-"""The whole space with exact pruning (omniplane.plan.exhaust): at cut 0 it is every plan of the
+"""The whole space with exact pruning (omniplane.repro.exhaust): at cut 0 it is every plan of the
 space; the bound it prunes by is admissible on the simulator; pruning never drops the best plan."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import pytest
 
 from omniplane.plan.emit import to_spec
 from omniplane.plan.enumerate import compound_subplans, logical_plans, simple_subplans
-from omniplane.plan.exhaust import WholeSpace, count_vectors
 from omniplane.plan.flow import Candidates, exhaustive
 from omniplane.plan.options import PlannerOptions
 from omniplane.plan.pipeline import Planner
 from omniplane.plan.routing import routing_vectors
 from omniplane.plan.select import bound_factor
+from omniplane.repro.exhaust import WholeSpace, count_vectors
 from tests.plan.conftest import problem
 
 

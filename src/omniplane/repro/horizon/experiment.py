@@ -37,7 +37,7 @@ runtime):
   OpenAI server, by GPU memory (``EngineArgs.get_batch_defaults``: 8192 at >= 70 GiB, 2048
   below): 2048 on RTX 6000 Ada (48 GB), 8192 on RTX PRO 6000 (96 GB).
 * **Serving runtime** (``runtime``): ``"vllm"`` (issue 13's fit) by default;
-  ``vllm-omni-paper-testbed`` (:mod:`omniplane.sched.testbed`: the ``vllm`` runtime with its
+  ``vllm-omni-paper-testbed`` (:mod:`omniplane.repro.horizon.testbed`: the ``vllm`` runtime with its
   per-iteration host time fitted per GPU kind to Table 3's Vanilla TPOT) is opt-in, measured and
   not made the default: it contradicts Figure 4's memory signal (docs/sched.md, "The testbed's
   runtime"); ``vllm-omni-paper-bandwidth`` (the same module: the ``vllm`` runtime with the
@@ -65,11 +65,11 @@ import numpy as np
 from omniplane.perf import CostModel
 from omniplane.perf.factors import Calibration
 from omniplane.perf.runtime import Runtime
+from omniplane.repro.horizon.testbed import colocation_for, resolve
 from omniplane.sched.calibration import OfflineCalibration, calibrate
 from omniplane.sched.factory import make_policy
 from omniplane.sched.horizon import HorizonServe
 from omniplane.sched.memsignal import NVML_SAMPLE_PERIOD_S, MemoryActivity
-from omniplane.sched.testbed import colocation_for, resolve
 from omniplane.sim import EventLoop, RunSetup, SharedGPU, Simulation, build_topology
 from omniplane.spec import (
     GeneratorKind,

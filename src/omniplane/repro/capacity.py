@@ -26,7 +26,7 @@ Saturation, per kind (all closed form, on the cost model's iteration times):
 * merged components (talker + vocoder, DiT + VAE) run back to back: their per-request
   executor-seconds add.
 
-Request sizes come from ``perf/data/table2_conditions.json`` (ServeGen request-weighted means
+Request sizes come from ``repro/data/table2_conditions.json`` (ServeGen request-weighted means
 and stated assumptions) converted to each model's tokens by its encoders' size facts, or, with
 ``workload=``, from a catalog workload's request types (their mean resolved work, mix-weighted).
 """
@@ -53,8 +53,8 @@ BIG_LLM_PARAMS = 30e9  # Table 2 footnote: "LLMs larger than 30B ... tensor para
 
 @cache
 def conditions() -> dict[str, Any]:
-    """Table 2's request sizes and executor defaults (``perf/data/table2_conditions.json``)."""
-    path = Path(str(files("omniplane.perf") / "data" / "table2_conditions.json"))
+    """Table 2's request sizes and executor defaults (``repro/data/table2_conditions.json``)."""
+    path = Path(str(files("omniplane.repro") / "data" / "table2_conditions.json"))
     data: dict[str, Any] = json.loads(path.read_text())
     return data
 
@@ -173,7 +173,7 @@ def first_llm(model: ModelSpec) -> str | None:
 
 
 def table2_sizes(model: ModelSpec) -> Sizes:
-    """Table 2's request, converted to ``model``'s tokens (``perf/data/table2_conditions.json``)."""
+    """Table 2's request, converted to ``model``'s tokens (``repro/data/table2_conditions.json``)."""
     cond = conditions()
     sg = cond["servegen"]
     px = sg["image_tokens"] * cond["image_pixels_per_servegen_token"]
@@ -208,7 +208,7 @@ def table2_sizes(model: ModelSpec) -> Sizes:
     io = cond["image_output"]
     images = tuple((w * h, 1.0 / len(io["sizes"])) for w, h in io["sizes"])
     return Sizes(enc, prompt, output, frames, images, float(io["steps"]),
-                 "Table 2 conditions (perf/data/table2_conditions.json): ServeGen request-weighted "
+                 "Table 2 conditions (repro/data/table2_conditions.json): ServeGen request-weighted "
                  "means; video, audio and speech lengths are stated assumptions", speech)
 
 

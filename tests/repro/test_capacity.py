@@ -1,4 +1,4 @@
-"""Cornfigurator's Table 2 under its conditions (``perf.capacity``) and the runtimes behind it."""
+"""Cornfigurator's Table 2 under its conditions (``repro.capacity``) and the runtimes behind it."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from omniplane.perf import CostModel, ExecutorConfig
-from omniplane.perf.capacity import capacity, conditions, table2_sizes, tiles_for, workload_sizes
 from omniplane.perf.factors import load_calibration
-from omniplane.perf.validation.anchors import anchors
+from omniplane.repro.capacity import capacity, conditions, table2_sizes, tiles_for, workload_sizes
+from omniplane.repro.validation.anchors import anchors
 from omniplane.spec import GPUCatalog, ModelSpec, find_catalog_workload, load_workload
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,7 +132,7 @@ def test_every_catalog_model_has_a_capacity_on_every_gpu(specs: dict[str, ModelS
 def test_video_frames_are_resized_within_each_models_bounds(specs: dict[str, ModelSpec]) -> None:
     """Qwen's smart_resize: sides multiples of patch x merge, the area inside the catalog's
     per-frame bounds (and, for Qwen3-VL, inside its budget over all frames)."""
-    from omniplane.perf.capacity import resized_frame
+    from omniplane.repro.capacity import resized_frame
 
     q3o = specs["qwen3-omni"].component("video_encoder")
     q25o = specs["qwen2.5-omni"].component("vision_encoder")

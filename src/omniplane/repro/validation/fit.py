@@ -18,7 +18,7 @@ from scipy.optimize import least_squares
 
 from omniplane.perf.factors import FACTOR_FIELDS, Calibration, Efficiency, KindFactors
 from omniplane.perf.roofline import KERNELS_PER_LAYER
-from omniplane.perf.validation.points import Context, Point, Role
+from omniplane.repro.validation.points import Context, Point, Role
 
 # The fitted factors, their bounds and starting point.
 FITTED = ("compute", "memory", "per_seq_s", "allreduce_s", "link")
@@ -106,7 +106,7 @@ DEFAULT_RUNTIME = "cornserve"  # what the planner prices with: the stack Table 2
 def fit_all(ctx: Context, points: Sequence[Point], command: str = "omniplane perf fit",
             created: str | None = None) -> Calibration:
     """The efficiency factors (Splitwise), then each runtime's host-side factors on them."""
-    from omniplane.perf.validation.runtime_fit import BASE, fit_runtime
+    from omniplane.repro.validation.runtime_fit import BASE, fit_runtime
 
     cal = fit_calibration(ctx, points, command, created)
     vllm = fit_runtime(ctx, points, cal, BASE["vllm"])

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from omniplane.perf.factors import load_calibration
-from omniplane.perf.validation.fit import fit_calibration
-from omniplane.perf.validation.points import Context, Role, data_dir
-from omniplane.perf.validation.report import all_points, validate
+from omniplane.repro.validation.fit import fit_calibration
+from omniplane.repro.validation.points import Context, Role, data_dir
+from omniplane.repro.validation.report import all_points, validate
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +83,7 @@ def test_colocation_section_covers_every_catalog_gpu(report: dict[str, Any]) -> 
 def test_shipped_runtimes_are_what_the_fit_produces() -> None:
     """Provenance: refitting the runtime points reproduces the shipped runtimes' factors."""
     from omniplane.perf.runtime import NUMERIC
-    from omniplane.perf.validation.fit import fit_all
+    from omniplane.repro.validation.fit import fit_all
 
     ctx = Context()
     points, _ = all_points(ctx)

@@ -5,7 +5,7 @@ The paper's claim is a shape: under every policy the p50 TPOT is within a few pe
 Vanilla's, and MPS lowers p95. The paper does not say at which load Table 3 was measured, so
 it is checked at both ends of Figure 8's arrival-rate sweep (rates 0.2 and 0.5 req/s at
 long-path fraction 0.3), each with a fixed request count and seed (common random numbers), on
-the single-GPU testbed of :mod:`omniplane.sched.experiment`; the shape is judged per load point.
+the single-GPU testbed of :mod:`omniplane.repro.horizon.experiment`; the shape is judged per load point.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from omniplane.sched.experiment import FIXED_LONG_FRACTION, RATES, single_gpu
+from omniplane.repro.horizon.experiment import FIXED_LONG_FRACTION, RATES, single_gpu
 
 POLICIES = ("vanilla", "edf", "mps", "edf-mps", "horizon")
 GPUS = {"rtx6000ada": "RTX6000Ada", "rtxpro6000": "RTXPRO6000"}
@@ -25,7 +25,7 @@ LONG_FRACTION = FIXED_LONG_FRACTION
 
 
 def published() -> dict[str, Any]:
-    path = Path(str(files("omniplane.perf") / "data" / "anchors.json"))
+    path = Path(str(files("omniplane.repro") / "data" / "anchors.json"))
     table: dict[str, Any] = json.loads(path.read_text())["horizonserve"]["table3_tpot_p50_p95_ms"]
     return table
 

@@ -3,39 +3,34 @@ model, and its predictions for every catalog GPU kind."""
 
 from __future__ import annotations
 
-import json
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from omniplane.perf.colocation import ColocationModel, ColocationParams, default_colocation_path
-from omniplane.perf.colocation_fit import ColocationFit, _evaluate, fit_colocation, load_sweep
+from omniplane.perf.colocation import ColocationModel, ColocationParams
+from omniplane.perf.colocation_fit import (
+    NEAR_BEST,
+    ColocationFit,
+    _evaluate,
+    fit_colocation,
+    load_fit,
+    load_sweep,
+    queue_load,
+)
 from omniplane.perf.costmodel import CostModel
 from omniplane.perf.factors import Calibration, load_calibration
 from omniplane.perf.types import ExecutorConfig
 from omniplane.spec import catalog_gpus_path, find_catalog_model, load_gpus, load_model
 
 REFERENCE = ("qwen2.5-omni", "thinker", 8, 4800)  # model, component, decode batch, decode context
-NEAR_BEST = 1.05  # S_cap: the fewest SMs whose solo decode time is within 5% of the best
 
 
 def default_sweep_path() -> Path:
-    return Path(str(files("omniplane.perf") / "data" / "horizonserve_fig4.json"))
+    return Path(str(files("omniplane.repro") / "data" / "horizonserve_fig4.json"))
 
 
 def refit(sweep: Path | None = None, calibration: Calibration | None = None) -> ColocationFit:
     return fit_colocation(load_sweep(sweep or default_sweep_path(), calibration), calibration)
-
-
-def save_fit(fit: ColocationFit, path: Path, sweep: Path) -> None:
-    doc = {**fit.to_json(), "sweep": sweep.name}
-    path.write_text(json.dumps(doc, indent=2) + "\n")
-
-
-def load_fit(path: Path | None = None) -> tuple[ColocationParams, dict[str, float], float]:
-    data = json.loads((path or default_colocation_path()).read_text())
-    return (ColocationParams.from_json(data["params"]),
-            {str(k): float(v) for k, v in data["scales"].items()}, float(data["corun_pressure"]))
 
 
 def per_gpu(params: ColocationParams, pressure: float, calibration: Calibration) -> list[dict[str, Any]]:
@@ -66,12 +61,6 @@ def per_gpu(params: ColocationParams, pressure: float, calibration: Calibration)
             "corun_full_util": round(full.utilization, 3),
         })
     return rows
-
-
-def queue_load(path: Path | None = None) -> float | None:
-    """The fitted queueing load of a saved fit (None when its sweep has no queueing kernels)."""
-    value = json.loads((path or default_colocation_path()).read_text()).get("queue_load")
-    return None if value is None else float(value)
 
 
 def colocation_rows(calibration: Calibration | None = None) -> dict[str, Any]:

@@ -9,8 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from omniplane.cli.app import app
-from omniplane.perf.colocation import default_colocation_path
-from omniplane.sched.experiment import (
+from omniplane.repro.horizon.experiment import (
     SingleGPU,
     SweepSpec,
     deployment,
@@ -19,6 +18,7 @@ from omniplane.sched.experiment import (
     single_gpu,
     sweep_json,
 )
+from omniplane.repro.validation.colocation import default_sweep_path
 from omniplane.spec import load_gpus, load_model, resolve_plan
 
 
@@ -104,7 +104,7 @@ def test_cli_refuses_bad_options() -> None:
 
 
 def test_cli_calibrates_s_cap_from_a_real_sweep_file(tmp_path: Path) -> None:
-    fig4 = default_colocation_path().parent / "horizonserve_fig4.json"
+    fig4 = default_sweep_path()  # HorizonServe Figure 4
     res = CliRunner().invoke(app, ["experiment", "horizon", "--xs", "0.3", "--policies", "horizon",
                                    "--requests", "10", "--sm-sweep", str(fig4), "--json"])
     assert res.exit_code == 0, res.output
@@ -120,7 +120,7 @@ def test_first_audio_at_the_first_chunk_streams_into_the_vocoder(testbed: Single
     """The paper's TTFO is the first audio chunk: the testbed's speech classes stream the talker
     into token2wav, their SLO follows the same 5 x solo p95 rule and is shorter than the
     whole-utterance one, the text classes' are unchanged."""
-    from omniplane.sched.experiment import first_audio_model
+    from omniplane.repro.horizon.experiment import first_audio_model
 
     base = load_model("qwen2.5-omni")
     chunk = first_audio_model(base, "chunk")
@@ -138,7 +138,7 @@ def test_first_audio_at_the_first_chunk_streams_into_the_vocoder(testbed: Single
 
 
 def test_token_budget_is_vllms_default_for_the_gpu(testbed: SingleGPU) -> None:
-    from omniplane.sched.experiment import vllm_token_budget
+    from omniplane.repro.horizon.experiment import vllm_token_budget
 
     assert testbed.token_budget == 2048  # 48 GB: vLLM's 2048 for the OpenAI server
     assert vllm_token_budget(load_gpus().get("RTXPRO6000")) == 8192  # >= 70 GiB

@@ -10,7 +10,7 @@ represent: those points carry the ``config-differs`` flag.
 from __future__ import annotations
 
 from omniplane.perf.types import ExecutorConfig
-from omniplane.perf.validation.points import (
+from omniplane.repro.validation.points import (
     Context,
     Flag,
     Models,

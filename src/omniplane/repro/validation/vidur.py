@@ -16,7 +16,7 @@ from collections import defaultdict
 from omniplane.perf.roofline import KERNELS_PER_LAYER
 from omniplane.perf.shapes import ACT_BYTES
 from omniplane.perf.types import ExecutorConfig, Work
-from omniplane.perf.validation.points import Context, Models, Point, Predictor, Role, data_dir
+from omniplane.repro.validation.points import Context, Models, Point, Predictor, Role, data_dir
 
 SOURCE = "data/vidur-profiles/{}-Llama-2-7b-hf-mlp.csv (github.com/microsoft/vidur, MIT)"
 GPUS = {"a100": "A100-80GB", "h100": "H100-SXM"}

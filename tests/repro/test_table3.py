@@ -3,7 +3,7 @@ shape judged per GPU and load point from those rows."""
 
 from __future__ import annotations
 
-from omniplane.sched.table3 import GPUS, POLICIES, table3
+from omniplane.repro.horizon.table3 import GPUS, POLICIES, table3
 
 
 def test_table3_rows_and_shape_follow_the_simulated_tpot() -> None:

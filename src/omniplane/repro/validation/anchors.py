@@ -1,8 +1,8 @@
-"""The papers' own measurements (``perf/data/anchors.json``, copied from the seeds): points that
+"""The papers' own measurements (``repro/data/anchors.json``, copied from the seeds): points that
 fit the serving runtimes' host-side factors (:mod:`omniplane.perf.runtime`).
 
 * Cornfigurator Table 2 (A100-80GB): every cell is a point of the ``cornserve`` runtime,
-  predicted by :func:`omniplane.perf.capacity.capacity` under Table 2's conditions.
+  predicted by :func:`omniplane.repro.capacity.capacity` under Table 2's conditions.
 * The Qwen3-Omni report's per-component table (concurrency 1, 4, 6; GPU not named, compared
   on H100-SXM and flagged): points of the ``vllm`` runtime. Its RTF is a check, not fitted.
 
@@ -20,9 +20,9 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from omniplane.perf.capacity import capacity
 from omniplane.perf.types import ExecutorConfig
-from omniplane.perf.validation.points import Context, Flag, Models, Point, Predictor, Role
+from omniplane.repro.capacity import capacity
+from omniplane.repro.validation.points import Context, Flag, Models, Point, Predictor, Role
 
 TABLE2 = "cornfigurator-table2"
 REPORT = "qwen3-omni-report"
@@ -33,7 +33,7 @@ FRAME_S = 1.0 / 12.5
 
 @cache
 def anchors() -> dict[str, Any]:
-    path = Path(str(files("omniplane.perf") / "data" / "anchors.json"))
+    path = Path(str(files("omniplane.repro") / "data" / "anchors.json"))
     data: dict[str, Any] = json.loads(path.read_text())
     return data
 
@@ -131,7 +131,7 @@ def table2_section(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "within_30pct": sum(e <= 0.30 for e in errs),
         "qwen3_omni_llm_over_audio_output": round(ratio, 2) if ratio else None,
         "published_ratio": round(llm["measured"] / audio["measured"], 2) if llm and audio else None,
-        "conditions": "perf/data/table2_conditions.json (ServeGen request-weighted sizes, vLLM/Cornserve "
+        "conditions": "repro/data/table2_conditions.json (ServeGen request-weighted sizes, vLLM/Cornserve "
                       "executor defaults, TP 2 above 30B); runtime cornserve",
     }
 

@@ -13,7 +13,7 @@ from omniplane.perf import CostModel
 from omniplane.perf.factors import load_calibration
 from omniplane.perf.runtime import Runtime
 from omniplane.perf.types import ExecutorConfig
-from omniplane.sched.testbed import (
+from omniplane.repro.horizon.testbed import (
     BANDWIDTH_TESTBED,
     FIT_RATES,
     TESTBED_RUNTIME,
@@ -24,7 +24,7 @@ from omniplane.sched.testbed import (
     resolve,
     scaled_calibration,
 )
-from omniplane.sched.testbed import testbed_runtime as make_testbed_runtime  # not collected as a test
+from omniplane.repro.horizon.testbed import testbed_runtime as make_testbed_runtime  # not collected as a test
 from omniplane.spec import load_gpus, load_model
 
 
