@@ -148,10 +148,12 @@ def step_queue_factor(util: np.ndarray, servers: np.ndarray, erlang: np.ndarray 
     M/M/c to M/M/1 at the same utilisation ``u``. ``u`` is the executor's busy share at full
     batch (its offered work over its full-batch capacity, the flow phase's notion), capped at 1:
     the busy share at the Little's-law level is not used, because on merged executors it sums
-    past 1 on plans the simulator serves well (docs/decisions/0007 and 0008). At
-    least 1 (never below the residual alone); infinite at ``u >= 1``. Copies of a subplan side
-    by side are separate nodes (``c = 1`` each, a random split), so they wait longer than the
-    same executors pooled in one node. ``erlang``: ``C(c, c u)`` when the caller already has it."""
+    past 1 on plans the simulator serves well
+    (docs/decisions/0007-busy-share-at-the-littles-law-level.md and
+    0008-work-conservation-step.md). At least 1 (never below the residual alone); infinite at
+    ``u >= 1``. Copies of a subplan side by side are separate nodes (``c = 1`` each, a random
+    split), so they wait longer than the same executors pooled in one node. ``erlang``:
+    ``C(c, c u)`` when the caller already has it."""
     u = np.clip(util, 0.0, 1.0)
     if not len(u):  # no candidates (an empty chunk of a space)
         return np.ones(0)
