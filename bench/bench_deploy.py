@@ -1,4 +1,4 @@
-"""Deployment figures for docs/benchmarks.md and docs/deploy.md.
+"""Deployment figures for docs/results/benchmarks.md and docs/guides/deploy.md.
 
 1. The in-process deployment in virtual time against the simulator (catalog Qwen3-Omni plan,
    rate 12/s, 120 model seconds): largest per-request latency difference, goodput of both, and

@@ -1,8 +1,8 @@
 """Optimality by exhaustive simulation (issue 14, "Must show"): plan an instance, then simulate
 every physical plan of the space that could beat the pick by more than ``--margin`` with the
 planner's own simulator, sample and targets, each at alpha x its R_d as the planner does, and
-report the best against the pick. ``--mc-samples`` defaults to the planner's own (128; 32 until
-session 13, so earlier figures in docs/ are at 32); ``--sim-requests`` (150) is the check's
+report the best against the pick. ``--mc-samples`` defaults to the planner's own (128; figures
+measured with the former default of 32 are another instance); ``--sim-requests`` (150) is the check's
 sample, smaller than the planner's 1,200 so that the whole space can be simulated, and
 ``--confirm-requests`` re-simulates at the planner's size.
 
@@ -18,8 +18,9 @@ the row's exact bound, or the plan's own R_d) is at or below ``margin`` x the pi
 goodput, so no skipped plan can be more than ``margin - 1`` better. The output reports the
 largest simulated / bound ratio seen (admissibility: must be <= 1).
 
-``--no-prune`` simulates every plan of the ``k_c``/``k_s`` logical plans (session 7's check, no
-compound pairs, no executor groups; redundant count vectors too unless ``--non-redundant``).
+``--no-prune`` simulates every plan of the ``k_c``/``k_s`` logical plans (the exhaustive check of
+the simple-subplan spaces, no compound pairs, no executor groups; redundant count vectors too
+unless ``--non-redundant``).
 ``--top N`` lists the N best simulated plans with the flow rate R_d and the flow + Monte Carlo
 estimate beside each. ``--confirm-requests R`` re-simulates the pick and the ``--confirm-top``
 best simulated plans on a sample of ``R`` requests (the planner simulates 1,200; the check's
@@ -200,8 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--margin", type=float, default=1.03, help="prune plans whose bound is <= margin x pick")
     ap.add_argument("--non-redundant", action="store_true")
     # the planner's own sample size (the latency targets come from the same samples, so another
-    # size is another instance): until session 13 the default was 32, and InternVL3's gap was
-    # +2.2% there against +37.1% at 128 (docs/plan.md, "Session 13, the lead")
+    # size is another instance): at the former default of 32 InternVL3's gap was +2.2% against
+    # +37.1% at 128, before the simulator's vLLM KV admission (docs/results/plan.md, "Optimality at 4 GPUs")
     ap.add_argument("--mc-samples", type=int, default=PlannerOptions().mc_samples)
     ap.add_argument("--sim-requests", type=int, default=150)
     ap.add_argument("--max-simulated", type=int, default=None)

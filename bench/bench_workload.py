@@ -1,4 +1,4 @@
-"""Workload figures for docs/benchmarks.md.
+"""Workload figures for docs/results/benchmarks.md.
 
 1. Rate and CV of 100,000 arrivals from each generator (seed 0) against what was asked.
 2. generate() speed for 100,000 requests, against the per-request path (spec.work.sample_work,

@@ -1,5 +1,6 @@
 """Two memory-bound streams on one GPU under MPS, the second started ``--offset-ms`` after the first:
-the DRAM bandwidth they draw together, over what the DRAM serves (``C``), for docs/perf.md.
+the DRAM bandwidth they draw together, over what the DRAM serves (``C``), for
+docs/reference/perf.md ("Co-location").
 
     .venv/bin/python scripts/colocation_overlap.py [--gpu A100-80GB] [--gb 20] [--offset-ms 5]
 

@@ -1,6 +1,6 @@
 """Flow + Monte Carlo against the simulator, per plan and per type, on every plan a planning run
 simulates (the planner's space and, with --baselines, the baselines'): the diagnostic behind
-docs/plan.md "Accuracy" (session 4).
+the estimate errors of docs/results/plan.md.
 
     .venv/bin/python scripts/estimate_vs_sim.py --gpus 8 --workload qwen3-omni-servegen --baselines
 

@@ -14,8 +14,8 @@ Kernels (per GPU, so the fit knows their work exactly):
 - ``compute``: a bf16 ``--matmul`` cubed matmul (2 n^3 FLOPs, 3 n^2 x 2 bytes);
 - co-runner: the same copy on the other partition, re-launched until the measured kernel ends.
 
-The output is a fixed-SM sweep in omniplane's format (docs/perf.md) plus ``granted_sms`` /
-``corun_sms`` per point, the ladder description and the NVML samples.
+The output is a fixed-SM sweep in omniplane's format (docs/reference/perf.md, "Sweep format")
+plus ``granted_sms`` / ``corun_sms`` per point, the ladder description and the NVML samples.
 """
 
 from __future__ import annotations

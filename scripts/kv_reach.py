@@ -1,6 +1,7 @@
 """KV-tight LLM executors: the thrash regime's busy share and the chance of reaching it, beside
 the simulator's preemptions, on every plan a planning run simulates (planner and baselines):
-the diagnostic behind docs/plan.md "Accuracy", session 8.
+a diagnostic of the KV-thrash regime (docs/decisions/0006-kv-thrash-charge.md; the regime was
+the simulator's own admission rule, docs/decisions/0001-kv-admission-by-free-cache.md).
 
     .venv/bin/python scripts/kv_reach.py --gpus 8 --workload qwen3-omni-servegen
 
@@ -14,8 +15,9 @@ the planner:
 * ``full-batch u``: the executor's busy share at full batch, summed over its components
   (``montecarlo.occupancy``'s ``full``);
 * ``thrash u``: the same with this component's KV full and preempting every iteration, each
-  iteration carrying about ``m1 / 2`` recomputed prompt tokens (the derivation of docs/plan.md
-  session 7 round 2: ``m1`` the mean KV tokens of a resident sequence, ``prompt + output / 2``)
+  iteration carrying about ``m1 / 2`` recomputed prompt tokens (the derivation of
+  docs/decisions/0010-kv-preemption-priced-in-monte-carlo.md: ``m1`` the mean KV tokens of a
+  resident sequence, ``prompt + output / 2``)
   over ``min(b, K / m1)`` resident sequences. At or above 1 the thrash regime is absorbing
   (the executor cannot drain once it is in it);
 * ``up-crossings``: the expected number of times over the simulated horizon that the Monte

@@ -1,5 +1,5 @@
 """What a merged executor does in the simulator beside what the Monte Carlo phase assumes of it:
-the diagnostic behind docs/plan.md "Accuracy", session 7 (imported by
+a diagnostic of the Monte Carlo estimate (docs/results/plan.md; imported by
 ``scripts/estimate_vs_sim.py --trace N``).
 
 For one simulated plan it re-runs the simulator with a step trace and prints, per executor and

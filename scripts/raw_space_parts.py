@@ -1,4 +1,4 @@
-"""What the planner's ``raw_space`` count is made of (docs/plan.md "Accuracy", session 8): per
+"""What the planner's ``raw_space`` count is made of (docs/guides/plan.md, "Counts"): per
 GPU budget, the count, the same count with the routing factor taken as 1 (logical plans x config
 and count vectors), and the logical plans and subplans it runs over.
 

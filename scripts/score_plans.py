@@ -1,6 +1,6 @@
 """Score plan files the way the planner scores its own: same request sample, same latency
 targets, same simulator, best total goodput over a grid of offered rates (the paper's metric,
-Cornfigurator section 6.1). Used for docs/plan.md (the paper's section 6.2 plans beside ours).
+Cornfigurator section 6.1). Used for docs/results/plan.md, "The paper's plans in our simulator".
 
     .venv/bin/python scripts/score_plans.py --model qwen3-omni --gpus 16 \\
         --workload qwen3-omni-servegen PLAN.yaml [PLAN.yaml ...] [--json]

@@ -1,5 +1,6 @@
 """Where HorizonServe's Table 3 check moves: per policy, the shared stage's TPOT p50 beside what
-its decode steps met on the shared GPU (docs/perf.md, "Table 3"). A measurement, not a fit.
+its decode steps met on the shared GPU (docs/results/perf.md, "HorizonServe Table 3"). A
+measurement, not a fit.
 
     .venv/bin/python scripts/table3_overlap.py [GPU] [RATE] [--requests N]
 

@@ -1,5 +1,5 @@
 """The search's bounds are admissible: no physical plan's flow rate, estimated goodput or
-simulated goodput exceeds the bound of its logical plan (docs/plan.md, "Search")."""
+simulated goodput exceeds the bound of its logical plan (docs/guides/plan.md, "Search")."""
 
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ def test_thinker_talker_ratio_is_the_papers(table2: dict[str, dict[str, float]])
 def test_llm_and_generator_cells_are_close_to_table2(table2: dict[str, dict[str, float]]) -> None:
     """The LLM, speech and image-output cells (what the planner's allocation rests on) are
     within 40% each and 15% at the median; the encoder cells are reported by perf validate
-    (docs/perf.md says why several miss)."""
+    (docs/results/perf.md says why several miss)."""
     rows = anchors()["cornfigurator_table2"]["rows"]
     errs = [abs(table2[m][c] / v - 1) for m, row in rows.items() for c, v in row.items()
             if c in ("llm", "audio_output", "image_output")]
@@ -174,7 +174,7 @@ def test_encoders_hand_off_what_their_llm_receives(specs: dict[str, ModelSpec], 
 
 
 def test_table2_median_and_cells_within_30_percent(table2: dict[str, dict[str, float]]) -> None:
-    """All 21 cells: the median target of issue 13 (15%); 17 of 21 within 30% (docs/perf.md
+    """All 21 cells: the median target of issue 13 (15%); 17 of 21 within 30% (docs/results/perf.md
     names the four that miss and why)."""
     rows = anchors()["cornfigurator_table2"]["rows"]
     errs = [abs(table2[m][c] / v - 1) for m, row in rows.items() for c, v in row.items()]

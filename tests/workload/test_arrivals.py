@@ -20,7 +20,7 @@ from omniplane.spec.workload import (
 from omniplane.workload import arrival_times, gamma_shape, mean_rate, weibull_cv, weibull_shape
 from omniplane.workload.arrivals import Renewal
 
-N = 40_000  # the 100,000-arrival check is bench/bench_workload.py (docs/benchmarks.md)
+N = 40_000  # the 100,000-arrival check is bench/bench_workload.py (docs/results/benchmarks.md)
 
 
 def rate_cv(t: np.ndarray) -> tuple[float, float]:

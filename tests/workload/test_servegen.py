@@ -36,7 +36,7 @@ def test_thirty_five_clients_and_the_published_total_rate() -> None:
     starts, total = data.total_rate()
     assert len(starts) == 144
     np.testing.assert_allclose(total, published_total_rate(), rtol=1e-12)
-    # docs/workloads.md: 4.85 to 13.29 req/s per window, 9.47 req/s over the day
+    # docs/reference/workloads.md: 4.85 to 13.29 req/s per window, 9.47 req/s over the day
     assert 4.8 < total.min() < 4.9 and 13.2 < total.max() < 13.3
     assert data.mean_rate() == pytest.approx(9.4747, abs=1e-3)
 

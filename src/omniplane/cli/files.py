@@ -1,7 +1,7 @@
 """Files a command writes: staged while it runs, published only when all of it succeeded.
 
-One rule for every command (``docs/cli.md``): outputs are written to a staging folder next to
-their destination and moved into place (``os.replace``, atomic per file) only at
+One rule for every command (``docs/reference/command-line.md``): outputs are written to a staging
+folder next to their destination and moved into place (``os.replace``, atomic per file) only at
 :meth:`Outputs.commit`, after the whole job succeeded; a failed or interrupted command leaves no
 file created or changed. Missing parent folders are created at commit. An existing file is
 replaced, and the command says so on stderr (``replaced existing out/plan.yaml``).

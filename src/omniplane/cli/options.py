@@ -25,9 +25,9 @@ from omniplane.errors import unknown_name
 from omniplane.spec.base import MAX_RATE, MAX_REQUESTS, MAX_SECONDS
 from omniplane.spec.executor import MAX_TP
 
-MAX_GPUS = 64  # the planner's budget limit: measured (docs/plan.md, "GPU budget")
+MAX_GPUS = 64  # the planner's budget limit: measured (docs/results/plan.md, "GPU budget")
 GPUS_WHY = ("the planner's limit: its Monte Carlo candidates grow with the square of the budget, "
-            "134k for Qwen3-Omni at 16 GPUs, 2.1M at 64; docs/plan.md, 'GPU budget'")
+            "134k for Qwen3-Omni at 16 GPUs, 2.1M at 64; docs/results/plan.md, 'GPU budget'")
 MAX_MIX_WEIGHT = 1e9  # --mix weights before --normalize
 
 

@@ -30,8 +30,8 @@ def validate(
     calibration: Annotated[Path | None, opt.file_opt("--calibration",
                                                      help="Calibration file (default: shipped).")] = None,
     transfer: Annotated[bool, typer.Option(help="Also report cross-GPU transfer of the factors.")] = True,
-    markdown: Annotated[bool, typer.Option("--markdown",
-                                           help="Print the Markdown tables docs/perf.md quotes.")] = False,
+    markdown: Annotated[bool, typer.Option(
+        "--markdown", help="Print the Markdown tables docs/results/perf.md quotes.")] = False,
     table3: Annotated[bool, typer.Option(
         help="Also simulate HorizonServe's Table 3 (20 runs, minutes).")] = True,
 ) -> None:
@@ -113,7 +113,7 @@ def fit(
                    ] = None,
 ) -> None:
     """Fit the roofline's per-kind efficiency factors to the fit points, then each serving
-    runtime's host-side factors to the points measured on it (docs/perf.md)."""
+    runtime's host-side factors to the points measured on it (docs/reference/perf.md)."""
     from omniplane.repro.validation.fit import fit_all
     from omniplane.repro.validation.points import Context
     from omniplane.repro.validation.report import all_points
@@ -136,7 +136,7 @@ def colocation_fit(
     out: Annotated[Path | None, opt.out_opt("--out", help="Write the fitted parameters here.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Fit the co-location model to a fixed-SM sweep (docs/perf.md, sweep format)."""
+    """Fit the co-location model to a fixed-SM sweep (docs/reference/perf.md, "Sweep format")."""
     from omniplane.perf.colocation_fit import save_fit
     from omniplane.repro.validation.colocation import default_sweep_path, refit
 

@@ -20,7 +20,8 @@ from omniplane.spec.executor import MAX_BATCH
 JsonOpt = Annotated[bool, opt.json_opt()]
 RuntimeOpt = Annotated[str | None, typer.Option(
     metavar="NAME",
-    help="Serving runtime whose host-side costs apply: roofline, vllm or cornserve (docs/perf.md).")]
+    help="Serving runtime whose host-side costs apply: roofline, vllm or cornserve "
+         "(docs/reference/perf.md).")]
 ModelOpt = Annotated[str, opt.model_opt("--model")]
 WORK = int(MAX_WORK)  # the spec's bound on one request's tokens, steps or pixels per side
 
@@ -121,7 +122,7 @@ def predict(
     runtime: RuntimeOpt = "vllm",
     json_out: JsonOpt = False,
 ) -> None:
-    """The model's time for one call of a component (docs/perf.md, perf predict)."""
+    """The model's time for one call of a component (docs/reference/perf.md)."""
     from omniplane.perf.query import OPS, Call, call_time, default_op, source_of
 
     spec, kind = _load(model, gpu)

@@ -141,7 +141,8 @@ def plan(
         "--routing-step", help="Routing probability step (divides 1).", parser=_routing_step,
         metavar="X")] = 0.1,
     routing: Annotated[str, opt.choice_opt(
-        "--routing", help="Routing search (lp: not implemented; docs/plan.md).", choices=("grid", "lp"),
+        "--routing", help="Routing search (lp: not implemented; docs/guides/plan.md).",
+        choices=("grid", "lp"),
         what="routing mode")] = "grid",
     time_budget: Annotated[float | None, opt.float_opt(
         "--time-budget", help="Seconds the search of each plan space may take (default: none); when it "
@@ -152,10 +153,10 @@ def plan(
         lo=1, hi=100_000)] = None,
     mc_budget: Annotated[int, opt.int_opt(
         "--mc-budget", help="Plans estimated by Monte Carlo at most per plan space, best estimate bound "
-                            "first (0: no limit; a cut when it binds; docs/plan.md, \"Scale\").",
+                            "first (0: no limit; a cut when it binds; docs/guides/plan.md, \"Scale\").",
         lo=0, hi=100_000_000)] = MC_BUDGET,
     mc_tolerance: Annotated[float, opt.float_opt(
-        "--mc-tolerance", help="Keep plans within this fraction of the best estimate (docs/plan.md, "
+        "--mc-tolerance", help="Keep plans within this fraction of the best estimate (docs/guides/plan.md, "
                                "\"Search\").", lo=0, hi=1, hi_open=True)] = 0.03,
     compose_compound: Annotated[bool, typer.Option(help="Also compose compound subplans side by side "
                                                         "(the paper's full k_s space; slower).")] = False,
@@ -279,7 +280,7 @@ def _print(cmp: Any, plan_spec: Any, meta: dict[str, Any], out: Path | None, wri
     table.add_row("estimate error", *[_pct(e.result.best.error) if e.result.best else "-"
                                       for e in cmp.entries])
     print_table(table)
-    phases = Table(title="search (counts: docs/plan.md, \"Counts\")")
+    phases = Table(title="search (counts: docs/guides/plan.md, \"Counts\")")
     phases.add_column("phase")
     phases.add_column("plans", justify="right")
     phases.add_column("what is counted")

@@ -107,7 +107,7 @@ def _trace(
         trace = load_trace(path, kind)
         return (trace if n is None else trace.take(slice(0, n))), kind, {}
     if not path.is_dir():
-        fail(f"{path}: a ServeGen trace is a folder of client files (docs/workloads.md)")
+        fail(f"{path}: a ServeGen trace is a folder of client files (docs/reference/workloads.md)")
     data = load_servegen(path)
     trace = data.sample(np.random.default_rng(seed or 0), n=n)
     _, total = data.total_rate()

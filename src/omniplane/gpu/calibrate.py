@@ -5,9 +5,9 @@ count that reaches near-best time of the memory-bound kernel), derived exactly a
 calibration derives it from a simulated sweep (``omniplane.sched.calibration.sweep_ladder``, the
 one ladder rule), so the deployed ladder is the simulated one.
 
-The GPU check's file is a fixed-SM sweep in perf's format (docs/perf.md) with extra fields the
-fit ignores (granted SM counts, NVML samples, the ladder backend); ``synthetic: true`` marks a
-file whose values are not measurements (the shipped example).
+The GPU check's file is a fixed-SM sweep in perf's format (docs/reference/perf.md, "Sweep format")
+with extra fields the fit ignores (granted SM counts, NVML samples, the ladder backend);
+``synthetic: true`` marks a file whose values are not measurements (the shipped example).
 """
 
 from __future__ import annotations

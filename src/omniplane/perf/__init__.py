@@ -1,7 +1,7 @@
 """Performance model: the cost of every component on every GPU kind, validated against public
 measurements, and a profiler that replaces it with measurements.
 
-Pure Python + numpy/scipy; never imports torch, CUDA, vLLM or Ray. See docs/perf.md.
+Pure Python + numpy/scipy; never imports torch, CUDA, vLLM or Ray. See docs/reference/perf.md.
 """
 
 from omniplane.perf.colocation import ColocationModel, ColocationParams, StageTiming

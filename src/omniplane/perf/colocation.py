@@ -1,6 +1,6 @@
 """Co-location: a stage's iteration time on a share of a GPU's SMs, next to a co-running stage
 that competes for DRAM bandwidth (and, under MPS, for compute) (HorizonServe section 3.3).
-Equations: docs/perf.md, "Co-location".
+Equations: docs/reference/perf.md, "Co-location".
 
 For a stage with per-GPU iteration work ``(F, B, overhead, comm)`` on ``s`` of the GPU's ``S``
 SMs (``x = s / S``)::

@@ -1,6 +1,6 @@
 """Fixed-SM sweeps and the fit of the co-location model to them.
 
-Sweep format (JSON; docs/perf.md)::
+Sweep format (JSON; docs/reference/perf.md, "Sweep format")::
 
     {"kind": "omniplane-sm-sweep", "gpu": "RTX6000Ada", "source": "...",
      "works": {"decode": {"model": "qwen2.5-omni", "component": "thinker",

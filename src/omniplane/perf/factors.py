@@ -24,7 +24,7 @@ FACTOR_FIELDS = ("compute", "memory", "layer_s", "per_seq_s", "allreduce_s", "li
 
 @dataclass(frozen=True)
 class Efficiency:
-    """The roofline's per-kind factors (see docs/perf.md for the equations).
+    """The roofline's per-kind factors (see docs/reference/perf.md for the equations).
 
     compute      fraction of peak dense BF16 FLOP/s reached by the iteration's matmuls
     memory       fraction of peak DRAM bandwidth reached streaming weights and KV cache

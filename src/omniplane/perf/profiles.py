@@ -1,6 +1,6 @@
 """Measured profile tables: latency by batch and size, interpolated, never extrapolated silently.
 
-File format (CSV, one header row; documented in docs/perf.md)::
+File format (CSV, one header row; documented in docs/reference/perf.md, "Profile tables")::
 
     component,gpu,tp,op,batch,size,latency_ms[,source]
 

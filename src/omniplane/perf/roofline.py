@@ -4,7 +4,7 @@
 
 All quantities are per GPU of the executor. The per-(component, GPU kind, TP) constants are
 folded once into small frozen coefficient records so that the hot paths are a few float
-operations. Equations and their sources: docs/perf.md.
+operations. Equations and their sources: docs/reference/perf.md.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ Three runtimes ship in ``perf/data/calibration.json`` (``runtimes``):
                started with ``--enforce-eager``, encoders in eager PyTorch, embeddings and hidden
                states handed over through the sidecar); fitted to Table 2
 
-Each factor says where it comes from (``factor_sources``). See docs/perf.md, "Runtimes".
+Each factor says where it comes from (``factor_sources``). See docs/reference/perf.md, "Runtimes".
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Per-component size facts the roofline needs, derived once from a component's ``Size``.
 
 Every quantity here is arithmetic on the model spec (parameter counts, layer shapes); the
-approximations are stated where they are made and repeated in docs/perf.md.
+approximations are stated where they are made and repeated in docs/reference/perf.md.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ ACT_BYTES = 2.0  # assumption: BF16 activations
 # derived: a Stable-Diffusion/FLUX-style VAE decoder (block channels 512, 512, 256, 128 at 1x, 2x,
 # 4x, 8x the latent resolution, 3 ResNet blocks per level) applies its 49.5M parameters to
 # 302M parameter-positions per latent position: 24.7M x1 + 16.6M x4 + 6.6M x16 + 1.65M x64.
-# 302 / 49.5 = 6.1 (see docs/perf.md, "VAE decode").
+# 302 / 49.5 = 6.1 (see docs/reference/perf.md, "VAE decode").
 VAE_WORK_PER_LATENT = 6.1
 
 # derived: a HiFi-GAN/BigVGAN-style vocoder halving its channels at each of four upsampling
 # stages (x8, x5, x4, x3) applies its parameters to 35.5 / 1.33 = 26.7 parameter-positions per
-# codec frame (see docs/perf.md, "Vocoder").
+# codec frame (see docs/reference/perf.md, "Vocoder").
 VOCODER_WORK_PER_FRAME = 26.7
 
 

@@ -16,7 +16,7 @@ class ExecutorConfig:
 
     ``tp`` is the number of GPUs per executor. LLMs and encoders shard their weights over them
     (tensor parallelism); DiTs split the sequence (Ulysses-style sequence parallelism, weights
-    replicated); VAEs and vocoders split the batch (weights replicated). See docs/perf.md.
+    replicated); VAEs and vocoders split the batch (weights replicated). See docs/reference/perf.md.
 
     Hashable and comparable by value (the GPU kind's name and hardware facts, ``tp``,
     ``max_batch``), so configs can key caches and dicts.

@@ -5,7 +5,7 @@ Every physical plan's goodput is at most its offered rate (``alpha x R_d``, time
 simulated sample's own arrival-count factor, :class:`~omniplane.plan.search.Search`), so a
 bound on ``R_d`` is a bound on goodput: logical plans are expanded in decreasing bound order
 and the search stops when the next bound falls below the best simulated plan (branch and
-bound, docs/plan.md "Search").
+bound, docs/guides/plan.md "Search").
 
 Per node ``n`` (a set of components) and type ``t``: ``w[n, t] = min_o s_full[o, t] tp_o``,
 the fewest GPU-seconds one request costs on any allowed executor config, and ``m[n] =

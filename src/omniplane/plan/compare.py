@@ -98,7 +98,7 @@ def _entry(name: str, result: PlanResult, planner: Planner, sweep: bool) -> Entr
 def to_json(cmp: Comparison) -> dict[str, Any]:
     """One document: ``plan`` (with details in ``plan.meta``), ``goodput``, ``baselines``,
     ``counts``, ``estimate_error``, ``cuts``, ``baseline_cuts`` (name -> that space's cuts, the
-    shape of ``cuts``), ``phases`` and ``seconds`` (docs/plan.md, "CLI")."""
+    shape of ``cuts``), ``phases`` and ``seconds`` (docs/guides/plan.md, "Command line")."""
     main = cmp.planner
     types = main.result.types
     out = main.outcome

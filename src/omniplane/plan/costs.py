@@ -36,7 +36,7 @@ from omniplane.spec import GeneratorKind
 # then quarters.
 FILLS = np.array([0.0, 1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 3 / 4, 1.0])
 # Batch sizes parts are computed at: occupancies round down to one of these, so nodes whose KV
-# caches differ a little share parts (assumption: 1.5x steps lose little; see docs/plan.md).
+# caches differ a little share parts (assumption: 1.5x steps lose little; see docs/guides/plan.md).
 BATCHES = np.array([1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024])
 
 

@@ -1,4 +1,4 @@
-"""Physical plan candidates as plan files (``PlanSpec``, docs/spec.md) and back as text.
+"""Physical plan candidates as plan files (``PlanSpec``, docs/reference/spec.md) and back as text.
 
 Node names are the hosted components joined by ``+`` in graph order, with ``.2``, ``.3`` for
 further instances of the same set (side-by-side subplans). A node has one executor group, so

@@ -18,7 +18,7 @@ them by formula, :mod:`omniplane.plan.order`).
 **Threshold (exact w.r.t. the simulator).** A plan's simulated goodput is at most its offered
 rate, ``alpha R_d`` times the sample's arrival factor; with ``thr`` the best simulated
 goodput so far divided by that, no plan with ``R_d < thr`` can be selected: such rows and
-chain elements are never built (the search passes ``thr``, docs/plan.md "Search").
+chain elements are never built (the search passes ``thr``, docs/guides/plan.md "Search").
 """
 
 from __future__ import annotations
@@ -243,7 +243,7 @@ def _gpus(tp: np.ndarray, load: np.ndarray, rate: np.ndarray) -> np.ndarray:
 def exhaustive(lp: LogicalPlan, table: CostTable, p: np.ndarray, pi: np.ndarray, budget: int) -> Candidates:
     """Every physical plan of a logical plan, redundant ones included: each config vector,
     every count vector with at least one executor per node inside the budget, every routing
-    vector. Exponential: for checks on small instances only (tests, docs/plan.md)."""
+    vector. Exponential: for checks on small instances only (tests, bench/bench_optimality.py)."""
     import itertools
 
     costs = tuple(table.node(n) for n in lp.nodes)

@@ -1,5 +1,5 @@
 """Executor-level routing with mixed configs (Cornfigurator 4.2, the second routing level),
-tried around the search's best plans (:class:`omniplane.plan.search.Search`; docs/plan.md,
+tried around the search's best plans (:class:`omniplane.plan.search.Search`; docs/guides/plan.md,
 "Executor groups")."""
 
 from __future__ import annotations

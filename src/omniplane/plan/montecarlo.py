@@ -141,17 +141,19 @@ TURN_PASSES = 3  # fixed-point passes of occupancy and turns on merged executors
 
 def step_queue_factor(util: np.ndarray, servers: np.ndarray, erlang: np.ndarray | None = None) -> np.ndarray:
     """What the wait for the step in progress becomes once queueing for the executor is priced
-    (an approximation, labelled as one; docs/plan.md "Monte Carlo queueing"):
+    (an approximation, labelled as one; docs/guides/plan.md "Monte Carlo queueing"):
     Pollaczek-Khinchine's M/G/1 wait, the residual over ``1 - u``, with the executor's step as
     the service, and for a node's ``c`` executors (dispatch to the least loaded, as the
     simulator and Ray Serve's router do) M/G/c by the Erlang C ratio ``C(c, c u) / (c u)`` of
     M/M/c to M/M/1 at the same utilisation ``u``. ``u`` is the executor's busy share at full
     batch (its offered work over its full-batch capacity, the flow phase's notion), capped at 1:
     the busy share at the Little's-law level is not used, because on merged executors it sums
-    past 1 on plans the simulator serves well (docs/plan.md "Accuracy", sessions 5 and 6). At
-    least 1 (never below the residual alone); infinite at ``u >= 1``. Copies of a subplan side
-    by side are separate nodes (``c = 1`` each, a random split), so they wait longer than the
-    same executors pooled in one node. ``erlang``: ``C(c, c u)`` when the caller already has it."""
+    past 1 on plans the simulator serves well
+    (docs/decisions/0007-busy-share-at-the-littles-law-level.md and
+    0008-work-conservation-step.md). At least 1 (never below the residual alone); infinite at
+    ``u >= 1``. Copies of a subplan side by side are separate nodes (``c = 1`` each, a random
+    split), so they wait longer than the same executors pooled in one node. ``erlang``:
+    ``C(c, c u)`` when the caller already has it."""
     u = np.clip(util, 0.0, 1.0)
     if not len(u):  # no candidates (an empty chunk of a space)
         return np.ones(0)

@@ -8,9 +8,9 @@ from typing import Literal
 RoutingMode = Literal["grid", "lp"]
 
 # Monte Carlo estimates per plan space (``mc_budget``'s default). derived from cost, not from a
-# pick: an estimate costs about 0.2 ms of CPU at 128 samples per type (docs/benchmarks.md,
-# "Planner search"), so 40,000 are about 8 s, which keeps 64 GPUs within the 60 s goal
-# (issue 14) with flow, simulation and the baselines. It binds from 16 GPUs up on Qwen3-Omni.
+# pick: an estimate costs about 0.2 ms of CPU at 128 samples per type (docs/results/benchmarks.md,
+# "Planner search at 8 / 16 / 32 / 64 GPUs"), so 40,000 are about 8 s, which keeps 64 GPUs within
+# the 60 s goal (issue 14) with flow, simulation and the baselines. It binds from 16 GPUs up on Qwen3-Omni.
 MC_BUDGET = 40_000
 
 
@@ -23,12 +23,12 @@ class PlannerOptions:
     routing_step    routing probability granularity (paper default 0.1, section 4.2)
     routing         "grid": routing probabilities enumerated on the ``routing_step`` grid (the
                     only mode implemented; "lp", the flow bound as an LP over routing
-                    fractions, is refused: docs/plan.md, "Routing")
+                    fractions, is refused: docs/guides/plan.md, "Routing")
     alpha           headroom: later phases run at alpha x R_d. The paper reports robustness
                     over its sweep (section 6.7, Table 5) but its default is not in the text we
                     have. derived: our flow bound overestimates single LLM executors' simulated
-                    saturation throughput by 5-20% (docs/plan.md, "Accuracy"), so 0.8 x R_d
-                    stays at or below the knee.
+                    saturation throughput by 5-20% (docs/guides/plan.md, "Options and their
+                    sources"), so 0.8 x R_d stays at or below the knee.
     mc_samples      requests sampled per type for the Monte Carlo phase and the latency targets
                     (assumption: 128, a +-4.4 point binomial standard error on a 50% attainment,
                     shared by all candidates as common random numbers). The isolated-best
@@ -36,12 +36,13 @@ class PlannerOptions:
                     Qwen3-Omni: a near-tie between two isolated deployments flips), so it stays at 128
     mc_tolerance    plans whose estimated score (or its bound) is below (1 - mc_tolerance) x the
                     best estimate are dropped; the rest (each logical plan's Pareto front on the
-                    estimate) are simulated. measured (docs/plan.md, "Search"): on Qwen3-Omni at
-                    8 GPUs, with 0.1 every plan simulating within 1.5% of the best had an
-                    estimate within 2% of the best estimate (141 plans simulated), so 0.03
-                    keeps them for far fewer simulations; an estimate rule, reported as such
+                    estimate) are simulated. measured (docs/guides/plan.md, "Options and their
+                    sources"): on Qwen3-Omni at 8 GPUs, with 0.1 every plan simulating within
+                    1.5% of the best had an estimate within 2% of the best estimate (141 plans
+                    simulated), so 0.03 keeps them for far fewer simulations; an estimate rule,
+                    reported as such
     sim_requests    requests per simulated plan (assumption: sized so that simulating every
-                    Pareto survivor stays within seconds; docs/plan.md, "Simulation budget")
+                    Pareto survivor stays within seconds; docs/guides/plan.md, "Simulation budget")
     max_simulated   plans simulated at most (None: every Pareto survivor whose bound beats the
                     best simulated plan, as the paper simulates all its survivors, section
                     6.8); when it binds, the output lists it as a cut. When set and not spent
@@ -50,18 +51,19 @@ class PlannerOptions:
     mc_budget       physical plans estimated by Monte Carlo at most per plan space (None: no
                     limit). A work budget, so that the planning time stops growing with the GPU
                     budget: from 32 GPUs up hundreds of logical plans tie on the flow bound and on
-                    the estimate bound within the tolerance (docs/plan.md, "Scale"). Within each
-                    Monte Carlo step the plans with the highest estimate bound go first; when it
-                    binds, the plans not estimated and the logical plans not expanded are listed
-                    as ``budget`` cuts with the highest bound they had (how much could be lost on
-                    the estimate). Default ``MC_BUDGET`` (sized by cost: docs/benchmarks.md)
+                    the estimate bound within the tolerance (docs/guides/plan.md, "Scale: the Monte
+                    Carlo budget"). Within each Monte Carlo step the plans with the highest
+                    estimate bound go first; when it binds, the plans not estimated and the
+                    logical plans not expanded are listed as ``budget`` cuts with the highest
+                    bound they had (how much could be lost on the estimate). Default
+                    ``MC_BUDGET`` (sized by cost: docs/results/benchmarks.md)
     time_budget_s   wall-clock seconds the search may take (None: no limit). When it binds,
                     logical plans not expanded and survivors not simulated are listed as cuts
     compose_compound  also compose pairs with a compound subplan side by side (the paper's k_s
                     space; about 1.9 million more logical plans for Qwen3-Omni). Off by default:
-                    the pairs left out are reported as a cut (docs/plan.md, "Logical plans")
+                    the pairs left out are reported as a cut (docs/guides/plan.md, "Logical plans")
     max_routings    routing vectors per logical plan on the grid before types with the same
-                    routes share a split (docs/plan.md, "Routing"); 121 = two types or classes
+                    routes share a split (docs/guides/plan.md, "Routing"); 121 = two types or classes
                     with two routes each. A heuristic: listed as a cut when it binds
     seed            seed of the workload sample and the simulations
     """
@@ -93,7 +95,7 @@ class PlannerOptions:
             raise ValueError(f"mc_tolerance must be in [0, 1), got {self.mc_tolerance}")
         if self.routing == "lp":
             raise ValueError("routing 'lp' (the flow bound as an LP over routing fractions) is not "
-                             "implemented; use 'grid' (docs/plan.md, \"Routing\")")
+                             "implemented; use 'grid' (docs/guides/plan.md, \"Routing\")")
         if self.routing != "grid":
             raise ValueError(f"routing must be 'grid', got {self.routing!r}")
         for name in ("mc_samples", "sim_requests", "max_routings"):

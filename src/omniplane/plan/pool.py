@@ -79,11 +79,11 @@ class Cloud:
 
 @dataclass
 class Counts:
-    """How many plans each phase saw (docs/plan.md, "Counts")."""
+    """How many plans each phase saw (docs/guides/plan.md, "Counts")."""
 
     # Algorithm 1's physical plans read literally (one config per node, a node's executors pooled,
     # per-type routing over paths on the grid), counted by formula: not the paper's ~5e8
-    # (docs/plan.md "Counts")
+    # (docs/guides/plan.md "Counts")
     raw_space: float = 0.0
     built: int = 0  # physical plans built: rows whose flow bound was computed + further chain elements
     flow: int = 0  # physical plans at or above the threshold after the flow phase (non-redundant)

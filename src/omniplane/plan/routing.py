@@ -5,7 +5,7 @@ steps of ``1 / steps``; all types' splits together are one routing vector. When 
 the per-type grids exceeds ``limit``, types with the same route set (a *class*) share one
 split; when even that exceeds it, one split over the plan's lanes (the simple subplans the
 routes come from) is shared by every class, renormalised over the lanes a class can use and
-rounded to the grid (documented in docs/plan.md, "Routing").
+rounded to the grid (documented in docs/guides/plan.md, "Routing").
 
 Vectors that leave a node instance without any traffic are dropped: such a plan is a smaller
 logical plan plus idle GPUs.

@@ -1,6 +1,6 @@
 """An admissible upper bound on the Monte Carlo estimate of physical plans, cheaper than the
 estimate itself, so that the search runs the Monte Carlo phase only on plans that can still
-beat the best estimate (branch and bound on the estimate; docs/plan.md, "Search").
+beat the best estimate (branch and bound on the estimate; docs/guides/plan.md, "Search").
 
 The Monte Carlo phase (:mod:`omniplane.plan.montecarlo`) gives type ``t`` the goodput
 ``alpha R_d pi_t sum_r p_{t,r} A_{t,r}`` with ``A_{t,r}`` the share of the type's samples whose

@@ -1,6 +1,6 @@
 """Branch and bound over a plan space: logical plans in decreasing order of an admissible bound,
 each expanded into its physical plans above a threshold (flow) and estimated (Monte Carlo);
-the survivors are simulated (docs/plan.md, "Search").
+the survivors are simulated (docs/guides/plan.md, "Search").
 
 Every plan's estimated goodput is at most ``alpha x R_d`` and its simulated goodput at most
 ``factor x alpha x R_d`` (:attr:`Oracle.factor`: the simulated sample's arrivals per unit of
@@ -20,8 +20,8 @@ bound no longer beats the best simulated plan.
 Work budgets: ``mc_budget`` (Monte Carlo estimates per plan space, on by default) gives each
 Monte Carlo step's estimates to its plans of highest estimate bound and, once spent, stops the
 expansion; ``time_budget_s`` stops it on the clock. Whatever either left out is a ``budget``
-cut with its most promising item (docs/plan.md, "Scale"). Both still expand the best logical
-plan and simulate the best survivor, so the search always answers.
+cut with its most promising item (docs/guides/plan.md, "Scale: the Monte Carlo budget"). Both
+still expand the best logical plan and simulate the best survivor, so the search always answers.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Monte Carlo added each wait as its mean, one value per plan for every sample, so a plan whose
 mean wait exceeded a type's target got attainment 0 and one whose mean was below it got every
-sample's wait below it (docs/plan.md, "Session 8, round 2"). In a queue the wait is 0 with the
+sample's wait below it (docs/guides/plan.md, "Monte Carlo queueing"). In a queue the wait is 0 with the
 probability that no one is ahead and otherwise spread out. Each part of the wait keeps its mean
 exactly and gets a law from the mechanism that gives the mean (approximations, labelled as
 such; nothing is fitted):

@@ -11,7 +11,7 @@
   the best in a fixed-SM sweep (the best is below the full-allocation degradation of section
   3.3, so the smallest near-best count is too). The sweep is simulated with the co-location
   model (:func:`simulated_sm_sweep`) or read from a real GPU sweep in the perf sweep format
-  (:func:`sweep_from_file`, docs/perf.md).
+  (:func:`sweep_from_file`, docs/reference/perf.md).
 * **S_min** = the fewest SM count whose decode time is within ``S_MIN_SLOWDOWN`` (10%) of the
   sweep's best (the same sweep; the paper gives no rule for S_min).
 * **Ladder**: ``levels`` counts evenly spaced in ``[S_min, S_cap]``, each a green-context

@@ -3,7 +3,7 @@
 One layer shared by the simulator, the planner, the scheduler experiments and the load
 generator. :func:`generate` turns a workload spec into the requests of a run; traces load
 with :func:`load_trace`. Imports only :mod:`omniplane.spec`, numpy, scipy and the standard
-library (see docs/workloads.md).
+library (see docs/reference/workloads.md).
 """
 
 from omniplane.workload.arrivals import arrival_times, gamma_shape, mean_rate, weibull_cv, weibull_shape

@@ -183,7 +183,7 @@ def _is_text(column: str) -> bool:
 
 
 def load_user_csv(path: Path) -> Trace:
-    """A user's CSV (see docs/workloads.md): ``arrival_s`` required; ``type``, ``id`` and
+    """A user's CSV (see docs/reference/workloads.md): ``arrival_s`` required; ``type``, ``id`` and
     ``x_*`` columns are text; every other column is a number >= 0 (an empty cell: not given)."""
     rows = _Rows(str(path), "csv")
     for line, row in _csv_rows(path, [USER_TIME], rows):

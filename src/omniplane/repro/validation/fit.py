@@ -96,8 +96,9 @@ def fit_calibration(ctx: Context, points: Sequence[Point], command: str = "omnip
         if parent in kinds:
             kinds[name] = KindFactors(name, kinds[parent].efficiency, why, factor_sources=fixed)
     return Calibration(kinds, default, created or date.today().isoformat(), command,
-                       ("Per-kind roofline factors and serving runtimes; docs/perf.md explains each "
-                        "factor and the split of public measurements into fit and held-out points.",))
+                       ("Per-kind roofline factors and serving runtimes; docs/reference/perf.md "
+                        "explains each factor and the split of public measurements into fit and "
+                        "held-out points.",))
 
 
 DEFAULT_RUNTIME = "cornserve"  # what the planner prices with: the stack Table 2 was measured on

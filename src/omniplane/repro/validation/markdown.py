@@ -1,5 +1,5 @@
 """The validation report as Markdown tables (``omniplane perf validate --markdown``), the form
-docs/perf.md quotes."""
+docs/results/perf.md quotes."""
 
 from __future__ import annotations
 
