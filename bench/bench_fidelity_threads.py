@@ -1,6 +1,7 @@
 """Who gets core 1? Per-thread CPU and run-queue wait of the load generator, the API server, the
-engine core and the worker while vLLM serves bursts and a closed loop (docs/fidelity.md,
-"Session 7").
+engine core and the worker while vLLM serves bursts and a closed loop
+(docs/decisions/0107-engine-core-renice.md; docs/results/fidelity.md, "The measurements behind the
+loop's defaults").
 
 One vLLM server on the tiny fixture (vLLM's CPU build, .venv-vllm), the client pinned as
 ``omniplane fidelity`` pins it (``worker`` layout: the worker alone on its core, the API server,
@@ -12,7 +13,7 @@ but waiting for one); printed per thread with more than 1% of a core either way,
 point's wall time, with the client's TTFT / TPOT against the engine's own. ``--setsid`` first puts
 this process in a session of its own (its own scheduler autogroup). ``--nice-core 0,19`` runs the
 points once per value, interleaved on the same engine, with the engine core's threads at that
-niceness (:func:`omniplane.loadgen.affinity.renice`). ``--coload 0,0.3,0.6`` (session 8) runs the
+niceness (:func:`omniplane.loadgen.affinity.renice`). ``--coload 0,0.3,0.6`` runs the
 points once per value with a stand-in for front-end load: a process at niceness 0, pinned to the
 client's core, busy that share of every 5 ms (busy-then-sleep), so the engine core's iterations
 can be timed (the engine's own inter-token latency) against a known load on its core.

@@ -1,7 +1,7 @@
 """Every HorizonServe table of docs/results/sched.md, from one command.
 
-    .venv/bin/python scripts/horizon_tables.py --seeds 0,1,2 --jobs 2 --out docs/data/horizon-vllm-stressed.json
-    .venv/bin/python scripts/horizon_tables.py --out docs/data/horizon-vllm-stressed.json --print   # tables only
+    .venv/bin/python scripts/horizon_tables.py --seeds 0,1,2 --jobs 2 --out out/horizon.json
+    .venv/bin/python scripts/horizon_tables.py --out docs/data/horizon-vllm-stressed.json --print  # tables
 
 Each run is one ``SingleGPU.run`` (``omniplane experiment horizon`` runs the same: ``rate x 900 s``
 of Poisson arrivals, drained, windowed figure over the 900 s), keyed by table, model, GPU, point,
