@@ -122,7 +122,7 @@ VLLM_TESTS ?= tests/vllm tests/fidelity tests/deploy
 pytest-vllm: $(VVENV)/.test
 	HF_HUB_OFFLINE=1 $(VVENV)/bin/pytest -m vllm $(VLLM_TESTS) -p no:cacheprovider
 
-# The fidelity loop against vLLM serving the tiny fixture (docs/fidelity.md): profile, simulate,
+# The fidelity loop against vLLM serving the tiny fixture (docs/guides/check-your-engine.md): profile, simulate,
 # replay at 30/60/90% of the measured capacity; prints the table, writes out/fidelity.json.
 FIDELITY_ARGS ?= --duration 40 --repeats 2
 fidelity: $(VVENV)/.test

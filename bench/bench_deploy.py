@@ -1,11 +1,11 @@
-"""Deployment figures for docs/results/benchmarks.md and docs/guides/deploy.md.
+"""Deployment figures for docs/results/benchmarks.md and docs/results/fidelity.md ("Deployment rehearsals").
 
 1. The in-process deployment in virtual time against the simulator (catalog Qwen3-Omni plan,
    rate 12/s, 120 model seconds): largest per-request latency difference, goodput of both, and
    the wall time of each (same run).
 2. Ray Serve idle cost: CPU of the local cluster with the catalog plan deployed (17 replica
    processes) and no traffic, over 60 s.
-3. The rehearsals of docs/deploy.md (skipped with --quick): the catalog plan on a local Ray
+3. The rehearsals of docs/results/fidelity.md (skipped with --quick): the catalog plan on a local Ray
    cluster, 60 model seconds at 12 req/s, time scale 10, SLO = 1 x solo p95; then the same
    with one replica of the thinker node killed half way. About 13 minutes each here.
 

@@ -7,7 +7,7 @@ window ``--window`` s long) measured ``--rounds`` times in each of two layouts o
 client, client, worker, ...``) so that both meet the same spread of host load:
 
 * ``worker``: the worker alone on its core, the API server, the engine core and the load
-  generator on the other (the layout ``omniplane fidelity`` uses);
+  generator on the other (the default layout, docs/decisions/0109-client-pin-layout.md);
 * ``client``: the load generator alone on the other core, the API server and the engine core
   with the worker.
 

@@ -1,7 +1,7 @@
 """Who gets core 1? Per-thread CPU and run-queue wait of the load generator, the API server, the
-engine core and the worker while vLLM serves bursts and a closed loop (docs/results/benchmarks.md,
-"Live vLLM on this host: who gets the load generator's core"; what it means:
-docs/results/fidelity.md).
+engine core and the worker while vLLM serves bursts and a closed loop
+(docs/decisions/0107-engine-core-renice.md; docs/results/fidelity.md, "The measurements behind the
+loop's defaults").
 
 One vLLM server on the tiny fixture (vLLM's CPU build, .venv-vllm), the client pinned as
 ``omniplane fidelity`` pins it (``worker`` layout: the worker alone on its core, the API server,

@@ -9,7 +9,7 @@ seeded request stream for every variant:
   of them (the cost of building and applying a view), plus a control record in /dev/shm
   published every step;
 - ``horizon``: ``OmniplaneScheduler`` with HorizonServe's policy as the live engine runs it
-  (docs/fidelity.md, "HorizonServe inside a live vLLM": classes from ``priority``, no SM ladder,
+  (docs/results/fidelity.md, "HorizonServe inside a live vLLM": classes from ``priority``, no SM ladder,
   no sampler), on the tests' SLO table (``tests.vllm.harness.HORIZON_SLO_TABLE``: text 50 ms,
   audio 1 s, image 5 s; tight so that the slack guard and rotation act within a round).
 

@@ -1,10 +1,10 @@
-"""Re-simulate the loads of an ``omniplane fidelity`` document without an engine (docs/fidelity.md,
-"Where the error comes from"): each load's requests regenerated from the document's seed, the
+"""Re-simulate the loads of an ``omniplane fidelity`` document without an engine
+(docs/guides/check-your-engine.md, "Output"): each load's requests regenerated from the document's seed, the
 simulator run on the step model refitted to that load's own probe rows (``as run``: reproduces
 the document's simulated column) and, as what-ifs, to those rows plus the first probe's decode
 bursts of 64 and more sequences (what a load's model saw before every probe measured them),
-without the probes' mixed iterations (the additive step model, what ran before session 6), and
-with the constant front end instead of the front-end CPU queue (what ran before session 7; the
+without the probes' mixed iterations (the additive step model, before the mixed terms were fitted), and
+with the constant front end instead of the front-end CPU queue (before the queue was fitted; the
 queue is refitted to the load's own probes' CPU readings, when the document has them). Per
 load: TTFT / TPOT p50 and throughput against the measured column, the simulator's mean TTFT,
 and the engine's own decomposition of each replay. Never fits anything to a replay.

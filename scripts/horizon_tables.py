@@ -1,7 +1,7 @@
-"""Every HorizonServe table of docs/sched.md (issue 15, session 5), from one command.
+"""Every HorizonServe table of docs/results/sched.md, from one command.
 
-    .venv/bin/python scripts/horizon_tables.py --seeds 0,1,2 --jobs 2 --out docs/data/horizon_s5.json
-    .venv/bin/python scripts/horizon_tables.py --out docs/data/horizon_s5.json --print   # tables only
+    .venv/bin/python scripts/horizon_tables.py --seeds 0,1,2 --jobs 2 --out out/horizon.json
+    .venv/bin/python scripts/horizon_tables.py --out docs/data/horizon-vllm-stressed.json --print  # tables
 
 Each run is one ``SingleGPU.run`` (``omniplane experiment horizon`` runs the same: ``rate x 900 s``
 of Poisson arrivals, drained, windowed figure over the 900 s), keyed by table, model, GPU, point,
@@ -264,7 +264,7 @@ def point_tables(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def _pct(r: dict[str, Any]) -> str:
-    q = r.get("bhat_co_pct")  # rows measured before session 7 lack it
+    q = r.get("bhat_co_pct")  # rows measured before this column was added lack it
     return "-" if not q else "/".join(f"{q[k]:.3f}" for k in sorted(q, key=float))
 
 
@@ -288,7 +288,7 @@ def fig10_table(rows: list[dict[str, Any]]) -> list[str]:
         groups.setdefault((r["gpu"], r["window"]), []).append(r)
     for (gpu, w), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0.0)):
         rs.sort(key=lambda r: r["seed"])
-        win = "one step (session-4 signal)" if w is None else f"{w:.3g} s"
+        win = "one step (per-step signal)" if w is None else f"{w:.3g} s"
         cc = [r["corr_co"] for r in rs]
         ca = [r["corr_all"] for r in rs]
         out.append(
@@ -312,7 +312,7 @@ def main() -> None:
         "--tables", default=None, help="only these tables (comma-separated; e.g. fig10,stressed4)"
     )
     ap.add_argument("--max-seqs", default="4,8,16,32")
-    ap.add_argument("--out", type=Path, default=Path("docs/data/horizon_s5.json"))
+    ap.add_argument("--out", type=Path, default=Path("docs/data/horizon-vllm-before-retiming.json"))
     ap.add_argument("--runtime", default="vllm",
                     help="the testbed's serving runtime (vllm-omni-paper-testbed or "
                          "vllm-omni-paper-bandwidth: "

@@ -6,7 +6,7 @@ output is noise), it has no tokenizer (requests carry token-id prompts; vLLM run
 ``--skip-tokenizer-init``), and it exists so that a real serving engine nobody here wrote
 (continuous batching, chunked prefill, KV blocks, preemption, real compute times) runs on a
 laptop CPU: the profiler measures it, the simulator predicts it, omniplane's scheduler class runs
-inside it and Ray Serve hosts it (docs/fidelity.md).
+inside it and Ray Serve hosts it (docs/guides/check-your-engine.md).
 
 ``ensure_model_dir()`` builds it on first use into a cache folder
 (``$OMNIPLANE_CACHE/fixtures/<name>-<hash>``, default ``~/.cache/omniplane``): HF-style
@@ -135,6 +135,6 @@ def build(model: TinyModel, out: Path) -> None:
         "omniplane_fixture": model.name,
         "seed": model.seed,
         "digest": model.digest,
-        "what": "random weights for tests (docs/fidelity.md); token-id prompts, no tokenizer",
+        "what": "random weights for tests (docs/guides/check-your-engine.md); token-id prompts, no tokenizer",
     }
     (out / "omniplane-fixture.json").write_text(json.dumps(note, indent=2) + "\n")

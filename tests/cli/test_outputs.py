@@ -142,8 +142,8 @@ def test_shipped_examples_validate_and_are_the_docs(root: Path) -> None:
     out = invoke(["validate", str(model), str(slo), "--json"], root)
     assert out.code == 0, out.stderr
     assert [r["kind"] for r in strict_json(out.stdout)] == ["model", "omniplane-slo-table"]
-    # the SLO table exactly as docs/vllm.md shows it: `validate` and `vllm-omni config` both take it
-    doc = (REPO / "docs" / "vllm.md").read_text()
+    # the SLO table exactly as docs/reference/vllm.md shows it: `validate` and `vllm-omni config` both take it
+    doc = (REPO / "docs" / "reference" / "vllm.md").read_text()
     block = next(b.split("```", 1)[0] for b in doc.split("```yaml\n")[1:] if "omniplane-slo-table" in b)
     (root / "docs-slo.yaml").write_text(block)
     assert invoke(["validate", "docs-slo.yaml"], root).code == 0

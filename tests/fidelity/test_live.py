@@ -3,7 +3,7 @@
 the engine. Two engines for the module, started together: vLLM's own scheduler (fidelity) and
 omniplane's scheduler class running ``horizon`` (the live scheduling test). Behaviour only
 (schema, exactly-once completion, errors computed, nothing lost); the timings themselves are
-benchmarks (docs/fidelity.md)."""
+benchmarks (docs/results/fidelity.md)."""
 
 from __future__ import annotations
 

@@ -68,7 +68,7 @@ def test_testbed_runtime_moves_decode_steps_on_its_gpus_only(tmp_path: Path) -> 
         make_testbed_runtime(path=bad)
 
 
-# ---- vllm-omni-paper-bandwidth (session 7): achieved DRAM bandwidth per GPU kind --------------
+# ---- vllm-omni-paper-bandwidth: achieved DRAM bandwidth per GPU kind --------------
 def test_scaled_calibration_lowers_only_the_named_kinds_memory_and_rejects_above_physics() -> None:
     base = load_calibration()
     cal = scaled_calibration({"RTX6000Ada": 0.5}, base)

@@ -43,7 +43,7 @@ def test_equation_1_maps_pressure_onto_the_ladder() -> None:
 
 def test_the_cap_follows_the_snapped_level_as_algorithm_1_says() -> None:
     """Delta_step = 1 (the paper's "one ladder step"): every change of the snapped level applies;
-    no dead band beyond the snap (the pre-session-5 rule waited for the unsnapped target to reach
+    no dead band beyond the snap (the replaced rule waited for the unsnapped target to reach
     the neighbouring level, which the paper does not do)."""
     lad = Ladder(142, (40, 50, 60, 70), ANY)
     c = SpatialController(lad, SpatialConfig(gamma=1.0, b_sat=1.0))

@@ -7,7 +7,7 @@ the same KV cache: vLLM's 56 blocks of 16 tokens, of which 55 hold tokens (one i
 block), the simulator's 880 tokens. Prompts are multiples of 16, so blocks and tokens agree at
 admission; during decoding vLLM grows a sequence a block at a time and the simulator a token at
 a time, which is why the thrash-prone cases compare preemption counts, not every step.
-Before session 14 the simulator admitted a prompt into whatever cache was free and preempted
+Before the simulator admitted as vLLM does, it admitted a prompt into whatever cache was free and preempted
 it at the next step: 29 / 1,185 / 488 / 454 preemptions on these four cases against vLLM's
 0 / 8 / 0 / 15.
 """

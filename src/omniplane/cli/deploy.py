@@ -123,7 +123,7 @@ def deploy(
 
     Only clients with the API key reach a deployment bound beyond loopback: --host other than
     127.0.0.1 / localhost / ::1 is refused without --api-key (or OMNIPLANE_API_KEY). Ray's own
-    ports stay on 127.0.0.1 for a local cluster (docs/deploy.md, "Who may send work").
+    ports stay on 127.0.0.1 for a local cluster (docs/guides/deploy.md, "Who may send work").
     """
     from omniplane.deploy.orchestrator import deployment_name
 

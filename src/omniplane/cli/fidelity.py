@@ -1,4 +1,5 @@
-"""``omniplane fidelity``: how far the simulator is from a real engine (docs/fidelity.md)."""
+"""``omniplane fidelity``: how far the simulator is from a real engine
+(docs/guides/check-your-engine.md)."""
 
 from __future__ import annotations
 
@@ -210,25 +211,28 @@ def fidelity(
         "--pin-layout", metavar="LAYOUT",
         help="--pin: 'worker' (the worker alone on its cores, the API server, the engine core and the "
         "load generator on the rest) or 'client' (the load generator alone, the rest of the engine "
-        "with the worker; docs/fidelity.md: slower on a loaded 2-core host).")] = "worker",
+        "with the worker; docs/decisions/0109-client-pin-layout.md: slower on a loaded 2-core "
+        "host).")] = "worker",
     nice_engine_core: Annotated[int, opt.int_opt(
         "--nice-engine-core",
         help="--fixture --pin: run vLLM's engine-core process at this niceness (with --engine-poll 0 its "
-        "yield-spinning loop starves the load generator on their shared core; docs/fidelity.md, "
-        "Sessions 7 and 10); a heuristic of this host's layout. 0: leave it.",
+        "yield-spinning loop starves the load generator on their shared core; "
+        "docs/decisions/0107-engine-core-renice.md); a heuristic of this host's layout. 0: leave it.",
         lo=0, hi=19)] = 0,
     engine_poll: Annotated[float, opt.float_opt(
         "--engine-poll",
         help="--fixture: seconds vLLM's busy shared-memory queue readers (the engine core waiting for its "
         "worker) sleep between polls instead of spinning on sched_yield (omniplane.vllm.shmwait; "
-        "docs/fidelity.md, Session 10); a heuristic of this host's layout. 0: vLLM's own loop.",
+        "docs/guides/check-your-engine.md, \"The host: labelled heuristics\"); a heuristic of this "
+        "host's layout. 0: vLLM's own loop.",
         lo=0, hi=0.1, metavar="SECONDS")] = 0.0005,
     own_session: Annotated[bool, typer.Option(
         "--own-session/--same-session",
         help="--fixture: start vLLM in a session of its own (Linux: its own scheduler autogroup, which "
         "shares a core fairly with this command's whatever the niceness: --nice-engine-core then ranks "
         "the engine core below the API server only) or in this command's session and autogroup (the "
-        "engine core then ranks below the load generator too; docs/fidelity.md, Session 8).")] = True,
+        "engine core then ranks below the load generator too; "
+        "docs/decisions/0107-engine-core-renice.md).")] = True,
     max_num_seqs: Annotated[int | None, opt.int_opt(
         "--max-num-seqs", help="If the engine does not report it.", lo=1, hi=1_000_000)] = None,
     max_num_batched_tokens: Annotated[int | None, opt.int_opt(

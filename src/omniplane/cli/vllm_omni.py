@@ -46,7 +46,8 @@ def config(
     model: Annotated[str, opt.option(
         "--model", help="Catalog model (its stock vLLM-Omni layout is the start).",
         parser=opt.model_ref(), metavar="MODEL")],
-    slo_table: Annotated[Path, opt.file_opt("--slo-table", help="SLO table (YAML/JSON, docs/vllm.md).")],
+    slo_table: Annotated[Path, opt.file_opt(
+        "--slo-table", help="SLO table (YAML/JSON, docs/reference/vllm.md).")],
     gpu: Annotated[str | None, opt.gpu_opt(
         "--gpu", help="GPU kind: SM ladder and omniplane's worker classes.")] = None,
     policy: Annotated[str, opt.option(

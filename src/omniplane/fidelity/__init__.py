@@ -2,5 +2,5 @@
 the fidelity loop (profile -> step model -> simulate -> replay -> compare), on the tiny-model
 fixture (:mod:`omniplane.fixture`). Imports no vLLM, torch or Ray at module level: the fixture
 builder imports torch and transformers when it builds, the server runs vLLM in a subprocess.
-See docs/fidelity.md.
+See docs/guides/check-your-engine.md.
 """

@@ -1,4 +1,5 @@
-"""The fidelity loop's environment calibration, from its probes only (docs/fidelity.md).
+"""The fidelity loop's environment calibration, from its probes only
+(docs/guides/check-your-engine.md, "What is fitted to what").
 
 A **probe** is a short profile of the live engine (:class:`ProbePlan`): prefill points at
 concurrency 1 and decode bursts at a few batch sizes and two contexts. The loop takes one

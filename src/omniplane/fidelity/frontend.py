@@ -1,12 +1,12 @@
 """The serving front end as a shared CPU resource: a calibration of **this host's environment**,
-not of any policy (docs/fidelity.md, "The front end as a queue").
+not of any policy (docs/guides/check-your-engine.md, "What is fitted to what").
 
 On this host vLLM's CPU worker owns core 0 and the API server, the engine-core process and the
 load generator share core 1 (:mod:`omniplane.loadgen.affinity`). Every request costs that core
 CPU time on its way in (the client builds and sends it, the API server parses a token-id prompt
 and hands it to the engine core) and every streamed token on its way out (the API server decodes
 the engine core's output message and writes an SSE chunk, the client reads and parses it). Near
-capacity that core is busy (~0.93 in session 6's capacity run), so the front end is not the
+capacity that core is busy (~0.93 in a measured capacity run), so the front end is not the
 constant the concurrency-1 probe measures: requests and tokens queue for it.
 
 **The model.** One server at ``cores`` cores' speed (1: the API server is one asyncio thread and

@@ -1,12 +1,12 @@
 """A probe of the **cold start after idle**: what a request pays when the engine and its front end
 have been idle for a while before it arrives. A calibration of this host's environment, never of a
-policy (docs/fidelity.md, "Session 13").
+policy (docs/results/fidelity.md, "The measurements behind the loop's defaults").
 
 Every other probe point is sent back to back (the next request leaves as soon as the previous one
 is answered), so the constant front end and the prefill rows are what a request pays on a path
 that was busy a few milliseconds ago. A light load is not like that: at 30% of the capacity one
-arrival in eight finds the engine idle, after tens of milliseconds. Measured on this host (session
-13, ``/tmp`` experiment recorded in docs/fidelity.md), a 64-token prompt then took 12.0 ms of engine
+arrival in eight finds the engine idle, after tens of milliseconds. Measured on this host (a
+live experiment recorded in docs/results/fidelity.md), a 64-token prompt then took 12.0 ms of engine
 prefill after 300 ms idle against 10.7 ms back to back, and the API server's hop 3.8-4.0 ms in an
 idle-heavy replay against ~1.8 ms in the probes: the threads on the path (API server, engine core,
 the worker waiting for its next step) have gone to sleep and wake one after another.

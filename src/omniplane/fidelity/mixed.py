@@ -45,7 +45,7 @@ class MixedPlan:
     within its token budget (so the chunk is scheduled whole)."""
 
     # 1 and 2: a light load's iterations (at 30% of capacity a newcomer meets 1-3 decodes; the
-    # step model extrapolated below 4 priced them ~0.5 ms low, docs/fidelity.md "Session 13");
+    # step model extrapolated below 4 priced them ~0.5 ms low, docs/results/fidelity.md);
     # 128 (cut to max_num_seqs - 1): the capacity loop's iterations, a newcomer with 127 decodes
     decodes: tuple[int, ...] = (1, 2, 4, 16, 64, 128)
     chunks: tuple[int, ...] = (16, 64, 256)

@@ -4,7 +4,7 @@ scheduler (``bare``) and omniplane's scheduler class (``--scheduler-cls``) runni
 
 Request classes travel as vLLM request priorities (the model spec's ``priority`` per type: text
 0, long 10), which omniplane's scheduler class maps to its classes (an inline SLO table: each
-type's path class and SLO). The engine's own scheduling policy stays ``fcfs`` (docs/vllm.md:
+type's path class and SLO). The engine's own scheduling policy stays ``fcfs`` (docs/reference/vllm.md:
 vLLM ignores the priority value then). Measured per class: TTFT p50/p95 and SLO attainment
 (TTFT within the class's SLO); per run: throughput three ways (:mod:`omniplane.fidelity.throughput`:
 over the span to the last completion, over the arrival window, output tokens in its steady
@@ -110,7 +110,8 @@ class LiveSchedOptions:
     policy_options: dict[str, Any] = field(default_factory=dict)
     capacity_s: float = 0.0  # > 0: also each engine's closed-loop capacity (that long a window)
     # the engine-core process's niceness once the client is pinned, as `omniplane fidelity --fixture`
-    # (docs/fidelity.md, Session 7: its yield-spinning loop starves the load generator); 0: leave it
+    # (docs/decisions/0107-engine-core-renice.md: its yield-spinning loop starves the load
+    # generator); 0: leave it
     nice_engine_core: int = 19
     python: str = ""
     log_dir: Path | None = None

@@ -58,7 +58,7 @@ def free_port(host: str = LOOPBACK) -> int:
 @dataclass(frozen=True)
 class ServerSpec:
     """How to start one server. ``scheduler_cls`` / ``additional_config`` switch omniplane's
-    scheduler class on (docs/vllm.md); ``args`` are further vLLM CLI arguments."""
+    scheduler class on (docs/reference/vllm.md); ``args`` are further vLLM CLI arguments."""
 
     model: str
     served_name: str = ""
@@ -77,7 +77,7 @@ class ServerSpec:
     # True: the server in a session of its own, hence (Linux, sched_autogroup_enabled) its own
     # scheduler autogroup, which shares a core fairly with the caller's whatever the threads'
     # niceness; False: its own process group in the caller's session and autogroup, so a thread's
-    # niceness ranks it against the caller's threads too (docs/fidelity.md, "Session 8")
+    # niceness ranks it against the caller's threads too (docs/decisions/0107-engine-core-renice.md)
     new_session: bool = True
 
     def command(self, port: int) -> list[str]:

@@ -197,7 +197,7 @@ def engine_core_threads(pgid: int, worker_pids: tuple[int, ...]) -> list[int]:
 
 def renice(tids: list[int], nice: int) -> int:
     """Set the scheduling niceness of each thread (Linux: per thread); returns how many were set.
-    A heuristic of this host (docs/fidelity.md, "Session 7"): a positive niceness lets a
+    A heuristic of this host (docs/decisions/0107-engine-core-renice.md): a positive niceness lets a
     yield-spinning engine core run only in the time the API server and the client leave."""
     done = 0
     for tid in tids:

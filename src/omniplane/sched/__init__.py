@@ -10,5 +10,5 @@ mapping every policy name to its class (:mod:`.factory`). The paper's experiment
 torch, CUDA, vLLM or Ray.
 
 This file imports nothing: a vLLM engine process that loads the factory or the ladder loads
-those modules only, not the calibration's cost model. See docs/sched.md.
+those modules only, not the calibration's cost model. See docs/guides/schedule.md.
 """

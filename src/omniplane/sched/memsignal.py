@@ -24,9 +24,10 @@ signal is that: the time average over the past ``window_s`` seconds of ``1 - pro
 over the steps ``j`` in flight at each instant (0 while no stage runs), each step taken to run
 from its start for the time the co-location model priced it at. ``window_s`` defaults to
 :data:`NVML_SAMPLE_PERIOD_S` = 1/6 s, the short end of NVML's range (assumption: NVML does not say
-which period an RTX 6000 Ada or RTX PRO 6000 uses; docs/sched.md measures both ends). Without a
-clock the window is the step that starts (the co-runner's current step with it), the
-session-4 signal. Either way the controller's EWMA (gamma = 0.4) smooths it across steps.
+which period an RTX 6000 Ada or RTX PRO 6000 uses; docs/results/sched.md measures both ends).
+Without a clock the window is the step that starts (the co-runner's current step with it), the
+one-step signal (docs/decisions/0104-one-step-memory-signal.md). Either way the controller's EWMA
+(gamma = 0.4) smooths it across steps.
 Nothing here is fitted: the per-step overheads are the ``vllm`` runtime's
 (``omniplane.perf.runtime``), the kernel times the co-location model's.
 """

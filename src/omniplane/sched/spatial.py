@@ -15,8 +15,9 @@ co-running, ``s*`` is snapped to the ladder first and replaces the previous cap 
 index differs from the previous cap's by at least ``delta_step`` levels (default 1, "one ladder
 step"; with 1 every change of the snapped level applies). Entering co-running (from ``S_aggr``)
 and leaving it apply at once. With throttling off (the no-SM-throttle ablation) the controller
-publishes no cap. (Before issue 15's session 5 the cap moved only once the *unsnapped* target had
-reached the neighbouring level, a dead band of half a level each side that is not in the paper.)
+publishes no cap. (Before this rule the cap moved only once the *unsnapped* target had
+reached the neighbouring level, a dead band of half a level each side that is not in the paper:
+docs/decisions/0103-hysteresis-dead-band.md.)
 """
 
 from __future__ import annotations

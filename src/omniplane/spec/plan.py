@@ -84,7 +84,7 @@ class PlanNode(SpecModel):
     executors: Annotated[list[ExecutorGroup], Field(min_length=1)]
     routing: dict[Name, list[Probability]] = Field(default_factory=dict)
     # ``deploy --engine vllm-omni``: the omniplane policy for the node's vLLM-Omni stages (fcfs,
-    # horizon, import:MODULE:NAME; docs/vllm.md); None runs vLLM-Omni's own schedulers
+    # horizon, import:MODULE:NAME; docs/reference/vllm.md); None runs vLLM-Omni's own schedulers
     policy: str | None = Field(default=None, min_length=1)
 
     @property

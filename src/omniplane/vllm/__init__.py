@@ -1,4 +1,4 @@
-"""omniplane inside vLLM / vLLM-Omni (docs/vllm.md).
+"""omniplane inside vLLM / vLLM-Omni (docs/reference/vllm.md).
 
 Importing this package imports neither vLLM nor torch. The classes vLLM loads by name import
 them in their own modules:

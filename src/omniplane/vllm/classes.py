@@ -5,7 +5,7 @@ Two sources (``SchedulerSettings.class_source``):
 - ``priority``: the vLLM request ``priority`` set at the API layer, mapped through the class
   table (HorizonServe section 5: 0 text, 10 audio, 20 image by default). In vLLM a lower
   value runs first when the engine's ``scheduling_policy`` is ``priority``; with the default
-  ``fcfs`` vLLM ignores it, so it only carries the class (docs/vllm.md).
+  ``fcfs`` vLLM ignores it, so it only carries the class (docs/reference/vllm.md).
 - ``metadata``: vLLM-Omni's request metadata, mapped to a class through ``output_classes``.
   vLLM-Omni 0.30 does not forward the ``priority`` either, but it stamps the id of the stage
   that finishes the request (chosen from the requested output modalities) into stage 0's

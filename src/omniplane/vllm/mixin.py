@@ -23,7 +23,7 @@ Two side queues of waiting requests are shown to the policy as waiting, ahead of
   slot) and requests a pass set aside (stale output in flight, the LoRA limit, an encoder input
   in transit). vLLM's FCFS pass takes this queue before ``waiting``, so a policy's ``order``
   cannot put a ``waiting`` request ahead of one of them, and a policy that hides one of them
-  does not stop vLLM admitting it (a limitation, labelled here and in docs/vllm.md).
+  does not stop vLLM admitting it (a limitation, labelled here and in docs/reference/vllm.md).
 
 A lookup that finds no such queue (the other release) finds nothing. With vLLM's ``priority``
 scheduling policy the waiting queue is a heap, and a decision's ``order`` cannot be imposed on

@@ -12,9 +12,9 @@ prompt's ``additional_information``, which vLLM-Omni already forwards to every s
 (it puts ``global_request_id`` there the same way). The scheduler reads it back
 (:mod:`omniplane.vllm.classes`, key ``omniplane_output``).
 
-Two ways to get it (docs/vllm.md):
+Two ways to get it (docs/reference/vllm.md):
 
-- the change itself, a few lines in ``AsyncOmni.generate`` (the diff is in docs/vllm.md);
+- the change itself, a few lines in ``AsyncOmni.generate`` (the diff is in docs/reference/vllm.md);
 - :func:`install`, which wraps ``AsyncOmni.generate`` at run time to do the same. It runs when
   called, or from omniplane's vLLM plugin (``vllm.general_plugins`` entry point
   ``omniplane``) when ``OMNIPLANE_FORWARD_CLASS=1`` is set in the orchestrator's environment.

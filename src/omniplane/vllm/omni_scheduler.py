@@ -1,4 +1,4 @@
-"""omniplane's scheduler classes for vLLM-Omni's stages (imports vLLM-Omni; docs/vllm.md).
+"""omniplane's scheduler classes for vLLM-Omni's stages (imports vLLM-Omni; docs/reference/vllm.md).
 
 vLLM-Omni 0.30 takes a stage's scheduler class from the pipeline topology, so these are named
 by omniplane's registered pipeline variants (:mod:`omniplane.vllm.omni_pipelines`), which the

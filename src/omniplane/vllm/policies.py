@@ -4,7 +4,7 @@
   ``fcfs``, ``edf``, ``mps``, ``edf-mps``, ``horizon``, ``no-rotation``, ``no-sm-throttle``),
   built by :func:`omniplane.sched.serving.policy_for_serving` from the class table's paths and
   SLOs, the GPU's SM count and the ladder; ``policy_options`` are HorizonServe's parameters and
-  measured class profiles (that module's docstring and docs/vllm.md). The simulator builds the
+  measured class profiles (that module's docstring and docs/reference/vllm.md). The simulator builds the
   same objects through the same factory. The co-location mode a name implies (MPS for ``mps``,
   ``edf-mps`` and ``no-sm-throttle``) is the deployment's to provide; it is logged.
 - ``import:MODULE:NAME``: any callable ``NAME(inputs: PolicyInputs) -> Policy`` (a class or a

@@ -1,6 +1,6 @@
 """omniplane's scheduler classes for vLLM v1: ``--scheduler-cls
 omniplane.vllm.scheduler.OmniplaneScheduler``, or ``...OmniplaneAsyncScheduler`` with
-``--async-scheduling`` (imports vLLM; docs/vllm.md)."""
+``--async-scheduling`` (imports vLLM; docs/reference/vllm.md)."""
 
 from __future__ import annotations
 

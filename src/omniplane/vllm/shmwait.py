@@ -2,12 +2,13 @@
 shared-memory message queues sleeps ``S`` seconds between polls instead of calling
 ``sched_yield`` in a loop.
 
-Why (docs/fidelity.md, "Session 10"): vLLM's engine core reads every step's result from its
-worker through a shared-memory queue (``shm_broadcast.MessageQueue``). For 1 s after each read
+Why (docs/decisions/0107-engine-core-renice.md): vLLM's engine core reads every step's result
+from its worker through a shared-memory queue (``shm_broadcast.MessageQueue``). For 1 s after each read
 its reader polls that queue in a loop that calls ``sched_yield`` (``SpinCondition.wait``; vLLM
 0.30 has no setting for it). Under load that loop never sleeps. On a 2-core host where the
 worker owns one core, it takes most of the other core from the API server and the load
-generator, and the sharing of that core decides the engine's iteration time (sessions 7 and 8).
+generator, and the sharing of that core decides the engine's iteration time (measured:
+docs/results/fidelity.md).
 With ``S > 0`` the reader sleeps between polls inside the same 1 s window, so the engine core
 uses only the CPU it needs, and each result is seen at most ``S`` later (plus the wake-up).
 Past the window the reader parks on the writer's notification, as in vLLM. The notification

@@ -1,5 +1,5 @@
 """omniplane's worker class for vLLM on GPUs: ``--worker-cls omniplane.vllm.worker.OmniplaneWorker``
-(imports vLLM; docs/vllm.md)."""
+(imports vLLM; docs/reference/vllm.md)."""
 
 from __future__ import annotations
 

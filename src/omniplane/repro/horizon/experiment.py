@@ -39,15 +39,16 @@ runtime):
 * **Serving runtime** (``runtime``): ``"vllm"`` (issue 13's fit) by default;
   ``vllm-omni-paper-testbed`` (:mod:`omniplane.repro.horizon.testbed`: the ``vllm`` runtime with its
   per-iteration host time fitted per GPU kind to Table 3's Vanilla TPOT) is opt-in, measured and
-  not made the default: it contradicts Figure 4's memory signal (docs/sched.md, "The testbed's
-  runtime"); ``vllm-omni-paper-bandwidth`` (the same module: the ``vllm`` runtime with the
-  testbed's achieved DRAM bandwidth per GPU kind fitted to the same points) is opt-in too
-  (docs/sched.md, session 7), and ``vllm-omni-paper-dram`` (the same with the DRAM's capacity
-  scaled too: ``testbed.ScaledDRAM``). ``calibration`` overrides the cost model's efficiency factors
+  not made the default: it contradicts Figure 4's memory signal
+  (docs/decisions/0101-paper-testbed-host-time.md); ``vllm-omni-paper-bandwidth`` (the same
+  module: the ``vllm`` runtime with the testbed's achieved DRAM bandwidth per GPU kind fitted to
+  the same points) is opt-in too (docs/decisions/0102-paper-testbed-achieved-bandwidth.md), and
+  ``vllm-omni-paper-dram`` (the same with the DRAM's capacity scaled too:
+  ``testbed.ScaledDRAM``). ``calibration`` overrides the cost model's efficiency factors
   (the fit's trials).
 * **Memory-activity signal**: NVML-style (:mod:`omniplane.sched.memsignal`), over NVML's past
   sample period (``signal_window_s``, default 1/6 s; ``None``: the step that starts, the
-  session-4 signal).
+  one-step signal, docs/decisions/0104-one-step-memory-signal.md).
 """
 
 from __future__ import annotations

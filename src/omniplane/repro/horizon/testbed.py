@@ -13,13 +13,13 @@ The fitted values and the residual at each point live in ``repro/data/paper_test
 (written by ``python -m omniplane.repro.horizon.testbed_fit --fit``); this module derives the runtime from
 them and the shipped ``vllm`` runtime, so a re-run of ``omniplane perf fit`` keeps it.
 
-Measured and NOT the testbed's default (session 6, docs/sched.md "The testbed's runtime"): it
+Measured and NOT the testbed's default (docs/decisions/0101-paper-testbed-host-time.md): it
 fits Table 3 but lowers the co-running memory signal to 0.67 / 0.42 against Figure 4's 0.93, since
 host time is time the DRAM is idle; so the paper's long TPOT is not host time, and HorizonServe
 over the best baseline stays 0.98-1.03x. Opt in with ``SingleGPU(..., runtime=TESTBED_RUNTIME)``
 or ``scripts/horizon_tables.py --runtime vllm-omni-paper-testbed``.
 
-A second opt-in variant, ``vllm-omni-paper-bandwidth`` (session 7), tests the GPU-side
+A second opt-in variant, ``vllm-omni-paper-bandwidth``, tests the GPU-side
 hypothesis instead: the ``vllm`` runtime unchanged, and the testbed's ACHIEVED DRAM bandwidth per
 GPU kind, a factor ``memory_scale`` in (0, 1] on that kind's memory efficiency (applied to every
 stage on that GPU through the cost model's efficiency, which the co-location model and the
@@ -32,7 +32,7 @@ co-running stages cannot recover what one stage alone does not reach. A stage al
 identically in both (its draw is below the capacity in both, scaled alike), and Vanilla time-slices
 (one stage at a time), so the one fit serves both variants.
 
-Measured and NOT the default either (session 7, docs/sched.md "Achieved DRAM bandwidth"): the fit
+Measured and NOT the default either (docs/decisions/0102-paper-testbed-achieved-bandwidth.md): the fit
 leaves +-10% residuals and a PRO 6000 at 35% of its peak bandwidth. The alone memory signal
 reaches Figure 4's 0.76, and Figure 10 reaches 0.94 / 0.93 on the DRAM reading, but the co-running
 signal stays near 0.8, Table 3 ends at 0.88x, and HorizonServe over the best baseline stays
@@ -52,8 +52,8 @@ from omniplane.perf.runtime import Runtime
 from omniplane.spec import GPUKind
 
 TESTBED_RUNTIME = "vllm-omni-paper-testbed"
-BANDWIDTH_TESTBED = "vllm-omni-paper-bandwidth"  # session 7: each stage's achieved bandwidth, not host time
-DRAM_TESTBED = "vllm-omni-paper-dram"  # session 7: the same, and the DRAM serves the stages together no more
+BANDWIDTH_TESTBED = "vllm-omni-paper-bandwidth"  # each stage's achieved bandwidth, not host time
+DRAM_TESTBED = "vllm-omni-paper-dram"  # the same, and the DRAM serves the stages together no more
 TESTBEDS = (TESTBED_RUNTIME, BANDWIDTH_TESTBED, DRAM_TESTBED)
 BASE_RUNTIME = "vllm"
 FIT_RATES = (0.2, 0.5)  # Figure 8's lowest and highest rate (Table 3's load is not stated)
