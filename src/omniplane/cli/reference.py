@@ -55,6 +55,8 @@ def _default(param: Any) -> str:
     d = param.default
     if d is None or d == "" or callable(d) or (getattr(param, "is_flag", False) and d is False):
         return ""
+    if d == sys.executable:  # machine-specific: say what it is, not where it is here
+        return "the Python running omniplane"
     if isinstance(d, (list, tuple)):
         return ", ".join(f"`{x}`" for x in d) if d else ""
     return f"`{d}`"
