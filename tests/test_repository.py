@@ -53,7 +53,7 @@ def test_docs_name_no_temporary_paths() -> None:
 LINK = re.compile(r"\]\(([^)\s#]+)(#[^)\s]*)?\)")
 
 
-@pytest.mark.parametrize("page", sorted(DOCS.rglob("*.md")) + [ROOT / "README.md"],
+@pytest.mark.parametrize("page", [*sorted(DOCS.rglob("*.md")), ROOT / "README.md"],
                          ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_relative_link_resolves(page: Path) -> None:
     bad = []
@@ -62,7 +62,7 @@ def test_every_relative_link_resolves(page: Path) -> None:
         if re.match(r"[a-z]+:", target):  # http:, https:, mailto:
             continue
         path = (page.parent / target).resolve()
-        if not path.exists() or ROOT not in path.parents and path != ROOT:
+        if not path.exists() or (ROOT not in path.parents and path != ROOT):
             bad.append(target)
     assert not bad, f"{page.relative_to(ROOT)}: links that do not resolve inside the repository: {bad}"
 
@@ -76,7 +76,8 @@ def test_the_pages_a_newcomer_reads_are_short_enough() -> None:
     pages = learning_pages()
     assert all(p.exists() for p in pages[:3]), "docs/index.md, quickstart.md and concepts.md exist"
     total = sum(p.stat().st_size for p in pages)
-    assert total <= LEARN_BYTES, f"index, quick start, concepts, guides and reference: {total} bytes > {LEARN_BYTES}"
+    assert total <= LEARN_BYTES, (
+        f"index, quick start, concepts, guides and reference: {total} bytes > {LEARN_BYTES}")
 
 
 TABLE_ROW = re.compile(r"^\|.*\|\s*$", re.M)
