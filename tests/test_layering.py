@@ -23,7 +23,7 @@ CORE = [
     "omniplane.control",
     "omniplane.cli.app",
     "omniplane.policy",
-    "omniplane.plan.slo",
+    "omniplane.slo.resolve",
     "omniplane.loadgen.client",
     "omniplane.loadgen.metrics",
     "omniplane.deploy.local",
