@@ -23,7 +23,7 @@ its cost table, so commands that judge a plan by its stored targets never load t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -82,6 +82,15 @@ def resolve_targets(policy: SLOPolicy, table: CostTable, cost: CostModel,
     if not ms:
         raise ValueError(f"the SLO policy gives no target for any type of {table.model.name}")
     return LatencyTargets(targets_ms=ms, derived_from=policy, how=how)
+
+
+def explicit_targets(policy: ExplicitSLO, types: Sequence[str]) -> LatencyTargets:
+    """An ``explicit`` policy's targets for the request types ``types`` (in the policy's order):
+    no profile needed."""
+    ms = {t: v for t, v in policy.targets_ms.items() if t in types}
+    if not ms:
+        raise ValueError(f"the explicit SLO targets name none of the request types {list(types)}")
+    return LatencyTargets(targets_ms=ms, derived_from=policy, how=dict.fromkeys(ms, "explicit"))
 
 
 def targets_for(workload: ResolvedWorkload, gpu: GPUKind, gpus: int, policy: SLOPolicy | None = None,
