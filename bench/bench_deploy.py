@@ -27,8 +27,8 @@ from omniplane.deploy.clock import VirtualClock
 from omniplane.deploy.local import local_deployment, replay_local
 from omniplane.loadgen.metrics import summarize
 from omniplane.perf import CostModel
-from omniplane.plan.slo import targets_for
 from omniplane.sim import simulate
+from omniplane.slo.resolve import targets_for
 from omniplane.spec import SoloMultiplierSLO, find_catalog_workload, load_plan, load_workload
 from omniplane.spec.catalog import catalog_dir
 

@@ -48,8 +48,8 @@ from omniplane.plan.problem import make_problem
 from omniplane.plan.refine import SampleRunner
 from omniplane.plan.routing import routing_vectors
 from omniplane.plan.select import bound_factor
-from omniplane.plan.slo import target_array
 from omniplane.repro.exhaust import Tally, WholeSpace
+from omniplane.slo.resolve import target_array
 from omniplane.spec import find_catalog_workload, load_gpus, load_workload
 
 

@@ -25,8 +25,8 @@ from omniplane.plan.flow import Candidates
 from omniplane.plan.options import PlannerOptions
 from omniplane.plan.problem import Problem, make_problem
 from omniplane.plan.refine import SimOutcome
-from omniplane.plan.slo import target_array
 from omniplane.plan.space import FULL
+from omniplane.slo.resolve import target_array
 from omniplane.spec import PlanSpec, ResolvedWorkload, find_catalog_workload, load_gpus, load_workload
 
 

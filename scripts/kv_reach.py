@@ -37,8 +37,8 @@ from omniplane.perf import ExecutorConfig
 from omniplane.plan import montecarlo as mc
 from omniplane.plan.emit import describe
 from omniplane.plan.parts import llm_peak
-from omniplane.plan.slo import target_array
 from omniplane.sim import RunSetup
+from omniplane.slo.resolve import target_array
 
 
 def main() -> None:

@@ -32,7 +32,7 @@ from omniplane.spec import (
     load_model,
     resolve_plan,
 )
-from omniplane.spec.layout import load_layout
+from omniplane.spec.load import load_layout
 from tests.vllm.omni_loader import HF_CONFIGS
 
 

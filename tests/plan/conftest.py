@@ -7,7 +7,7 @@ from functools import cache
 from omniplane.perf import CostModel
 from omniplane.plan.costs import CostTable
 from omniplane.plan.problem import Problem, make_problem
-from omniplane.plan.slo import resolve_targets
+from omniplane.slo.resolve import resolve_targets
 from omniplane.spec import (
     LatencyTargets,
     ModelSpec,

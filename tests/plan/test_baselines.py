@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from omniplane.plan.baselines import baseline_spaces, stage_unit
 from omniplane.spec import load_model
-from omniplane.spec.layout import load_layout
+from omniplane.spec.load import load_layout
 
 
 def test_each_model_gets_the_baselines_that_apply() -> None:

@@ -21,8 +21,8 @@ from omniplane.plan.order import LogicalOrder
 from omniplane.plan.pipeline import Planner
 from omniplane.plan.routing import routing_vectors
 from omniplane.plan.select import bound_factor
-from omniplane.plan.slo import target_array
 from omniplane.plan.space import FULL
+from omniplane.slo.resolve import target_array
 from tests.plan.conftest import problem
 from tests.plan.test_flow import FakeTable
 

@@ -12,7 +12,7 @@ import numpy as np
 from omniplane.plan.options import PlannerOptions
 from omniplane.plan.pipeline import Planner, PlanResult
 from omniplane.plan.screen import EstimateBound
-from omniplane.plan.slo import target_array
+from omniplane.slo.resolve import target_array
 from tests.plan.conftest import problem
 
 WORKLOAD, GPUS = "qwen3-vl-servegen", 4

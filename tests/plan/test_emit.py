@@ -13,8 +13,8 @@ from omniplane.plan.pipeline import Planner, SimOracle
 from omniplane.plan.search import Search
 from omniplane.plan.select import selection_policy
 from omniplane.plan.show import render
-from omniplane.plan.slo import target_array
 from omniplane.plan.space import FULL
+from omniplane.slo.resolve import target_array
 from omniplane.spec import load_gpus, resolve_plan
 from tests.plan.conftest import problem, table
 from tests.plan.conftest import targets as conftest_targets

@@ -13,8 +13,8 @@ from omniplane.plan.pipeline import Planner, SimOracle
 from omniplane.plan.routing import group_vectors, node_share, routing_vectors
 from omniplane.plan.search import Search
 from omniplane.plan.select import selection_policy
-from omniplane.plan.slo import target_array
 from omniplane.plan.space import FULL
+from omniplane.slo.resolve import target_array
 from omniplane.spec import ModelSpec, load_gpus, parse, resolve_plan
 from tests.plan.conftest import problem, table, targets
 from tests.spec.builders import tiny_model

@@ -12,7 +12,7 @@ from omniplane.plan.flow import Expansion
 from omniplane.plan.montecarlo import evaluate
 from omniplane.plan.routing import routing_vectors
 from omniplane.plan.screen import EstimateBound
-from omniplane.plan.slo import target_array
+from omniplane.slo.resolve import target_array
 from tests.plan.conftest import table, targets
 
 

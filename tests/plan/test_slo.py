@@ -8,10 +8,11 @@ import pytest
 
 from omniplane.perf import CostModel
 from omniplane.perf.solo import default_solo_config, solo_latencies
+from omniplane.plan.isolated import isolated_best
 from omniplane.plan.pipeline import Planner
 from omniplane.plan.problem import make_problem
-from omniplane.plan.slo import command_targets, isolated_best, resolve_targets, targets_for
 from omniplane.sched.calibration import slo_from_solo
+from omniplane.slo.resolve import command_targets, resolve_targets, targets_for
 from omniplane.spec import (
     ExplicitSLO,
     IsolatedPercentileSLO,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 
 from omniplane.perf import CostModel, ExecutorConfig
 from omniplane.sim.build import RunSetup, build_topology
@@ -72,3 +73,24 @@ def test_an_encoder_inside_an_llm_process_keeps_to_the_encoder_budget() -> None:
              {"name": "rest", "components": ["thinker", "talker", "voc"],
               "executors": [{"count": 1, "tp": 1, "max_batch": 16}]}]
     assert max(_encode_batches(alone, ["enc", "rest"], token_budget=600)) == 8
+
+
+def test_a_plan_without_a_gpu_kind_needs_its_executor_configs_and_no_kv_edge() -> None:
+    """An engine with no GPU kind (a measured vLLM engine) runs with ``setup.make_cfg``'s
+    configs; a KV-cache edge needs the GPU kind's link bandwidth, so it is refused by name."""
+    gpu = load_gpus().get("A100-80GB")
+    doc = tiny_model()
+    model = parse(ModelSpec, doc)
+    plan = parse(PlanSpec, tiny_plan())
+    cost = CostModel(model)
+    with pytest.raises(ValueError, match=r"needs RunSetup\.make_cfg"):
+        build_topology(model, plan, None, cost, EventLoop(), RunSetup())
+    setup = RunSetup(make_cfg=lambda _gpu, tp, batch: ExecutorConfig(gpu, tp, batch))
+    assert build_topology(model, plan, None, cost, EventLoop(), setup).kv_seconds_per_token == {}
+    thinker = next(c for c in doc["components"] if c["name"] == "thinker")
+    thinker["edges"] = [{"to": e["to"], "kv": True} for e in thinker["edges"]]
+    kv_model = parse(ModelSpec, doc)
+    with pytest.raises(ValueError, match="thinker's KV-cache edge needs a GPU kind"):
+        build_topology(kv_model, plan, None, CostModel(kv_model), EventLoop(), setup)
+    topo = build_topology(kv_model, plan, gpu, CostModel(kv_model), EventLoop(), setup)
+    assert topo.kv_seconds_per_token["thinker"] > 0

@@ -37,7 +37,8 @@ from vllm_omni.engine.stage_init_utils import build_engine_args_dict_from_omni_s
 from vllm_omni.entrypoints.utils import get_final_stage_id_for_e2e  # noqa: E402
 from vllm_omni.request import OmniRequest  # noqa: E402
 
-from omniplane.spec.layout import layout_models, load_layout  # noqa: E402
+from omniplane.spec.layout import layout_models  # noqa: E402
+from omniplane.spec.load import load_layout  # noqa: E402
 from omniplane.vllm import omni_pipelines, plugin  # noqa: E402
 from omniplane.vllm.omni_scheduler import OmniplaneOmniARScheduler  # noqa: E402
 from omniplane.vllm.settings import load_settings  # noqa: E402

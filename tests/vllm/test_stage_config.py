@@ -14,7 +14,8 @@ import yaml
 from typer.testing import CliRunner
 
 from omniplane.cli.app import app
-from omniplane.spec.layout import layout_models, load_layout
+from omniplane.spec.layout import layout_models
+from omniplane.spec.load import load_layout
 from omniplane.vllm.omni_pipelines import SCHEDULERS, pipeline_key
 from omniplane.vllm.settings import load_settings, load_slo_table
 from omniplane.vllm.stage_config import WORKERS, omniplane_config, stock_deploy

@@ -330,7 +330,7 @@ def _server_targets(
 ) -> dict[str, float]:
     """The deployed plan's targets (the ingress says them, from the plan file's ``slo``) unless
     ``--slo`` asks otherwise; else the workload's policy on the server's GPU kind and budget."""
-    from omniplane.plan.slo import command_targets
+    from omniplane.slo.resolve import command_targets
 
     stored = info.get("slo")
     plan_slo = LatencyTargets.model_validate(stored) if isinstance(stored, dict) else None

@@ -181,10 +181,13 @@ def plan(
         fail("give --model and --gpus (or use `omniplane plan show PLAN`); see omniplane plan --help")
     if normalize and mix is None and replan_mix is None:
         fail("--normalize scales --mix (or --replan-mix); give it too")
+    from omniplane.perf import CostModel
     from omniplane.plan.compare import compare, to_json
+    from omniplane.plan.costs import CostTable
     from omniplane.plan.options import PlannerOptions
     from omniplane.plan.pipeline import Planner
     from omniplane.plan.problem import make_problem
+    from omniplane.slo.resolve import resolve_targets
 
     m = load_model(find_catalog_model(model) or Path(model))
     wl = load_workload(_workload(m.name, workload))
@@ -206,13 +209,16 @@ def plan(
     choice = slo_choice(slo, m.type_names, legacy, "--slo-policy/--slo-percentile/--slo-multiplier")
     if choice is not None and choice.base == "plan":
         fail("--slo plan: planning writes a plan's targets; give a policy or TYPE=DURATION items")
-    if choice is not None and choice.base not in (None, "workload"):
-        wl = type(wl)(wl.spec.model_copy(update={"slo": choice.base}), wl.model, wl.path)
+    base = choice.base if choice is not None else None
+    given = None if base is None or isinstance(base, str) else base  # a policy; else the workload's
     overrides = dict(choice.targets_ms) if choice is not None else None
     with Outputs() as files:
         t0 = time.perf_counter()
         problem = make_problem(wl, kind, gpus, samples=options.mc_samples, seed=seed, mix=mix_given)
-        planner = Planner(problem, options=options, slo_overrides_ms=overrides, policy=policy,
+        cost = CostModel(problem.model)
+        table = CostTable(problem, cost)
+        targets = resolve_targets(given or wl.spec.slo, table, cost, overrides, seed=options.seed)
+        planner = Planner(problem, options=options, cost=cost, table=table, targets=targets, policy=policy,
                           progress=StderrProgress("plan"))
         profile_s = time.perf_counter() - t0
         cmp = compare(planner, baselines=None if baselines else [], sweep=sweep, cloud=figures is not None)

@@ -72,9 +72,9 @@ def run(
     and the latency targets it was planned for (``prediction`` and ``slo``); the output compares
     the simulated goodput with the plan's own prediction."""
     from omniplane.perf import CostModel
-    from omniplane.plan.slo import command_targets, plan_budget
     from omniplane.sim import RunSetup, simulate
     from omniplane.sim.trace import write_chrome_trace
+    from omniplane.slo.resolve import command_targets, plan_budget
     from omniplane.spec import load_plan, plan_load
     from omniplane.workload import generate
 

@@ -25,8 +25,8 @@ from omniplane.deploy.serve_app import DeployOptions
 from omniplane.loadgen.client import LEAD_S, LoadOptions, replay
 from omniplane.loadgen.metrics import Record, summarize
 from omniplane.perf import CostModel
-from omniplane.plan.slo import command_targets, plan_budget
 from omniplane.sim import SimResult, simulate
+from omniplane.slo.resolve import command_targets, plan_budget
 from omniplane.spec import LatencyTargets, ResolvedPlan, ResolvedWorkload, SLOChoice
 from omniplane.workload import Request, generate
 
@@ -77,7 +77,7 @@ def generate_types(plan: ResolvedPlan, per_type: int) -> list[Request]:
 def rehearsal_targets(plan: ResolvedPlan, workload: ResolvedWorkload, cfg: RehearsalConfig,
                       cost: CostModel | None = None) -> tuple[LatencyTargets, str]:
     """The targets the rehearsal judges both the deployment and the simulator by: the plan
-    file's ``slo`` unless ``--slo`` says otherwise (``omniplane.plan.slo.command_targets``)."""
+    file's ``slo`` unless ``--slo`` says otherwise (``omniplane.slo.resolve.command_targets``)."""
     return command_targets(cfg.slo, workload, stored=plan.spec.slo, gpu=plan.gpu, gpus=plan_budget(plan),
                            cost=cost)
 

@@ -38,7 +38,8 @@ import yaml
 
 from omniplane.deploy.messages import DONE, END, FAILED, FIRST, OPENED, OpenOrder, Released, StageEvent
 from omniplane.spec import ComponentKind, ResolvedPlan
-from omniplane.spec.layout import LayoutStage, VllmOmniLayout, layout_models, load_layout
+from omniplane.spec.layout import LayoutStage, VllmOmniLayout, layout_models
+from omniplane.spec.load import load_layout
 
 GPU_MEMORY_BUDGET = 0.9  # assumption: vLLM's default gpu_memory_utilization, shared by a replica's stages
 CONNECTOR = "mooncake"

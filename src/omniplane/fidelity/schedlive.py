@@ -40,7 +40,8 @@ from omniplane.loadgen.metrics import COMPLETED, Record, send_lateness
 from omniplane.loadgen.metrics import summarize as loadgen_summary
 from omniplane.perf.profiler import ProfileRun, RequestSpec, run_profile
 from omniplane.perf.profiler.client import server_means, server_totals_at
-from omniplane.spec import ModelSpec, ResolvedWorkload
+from omniplane.slo.resolve import explicit_targets
+from omniplane.spec import ExplicitSLO, ModelSpec, ResolvedWorkload
 from omniplane.vllm.settings import load_settings
 from omniplane.workload import Request, generate
 
@@ -64,11 +65,10 @@ def slo_table(model: ModelSpec, slo_s: Mapping[str, float], long_types: Sequence
 
 def class_table(wl: ResolvedWorkload, long_types: Sequence[str]) -> tuple[dict[str, float], dict[str, Any]]:
     """The workload's explicit SLOs (seconds) and the scheduler's class table built from them."""
-    slo = getattr(wl.spec.slo, "targets_ms", None)
-    if not slo:
+    if not isinstance(wl.spec.slo, ExplicitSLO):
         raise ValueError(f"workload {wl.spec.name}: the live comparison needs explicit SLO targets "
                          "(slo: {policy: explicit, targets_ms: ...})")
-    slo_s = {t: ms / 1e3 for t, ms in slo.items()}
+    slo_s = explicit_targets(wl.spec.slo, wl.model.type_names).seconds
     return slo_s, slo_table(wl.model, slo_s, long_types, f"assumption: the explicit targets of workload "
                                                           f"{wl.spec.name}")
 

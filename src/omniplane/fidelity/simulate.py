@@ -17,8 +17,8 @@ from omniplane.fidelity.engine import EngineConfig
 from omniplane.fidelity.frontend import FrontEnd, Run, fixed_point
 from omniplane.fidelity.idle import ColdStart, idle_before
 from omniplane.perf.steptime import StepModel
-from omniplane.sim import EventLoop, RunSetup, SimResult, Simulation, build_topology
-from omniplane.spec import ExecutorGroup, GPUKind, ModelSpec, PlanNode, PlanSpec, Route
+from omniplane.sim import RunSetup, SimResult, SimRun
+from omniplane.spec import ExecutorGroup, ModelSpec, PlanNode, PlanSpec, Route
 from omniplane.workload import Request
 
 
@@ -140,16 +140,14 @@ def _simulate(model: ModelSpec, engine: EngineConfig, step: StepModel, requests:
     and finish in simulated seconds (inf for a request that failed or never finished), and the
     engine's iteration ends (:func:`iteration_ends`); ``busy`` receives its steps' start and end
     times."""
-    loop = EventLoop()
     limits = step.limits
-    # a measured engine has no GPU kind: its config is the engine's own limits (make_cfg), and
-    # build_topology only hands the GPU kind to make_cfg
+    # a measured engine has no GPU kind: its config is the engine's own limits (make_cfg)
     setup = RunSetup(make_cfg=lambda _gpu, _tp, _batch: limits, token_budget=engine.max_num_batched_tokens,
                      trace=True)
     counted = _Counted(step)
-    topo = build_topology(model, engine_plan(model, engine), cast(GPUKind, None), cast(StepModel, counted),
-                          loop, setup)
-    result = Simulation(model, topo, requests, loop=loop).run()
+    sim = SimRun(model, engine_plan(model, engine), None, cast(StepModel, counted), setup)
+    result = sim.run(requests)
+    topo = sim.topology
     rec = result.requests
     llm = [e for ex in topo.executors for e in ex.engines if hasattr(e, "iters")]
     decode_its = sum(int(getattr(e, "iters", 0)) for e in llm)  # decode iterations, mixed included

@@ -34,7 +34,8 @@ from omniplane.plan.enumerate import subplan_of
 from omniplane.plan.logical import LogicalPlan, compose
 from omniplane.plan.space import CountRule, Space
 from omniplane.spec import ComponentKind, Modality, ModelSpec
-from omniplane.spec.layout import LayoutStage, load_layout
+from omniplane.spec.layout import LayoutStage
+from omniplane.spec.load import load_layout
 
 
 @dataclass(frozen=True)

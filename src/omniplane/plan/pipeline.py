@@ -28,8 +28,8 @@ from omniplane.plan.progress import NO_PROGRESS, Progress
 from omniplane.plan.refine import SampleRunner, SimOutcome
 from omniplane.plan.search import Search
 from omniplane.plan.select import bound_factor, pareto_front, selection_policy
-from omniplane.plan.slo import DEFAULT_TRANSFER_S, resolve_targets, target_array
 from omniplane.plan.space import FULL, Space
+from omniplane.slo.resolve import DEFAULT_TRANSFER_S, resolve_targets, target_array
 from omniplane.spec import (
     GPUCatalog,
     LatencyTargets,
@@ -120,7 +120,7 @@ class Planner:
 
     def __init__(self, problem: Problem, *, options: PlannerOptions | None = None,
                  cost: CostModel | None = None, table: CostTable | None = None,
-                 targets: LatencyTargets | None = None, slo_overrides_ms: dict[str, float] | None = None,
+                 targets: LatencyTargets | None = None,
                  policy: str = "total", transfer_s: float = DEFAULT_TRANSFER_S,
                  gpus: GPUCatalog | None = None, progress: Progress = NO_PROGRESS) -> None:
         self.problem = problem
@@ -133,8 +133,9 @@ class Planner:
         self.gpus = gpus or load_gpus()
         self.progress = progress
         t0 = time.perf_counter()
+        # the latency targets: as given, else the workload's policy resolved on this profile
         self.targets = targets or resolve_targets(problem.workload.spec.slo, self.table, self.cost,
-                                                  slo_overrides_ms, transfer_s, self.options.seed)
+                                                  transfer_s=transfer_s, seed=self.options.seed)
         self.profile_s = time.perf_counter() - t0
         self._sim: SampleRunner | None = None
         self._derived: dict[str, Planner] = {}

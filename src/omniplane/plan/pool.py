@@ -1,5 +1,6 @@
-"""What the search keeps and reports: Monte Carlo-evaluated blocks of candidates, simulated
-plans, the counts of each phase and the search's statistics (``omniplane.plan.search``)."""
+"""What the search keeps and reports: Monte Carlo-evaluated blocks of candidates, the pool of
+survivors and its reserve, simulated plans, the counts of each phase and the search's
+statistics (``omniplane.plan.search``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ import numpy as np
 from omniplane.plan.explain import Ledger
 from omniplane.plan.flow import Candidates
 from omniplane.plan.refine import SimOutcome
+from omniplane.plan.select import Score, pareto_front
 from omniplane.spec import PlanSpec
+
+CLOUD_SAMPLE = 200  # Monte Carlo-pruned plans per block kept for the pruning figure
+RESERVE = 8  # estimate-dropped plans kept per logical plan for spare simulation budget (assumption)
+PARETO_EVERY = 5_000  # pool rows before the exact and Pareto pruning run (the same rules as at the end)
 
 
 @dataclass
@@ -134,3 +140,78 @@ def concat(blocks: list[Block]) -> Block:
                        cat("gpus"))
     good = np.concatenate([b.goodput for b in blocks])
     return Block(cands, good, np.concatenate([b.attain for b in blocks]))
+
+
+@dataclass
+class Pruned:
+    """Rows one pruning of the pool dropped, by rule."""
+
+    bounded: int  # flow rate below the threshold
+    low: int  # estimate below the estimate floor
+    dominated: int  # Pareto-dominated on the estimate within its logical plan
+
+
+class Pool:
+    """The Monte Carlo-estimated plans the search keeps: per logical plan, the Pareto front on
+    the estimate (``blocks``, the survivors) and the reserve (its ``RESERVE`` best plans by
+    estimate among those the estimate rules dropped, which spare ``max_simulated`` budget
+    simulates after the survivors). ``cloud``: where the Pareto-dominated plans go for the
+    pruning figure (None: nowhere)."""
+
+    def __init__(self, score: Score, pi: np.ndarray, cloud: Cloud | None) -> None:
+        self.score, self.pi, self.cloud = score, pi, cloud
+        self.blocks: list[Block] = []
+        self.reserve: dict[int, Block] = {}  # id(logical plan) -> its best estimate-dropped rows
+        self._settled = 0  # pool rows after the last periodic pruning
+
+    def size(self) -> int:
+        return sum(len(b.goodput) for b in self.blocks)
+
+    def add(self, block: Block) -> bool:
+        """Add ``block``; True when the pool has grown enough to be pruned (then :meth:`settle`)."""
+        self.blocks.append(block)
+        return self.size() > max(PARETO_EVERY, 2 * self._settled)
+
+    def settle(self) -> None:
+        self._settled = self.size()
+
+    def prune(self, thr: float, floor: float) -> Pruned:
+        """Drop rows below the threshold ``thr`` (their bound) or whose estimate is below the
+        estimate floor ``floor``, then keep each logical plan's Pareto front on the estimate;
+        the rows above ``thr`` that were dropped go to the reserve."""
+        by_lp: dict[int, list[Block]] = {}
+        bounded = low = 0
+        for b in self.blocks:
+            ok = b.cands.rate >= thr
+            bounded += int((~ok).sum())
+            est = self.score(b.goodput, self.pi)
+            good = ok & (est >= floor)
+            low += int((ok & ~good).sum())
+            if good.any():
+                by_lp.setdefault(id(b.cands.lp), []).append(b if good.all() else b.take(np.nonzero(good)[0]))
+            if (ok & ~good).any():
+                self.keep(b.take(np.nonzero(ok & ~good)[0]))
+        out = []
+        dominated = 0
+        for blocks in by_lp.values():
+            merged = blocks[0] if len(blocks) == 1 else concat(blocks)
+            front = pareto_front(merged.goodput)
+            dominated += len(merged.goodput) - len(front)
+            lost = np.setdiff1d(np.arange(len(merged.goodput)), front)
+            if len(lost):
+                self.keep(merged.take(lost))
+            if self.cloud is not None:
+                self.cloud.add(merged.cands.rate[lost[:CLOUD_SAMPLE]], merged.goodput[lost[:CLOUD_SAMPLE]],
+                               "monte_carlo")
+            out.append(merged.take(front))
+        self.blocks = out
+        return Pruned(bounded, low, dominated)
+
+    def keep(self, block: Block) -> None:
+        """Add estimate-dropped rows to their logical plan's reserve (its ``RESERVE`` best)."""
+        key = id(block.cands.lp)
+        old = self.reserve.get(key)
+        merged = block if old is None else concat([old, block])
+        if len(merged.goodput) > RESERVE:
+            merged = merged.take(np.argsort(-self.score(merged.goodput, self.pi), kind="stable")[:RESERVE])
+        self.reserve[key] = merged

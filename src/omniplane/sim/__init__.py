@@ -24,7 +24,26 @@ from omniplane.sim.metrics import SimResult, TypeMetrics
 from omniplane.sim.records import RequestRecords
 from omniplane.sim.simulator import Simulation
 from omniplane.sim.topology import Topology
-from omniplane.spec import ResolvedPlan
+from omniplane.spec import GPUKind, ModelSpec, PlanSpec, ResolvedPlan
+
+
+class SimRun:
+    """A plan built for one simulation run: its event loop and its executors
+    (:func:`build_topology`), for a caller that also reads the executors after the run or builds
+    the loop first (a policy signal on its clock). ``gpu`` None: a plan on an engine with no GPU
+    kind (``setup.make_cfg`` then gives the executor configs)."""
+
+    def __init__(self, model: ModelSpec, plan: PlanSpec, gpu: GPUKind | None, cost: CostSource,
+                 setup: RunSetup | None = None, *, loop: EventLoop | None = None) -> None:
+        self.model = model
+        self.loop = loop or EventLoop()
+        self.topology = build_topology(model, plan, gpu, cost, self.loop, setup)
+
+    def run(self, requests: Sequence[Any], *, seed: int = 0, slo_s: Mapping[str, float] | None = None,
+            until: float | None = None) -> SimResult:
+        """Run ``requests`` (``omniplane.workload.Request``-like) to the end (or to ``until``)."""
+        sim = Simulation(self.model, self.topology, requests, loop=self.loop, seed=seed, slo_s=slo_s)
+        return sim.run(until)
 
 
 def simulate(
@@ -38,9 +57,8 @@ def simulate(
     until: float | None = None,
 ) -> SimResult:
     """Run ``requests`` (``omniplane.workload.Request``-like) through ``plan``."""
-    loop = EventLoop()
-    topo = build_topology(plan.model, plan.spec, plan.gpu, cost, loop, setup)
-    return Simulation(plan.model, topo, requests, loop=loop, seed=seed, slo_s=slo_s).run(until)
+    run = SimRun(plan.model, plan.spec, plan.gpu, cost, setup)
+    return run.run(requests, seed=seed, slo_s=slo_s, until=until)
 
 
 __all__ = [
@@ -50,6 +68,7 @@ __all__ = [
     "RunSetup",
     "SharedGPU",
     "SimResult",
+    "SimRun",
     "Simulation",
     "Topology",
     "TypeMetrics",

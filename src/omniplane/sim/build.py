@@ -29,14 +29,16 @@ from omniplane.sim.topology import Group, Node, Topology
 from omniplane.spec import ComponentKind, GeneratorKind, ModelSpec, PlanSpec
 from omniplane.spec.gpu import GPUKind
 
-CfgFactory = Callable[[GPUKind, int, int], Any]
+CfgFactory = Callable[[GPUKind | None, int, int], Any]
 PolicyFor = Callable[[str, str], Policy | None]
 DEFAULT_FRAME_S = 0.08  # assumption: one 12.5 Hz codec frame when a vocoder states no frame rate
 
 
-def default_cfg(gpu: GPUKind, tp: int, max_batch: int) -> Any:
+def default_cfg(gpu: GPUKind | None, tp: int, max_batch: int) -> Any:
     from omniplane.perf import ExecutorConfig
 
+    if gpu is None:
+        raise ValueError("a plan run without a GPU kind needs RunSetup.make_cfg for its executor configs")
     return ExecutorConfig(gpu=gpu, tp=tp, max_batch=max_batch)
 
 
@@ -70,9 +72,11 @@ class RunSetup:
             raise ValueError(f"token_budget must be >= 1, got {self.token_budget}")
 
 
-def build_topology(model: ModelSpec, plan: PlanSpec, gpu: GPUKind, cost: CostSource, loop: EventLoop,
+def build_topology(model: ModelSpec, plan: PlanSpec, gpu: GPUKind | None, cost: CostSource, loop: EventLoop,
                    setup: RunSetup | None = None) -> Topology:
-    """One executor per plan executor; engines per hosted component; routing from the plan."""
+    """One executor per plan executor; engines per hosted component; routing from the plan.
+    ``gpu`` None (an engine with no GPU kind) needs ``setup.make_cfg`` and a model without a
+    KV-cache edge (its transfer time is the GPU kind's link bandwidth's)."""
     setup = setup or RunSetup()
     cpu = setup.cpu_seconds or model.cpu_seconds_per_item
     nodes: dict[str, Node] = {}
@@ -105,8 +109,10 @@ def build_topology(model: ModelSpec, plan: PlanSpec, gpu: GPUKind, cost: CostSou
     if setup.shared_gpu is not None:
         share(executors, setup.shared_gpu, cost)
     # prefill/decode disaggregation: the prefill phase's KV cache crosses the GPU link
-    kv_s = {c.name: c.size.kv_bytes_per_token() / gpu.link_bw
-            for c in model.components for e in c.edges if e.kv}
+    kv = [c for c in model.components for e in c.edges if e.kv]
+    if kv and gpu is None:
+        raise ValueError(f"{model.name}: {kv[0].name}'s KV-cache edge needs a GPU kind (its link bandwidth)")
+    kv_s = {c.name: c.size.kv_bytes_per_token() / gpu.link_bw for c in kv} if gpu is not None else {}
     return Topology(nodes, routes, plan.transfer_ms / 1e3, executors, kv_s)
 
 

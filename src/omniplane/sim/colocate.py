@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from omniplane.sim.executor import Executor
-from omniplane.sim.gpu import Colocated, GPUSlot, TimeSliced
+from omniplane.sim.executor import Executor, GPUSlot
+from omniplane.sim.gpu import Colocated, TimeSliced
 from omniplane.sim.llm import LLMEngine
 
 MODES = ("timeslice", "mps", "split")

@@ -11,15 +11,27 @@ ended (a merged node's next component, a vocoder's rest of audio).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from omniplane.sim.engines import Engine, Step
 from omniplane.sim.eventloop import COMPLETE, EventLoop
 from omniplane.sim.job import Job
 
 if TYPE_CHECKING:
-    from omniplane.sim.gpu import GPUSlot
     from omniplane.sim.stats import ExecutorStats
+
+
+class GPUSlot(Protocol):
+    """A GPU this executor shares with others: when its next step may start and how long it
+    takes there (the sharing modes are :mod:`omniplane.sim.gpu`'s)."""
+
+    def can_start(self, ex: Executor) -> bool: ...
+
+    def begin(self, ex: Executor, step: Step) -> float: ...
+
+    def end(self, ex: Executor) -> None: ...
+
+    def after_end(self, ex: Executor) -> None: ...
 
 
 class Executor:

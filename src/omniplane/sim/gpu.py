@@ -16,7 +16,7 @@ Sharing modes for executors on one GPU:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from omniplane.perf.types import Work
 from omniplane.sim.engines import Step
@@ -24,16 +24,6 @@ from omniplane.sim.eventloop import COMPLETE
 
 if TYPE_CHECKING:
     from omniplane.sim.executor import Executor
-
-
-class GPUSlot(Protocol):
-    def can_start(self, ex: Executor) -> bool: ...
-
-    def begin(self, ex: Executor, step: Step) -> float: ...
-
-    def end(self, ex: Executor) -> None: ...
-
-    def after_end(self, ex: Executor) -> None: ...
 
 
 def split_step(step: Step) -> tuple[float, float]:

@@ -71,6 +71,12 @@ def catalog_layout_paths() -> list[Path]:
     return sorted((catalog_dir() / "layouts" / "vllm-omni").glob("*.yaml"))
 
 
+def find_catalog_layout(model: str) -> Path | None:
+    """The stock vLLM-Omni layout file of catalog model ``model`` (None: vLLM-Omni has none)."""
+    path = catalog_dir() / "layouts" / "vllm-omni" / f"{model.lower()}.yaml"
+    return path if path.is_file() else None
+
+
 def all_catalog_files() -> list[Path]:
     return [catalog_gpus_path(), *catalog_model_paths(), *catalog_workload_paths(),
             *catalog_plan_paths(), *catalog_layout_paths()]

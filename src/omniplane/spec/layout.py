@@ -19,13 +19,12 @@ vLLM-Omni tests compare it with the installed wheel (``tests/vllm/test_layouts_m
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from omniplane.spec.base import Document, Name, Source, SpecModel
-from omniplane.spec.catalog import catalog_dir, catalog_layout_paths
+from omniplane.spec.catalog import catalog_layout_paths
 
 Execution = Literal["llm_ar", "llm_generation", "diffusion"]
 
@@ -103,23 +102,6 @@ class VllmOmniLayout(Document):
     def gpus(self) -> tuple[int, ...]:
         """Every device the layout uses: one copy of it ("unit") needs this many GPUs."""
         return tuple(sorted({d for s in self.stages for d in self.devices(s.stage_id)}))
-
-
-def layouts_dir() -> Path:
-    return catalog_dir() / "layouts" / "vllm-omni"
-
-
-def load_layout(model: str) -> VllmOmniLayout | None:
-    """The catalog's stock vLLM-Omni layout of ``model`` (None: vLLM-Omni has none)."""
-    from omniplane.spec.load import _load
-
-    path = layouts_dir() / f"{model.lower()}.yaml"
-    if not path.is_file():
-        return None
-    layout = _load(VllmOmniLayout, path)[0]
-    if layout.model != model.lower():
-        raise ValueError(f"{path}: model: expected {model.lower()!r}, got {layout.model!r}")
-    return layout
 
 
 def layout_models() -> list[str]:

@@ -18,7 +18,12 @@ from typing import Any, TypeVar, Union
 from pydantic import BaseModel, ValidationError
 
 from omniplane.errors import unknown_name
-from omniplane.spec.catalog import catalog_gpus_path, find_catalog_model, find_catalog_workload
+from omniplane.spec.catalog import (
+    catalog_gpus_path,
+    find_catalog_layout,
+    find_catalog_model,
+    find_catalog_workload,
+)
 from omniplane.spec.crosscheck import check_plan, check_trace_file, check_workload
 from omniplane.spec.errors import Loc, SpecError, SpecFieldError, SpecIssue
 from omniplane.spec.gpu import GPUCatalog, GPUKind
@@ -266,6 +271,18 @@ def _resolve_model_path(ref: str | Path, base_dir: Path | None) -> Path:
 
 def load_gpus(path: str | Path | None = None) -> GPUCatalog:
     return _load(GPUCatalog, Path(path) if path else catalog_gpus_path())[0]
+
+
+def load_layout(model: str) -> VllmOmniLayout | None:
+    """The catalog's stock vLLM-Omni layout of ``model`` (None: vLLM-Omni has none;
+    :mod:`omniplane.spec.layout`)."""
+    path = find_catalog_layout(model)
+    if path is None:
+        return None
+    layout = _load(VllmOmniLayout, path)[0]
+    if layout.model != model.lower():
+        raise ValueError(f"{path}: model: expected {model.lower()!r}, got {layout.model!r}")
+    return layout
 
 
 @dataclass(frozen=True)

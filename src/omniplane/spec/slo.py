@@ -1,7 +1,7 @@
 """SLOs: the policies a workload states (explicit per-type targets, or derived from solo /
 isolated latency percentiles), the targets a plan file stores (:class:`LatencyTargets`), and the
 one ``--slo`` syntax every command parses (:func:`parse_slo`). Resolving a policy into targets is
-``omniplane.plan.slo.resolve_targets``, the one resolver."""
+``omniplane.slo.resolve.resolve_targets``, the one resolver."""
 
 from __future__ import annotations
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from omniplane.spec.layout import layout_models, load_layout
+from omniplane.spec.layout import layout_models
+from omniplane.spec.load import load_layout
 
 PREFIX = "omniplane_"
 SCHEDULERS = {

@@ -34,7 +34,8 @@ from typing import Any
 import yaml
 
 from omniplane.spec import GPUKind, compute_capability
-from omniplane.spec.layout import LayoutStage, VllmOmniLayout, layout_models, load_layout
+from omniplane.spec.layout import LayoutStage, VllmOmniLayout, layout_models
+from omniplane.spec.load import load_layout
 from omniplane.spec.yamlio import load_yaml
 from omniplane.vllm.omni_pipelines import SCHEDULERS, pipeline_key
 from omniplane.vllm.settings import SloTable

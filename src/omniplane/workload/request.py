@@ -80,8 +80,17 @@ def load_requests(path: str | Path) -> list[Request]:
             last = req.arrival
             out.append(req)
     if issues:
-        raise TraceError(str(path), issues, partial_requests=out)
+        raise RequestFileError(str(path), issues, out)
     return out
+
+
+class RequestFileError(TraceError):
+    """A request file has bad rows: a :class:`TraceError` whose ``partial_requests`` are the
+    valid requests read."""
+
+    def __init__(self, file: str, issues: Sequence[TraceIssue], partial_requests: list[Request]) -> None:
+        super().__init__(file, issues, kept=len(partial_requests))
+        self.partial_requests = partial_requests
 
 
 def _reason(exc: Exception) -> str:

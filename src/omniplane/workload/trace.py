@@ -5,16 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from omniplane.errors import InputError
 from omniplane.spec.base import MAX_SECONDS
 from omniplane.spec.dist import MAX_WORK
-
-if TYPE_CHECKING:
-    from omniplane.workload.request import Request
 
 MAX_LISTED = 20  # issues printed in an error message; all are kept on the exception
 MAX_VALUE = MAX_WORK  # a row's sizes (tokens, items, seconds...): the spec's bound on work
@@ -52,27 +49,29 @@ class TraceIssue:
 
 
 class TraceError(InputError):
-    """A trace (or request file) has bad rows. ``issues`` lists every one with its line;
-    ``partial`` is a :class:`Trace` of the valid rows read (``partial_requests`` for request
-    files), so nothing valid is silently lost and nothing bad is silently skipped."""
+    """A trace has bad rows. ``issues`` lists every one with its line; ``partial`` is a
+    :class:`Trace` of the valid rows read, so nothing valid is silently lost and nothing bad is
+    silently skipped (a request file's error, :class:`omniplane.workload.request.RequestFileError`,
+    keeps its valid requests instead; ``kept`` counts them)."""
 
     def __init__(
         self,
         file: str,
         issues: Sequence[TraceIssue],
         partial: Trace | None = None,
-        partial_requests: list[Request] | None = None,
+        *,
+        kept: int | None = None,
     ) -> None:
         self.file = file
         self.issues = list(issues)
         self.partial = partial
-        self.partial_requests = partial_requests
         lines = [i.render(file) for i in self.issues[:MAX_LISTED]]
         if len(self.issues) > MAX_LISTED:
             lines.append(f"{file}: ... and {len(self.issues) - MAX_LISTED} more issue(s)")
         bad_rows = sum(i.line is not None for i in self.issues)
-        if partial is not None or partial_requests is not None:
-            kept = len(partial) if partial is not None else len(partial_requests or [])
+        if partial is not None:
+            kept = len(partial)
+        if kept is not None:
             lines.append(f"{file}: {bad_rows} bad row(s), {kept} valid row(s) read")
         elif bad_rows > 1:
             lines.append(f"{file}: {bad_rows} bad row(s)")

@@ -3,41 +3,35 @@ section 3.2, HorizonServe section 4.2). Every command that needs targets comes h
 (``omniplane plan``), and, for a plan file without ``slo`` or a ``--slo`` policy, ``sim run``,
 ``rehearse`` and ``loadgen`` (:func:`targets_for`); the plan file stores what the planner
 resolved (``PlanSpec.slo``), so planning, simulating and rehearsing one plan judge it by
-identical targets.
+identical targets. Targets are :class:`omniplane.spec.LatencyTargets` (the plan file's ``slo``).
 
 * ``isolated_percentile`` (Cornfigurator's default, section 6.1): serve the type alone; among its
   deployments (every Keep/Merge partition of its path, every executor config per node) take
   the highest-throughput one (fewest GPU-seconds per request: a balanced allocation of
   continuous GPUs), and the ``percentile`` of its first-response latency at full occupancy,
-  processing only (the profiler subtracts queueing, section 5.1), times ``multiplier``.
+  processing only (the profiler subtracts queueing, section 5.1), times ``multiplier``
+  (:mod:`omniplane.plan.isolated`, on the planner's cost table).
 * ``solo_multiplier`` (HorizonServe section 6.1): ``multiplier`` x the ``percentile`` of the
   solo latency on one idle executor (:func:`omniplane.perf.solo.solo_percentiles`, the statistic
   the scheduler's offline calibration takes its SLO table from too).
 * ``explicit``: the workload's ``targets_ms`` (a user's table).
 
 A user's table (``--slo TYPE=DURATION``, parsed by :func:`omniplane.spec.parse_slo`) replaces
-single types' targets afterwards.
+single types' targets afterwards. The planner's modules are imported only where a policy needs
+its cost table, so commands that judge a plan by its stored targets never load them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from omniplane.perf import CostModel
 from omniplane.perf.solo import solo_percentiles
-from omniplane.plan.costs import CostTable
-from omniplane.plan.enumerate import partitions
-from omniplane.plan.flow import Candidates
-from omniplane.plan.logical import Subplan, compose
-from omniplane.plan.montecarlo import node_states, route_latency
-from omniplane.plan.options import PlannerOptions
-from omniplane.plan.problem import make_problem
-from omniplane.plan.routing import node_share
 from omniplane.spec import (
     ExplicitSLO,
-    GeneratorKind,
     GPUKind,
     IsolatedPercentileSLO,
     LatencyTargets,
@@ -48,6 +42,10 @@ from omniplane.spec import (
     SoloMultiplierSLO,
 )
 from omniplane.spec.slo import USER_TABLE, describe
+
+if TYPE_CHECKING:
+    from omniplane.plan.costs import CostTable
+    from omniplane.plan.options import PlannerOptions
 
 DEFAULT_TRANSFER_S = 0.010  # plans' default transfer_ms (Cornfigurator section 5.2: ~10 ms median)
 
@@ -71,7 +69,9 @@ def resolve_targets(policy: SLOPolicy, table: CostTable, cost: CostModel,
             how[t] = f"{policy.multiplier:g} x solo p{policy.percentile:g} (tp {cfg.tp})"
     else:
         assert isinstance(policy, IsolatedPercentileSLO)
-        alone = table if not _pads(table) else CostTable(table.problem, cost, pad=False)
+        from omniplane.plan.isolated import isolated_best, unpadded
+
+        alone = unpadded(table, cost)
         for t in types:
             lat, desc = isolated_best(alone, t, transfer_s)
             ms[t] = policy.multiplier * float(np.percentile(lat, policy.percentile)) * 1e3
@@ -84,6 +84,15 @@ def resolve_targets(policy: SLOPolicy, table: CostTable, cost: CostModel,
     return LatencyTargets(targets_ms=ms, derived_from=policy, how=how)
 
 
+def explicit_targets(policy: ExplicitSLO, types: Sequence[str]) -> LatencyTargets:
+    """An ``explicit`` policy's targets for the request types ``types`` (in the policy's order):
+    no profile needed."""
+    ms = {t: v for t, v in policy.targets_ms.items() if t in types}
+    if not ms:
+        raise ValueError(f"the explicit SLO targets name none of the request types {list(types)}")
+    return LatencyTargets(targets_ms=ms, derived_from=policy, how=dict.fromkeys(ms, "explicit"))
+
+
 def targets_for(workload: ResolvedWorkload, gpu: GPUKind, gpus: int, policy: SLOPolicy | None = None,
                 overrides_ms: Mapping[str, float] | None = None, *, cost: CostModel | None = None,
                 transfer_s: float = DEFAULT_TRANSFER_S,
@@ -92,6 +101,10 @@ def targets_for(workload: ResolvedWorkload, gpu: GPUKind, gpus: int, policy: SLO
     options (``PlannerOptions``: request sample and seed), for a command without a planner.
     ``policy`` defaults to the workload's. Builds the planner's profile only when a type still
     needs a target (a user's table naming every type needs nothing)."""
+    from omniplane.plan.costs import CostTable
+    from omniplane.plan.options import PlannerOptions
+    from omniplane.plan.problem import make_problem
+
     policy = policy or workload.spec.slo
     opts = options or PlannerOptions()
     types = workload.model.type_names
@@ -146,65 +159,3 @@ def target_array(targets: LatencyTargets, types: list[str]) -> np.ndarray:
     """Seconds in ``types`` order (inf: no target)."""
     sec = targets.seconds
     return np.array([sec.get(t, np.inf) for t in types])
-
-
-def _pads(table: CostTable) -> bool:
-    """True when some component batches pad to the largest member (a DiT or a VAE)."""
-    return any(c.generator in (GeneratorKind.DIT, GeneratorKind.VAE) for c in table.model.components)
-
-
-def isolated_best(table: CostTable, type_name: str, transfer_s: float) -> tuple[np.ndarray, str]:
-    """Latency samples (at full occupancy) of the highest-throughput deployment of one type
-    served alone, and a description of that deployment."""
-    model = table.model
-    t = table.types.index(type_name)
-    path = table.paths[type_name]
-    best: tuple[float, float, tuple[frozenset[str], ...], list[int]] | None = None
-    for nodes in partitions(model, frozenset(path)):
-        gpu_s = 0.0
-        choice: list[int] = []
-        for node in nodes:
-            nc = table.node(node)
-            if not nc.options:
-                gpu_s = np.inf
-                break
-            per = nc.s_full[:, t] * nc.tp
-            choice.append(int(np.argmin(per)))
-            gpu_s += float(per.min())
-        if not np.isfinite(gpu_s):
-            continue
-        lat = _latency(table, t, nodes, choice, transfer_s)
-        key = (gpu_s, float(np.median(lat)))
-        if best is None or key < best[:2]:
-            best = (key[0], key[1], nodes, choice)
-    if best is None:
-        raise ValueError(f"no deployment of {type_name!r} fits on {table.problem.gpu.name}")
-    _, _, nodes, choice = best
-    lat = _latency(table, t, nodes, choice, transfer_s)
-    desc = ", ".join(f"{table.node(n).name} tp{table.node(n).options[o][0]} b{table.node(n).options[o][1]}"
-                     for n, o in zip(nodes, choice, strict=True))
-    return lat[0], f"[{desc}] saturated by this type alone, {1 / best[0]:.2f} req/s per GPU"
-
-
-def _latency(table: CostTable, t: int, nodes: tuple[frozenset[str], ...], choice: list[int],
-             transfer_s: float) -> np.ndarray:
-    """Latency samples ``[1, K]`` with every node saturated by type ``t`` alone (each executor
-    receives its full-occupancy throughput); components of a merged node take the occupancy
-    Little's law gives them at that rate (montecarlo.node_states)."""
-    model = table.model
-    n_types = len(table.types)
-    route = tuple(range(len(nodes)))
-    routes = tuple(((route, 0),) if i == t else () for i in range(n_types))
-    lp = compose((Subplan(nodes, routes, 1),), n_types)
-    costs = tuple(table.node(n) for n in nodes)
-    p = np.zeros((1, n_types, 1))
-    p[0, t, 0] = 1.0
-    opt = np.array([choice])
-    lam = np.zeros((1, len(nodes), n_types))
-    for i, nc in enumerate(costs):
-        lam[0, i, t] = 1.0 / nc.s_full[choice[i], t]
-    cands = Candidates(lp, costs, p, node_share(lp, p), opt, np.ones_like(opt), np.zeros(1, dtype=int),
-                       np.ones(1), np.ones(1, dtype=int))
-    state = node_states(cands, table, lam, queueing=False, spread=False)  # processing only (section 5.1)
-    del model
-    return route_latency(table, cands, state, t, lp.routes[t][0], transfer_s)
