@@ -22,8 +22,8 @@ Work budgets (:class:`~omniplane.plan.budget.WorkBudget`): ``mc_budget`` (Monte 
 per plan space, on by default) gives each Monte Carlo step's estimates to its plans of highest
 estimate bound and, once spent, stops the expansion; ``time_budget_s`` stops it on the clock.
 Whatever either left out is a ``budget`` cut with its most promising item (docs/guides/plan.md,
-"Scale: the Monte Carlo budget"). Both still expand the best logical plan and simulate the best survivor, so the search
-always answers. What each rule dropped is in the ledger (:mod:`omniplane.plan.drops`).
+"Scale: the Monte Carlo budget"). Both still expand the best logical plan and simulate the best
+survivor, so the search always answers. What each rule dropped is in the ledger (:mod:`omniplane.plan.drops`).
 """
 
 from __future__ import annotations
