@@ -1,6 +1,6 @@
 """The search's work budgets (docs/guides/plan.md, "Scale: the Monte Carlo budget"):
-``mc_budget`` Monte Carlo estimates per plan space (on by default) and ``time_budget_s`` on the clock. What either leaves out is a ``budget``
-cut in the ledger (:mod:`omniplane.plan.drops`)."""
+``mc_budget`` Monte Carlo estimates per plan space (on by default) and ``time_budget_s`` on the
+clock. What either leaves out is a ``budget`` cut in the ledger (:mod:`omniplane.plan.drops`)."""
 
 from __future__ import annotations
 
