@@ -247,8 +247,10 @@ def size_device(model: ModelSpec, layout: VllmOmniLayout, entries: Sequence[Mapp
         short = [w - n for w, n in zip(want, need, strict=True)]
         room = avail - sum(need)
         got = [n + room * d / sum(short) for n, d in zip(need, short, strict=True)]
-    sized = tuple(_with_share(s, math.floor(g / cap / UTIL_STEP) * UTIL_STEP, cap)
-                  for s, g in zip(stages, got, strict=True))
+    # 3 decimals: down, but never below the stage's need (the slack taken off ``avail`` covers it)
+    sized = tuple(_with_share(s, max(math.floor(g / cap / UTIL_STEP), math.ceil(n / cap / UTIL_STEP))
+                              * UTIL_STEP, cap)
+                  for s, g, n in zip(stages, got, need, strict=True))
     return DeviceMemory(gpu.name, cap, sized)
 
 
