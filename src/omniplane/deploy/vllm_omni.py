@@ -110,10 +110,16 @@ def _contexts(plan: ResolvedPlan) -> tuple[dict[str, Any], str]:
 
 
 def node_stage_config(
-    plan: ResolvedPlan, node: str, group: int = 0, *, remote: bool = True
+    plan: ResolvedPlan,
+    node: str,
+    group: int = 0,
+    *,
+    remote: bool = True,
+    contexts: tuple[dict[str, Any], str] | None = None,
 ) -> dict[str, Any]:
     """The deploy document for one replica of executor group ``group`` of ``node`` (``remote``:
-    also give the stages other nodes run the entries their nodes get)."""
+    also give the stages other nodes run the entries their nodes get; ``contexts``: the context
+    lengths KV is sized for and their workload's name, default the model's catalog workload)."""
     from omniplane.perf.stage_memory import StageMemoryError, render
     from omniplane.vllm.settings import SloTable
     from omniplane.vllm.stage_config import omniplane_config, size_memory
@@ -178,7 +184,7 @@ def node_stage_config(
             single_gpu=False,
             memory_budget=GPU_MEMORY_BUDGET,
         )
-    ctx, wl_name = _contexts(plan)
+    ctx, wl_name = contexts or _contexts(plan)
     mine_ids = [st.stage_id for st in mine]
     try:
         sized = size_memory(deploy, layout, plan.model, plan.gpu, ctx, mine_ids)
@@ -192,7 +198,7 @@ def node_stage_config(
                 home = _home(plan, st)
             except ValueError:
                 continue  # no node runs it: the stock entry
-            theirs = node_stage_config(plan, home, remote=False)
+            theirs = node_stage_config(plan, home, remote=False, contexts=(ctx, wl_name))
             entry = next(d for d in theirs["stages"] if d["stage_id"] == st.stage_id)
             d = next(x for x in deploy["stages"] if x["stage_id"] == st.stage_id)
             for key in ("devices", "tensor_parallel_size", "max_num_seqs", "gpu_memory_utilization"):
