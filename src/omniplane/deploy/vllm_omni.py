@@ -194,11 +194,18 @@ def node_stage_config(
         for st in layout.stages:
             if st.stage_id in mine_ids:
                 continue
-            try:
-                home = _home(plan, st)
-            except ValueError:
-                continue  # no node runs it: the stock entry
-            theirs = node_stage_config(plan, home, remote=False, contexts=(ctx, wl_name))
+            theirs, home = None, ""
+            for n in plan.spec.nodes:  # the first node that runs the stage and fits
+                if n.name == node or _home(plan, st, n.name) != n.name:
+                    continue
+                try:
+                    theirs = node_stage_config(plan, n.name, remote=False, contexts=(ctx, wl_name))
+                    home = n.name
+                    break
+                except ValueError:
+                    continue
+            if theirs is None:
+                continue  # no node runs it (or none fits, which that node's own file says): the stock entry
             entry = next(d for d in theirs["stages"] if d["stage_id"] == st.stage_id)
             d = next(x for x in deploy["stages"] if x["stage_id"] == st.stage_id)
             for key in ("devices", "tensor_parallel_size", "max_num_seqs", "gpu_memory_utilization"):
