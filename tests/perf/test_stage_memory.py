@@ -124,6 +124,8 @@ def test_a_node_that_does_not_fit_writes_no_file(tmp_path: Path) -> None:
     with pytest.raises(StageMemoryError, match=r"plan node 'all' \(executor group 0\): vLLM-Omni stage 0"):
         write_stage_configs(plan, tmp_path / "cfg")
     assert not (tmp_path / "cfg").exists()
+    alone = node_stage_config(plan, "back")  # its thinker stage's only node does not fit: stock entry
+    assert any("stage 0 (thinker): no other node that runs it fits" in n for n in alone["omniplane"]["notes"])
     h200 = resolve_plan(spec.model_copy(update={"gpu": "H200"}), MODEL, load_gpus())
     back = node_stage_config(h200, "back")  # talker + code2wav: its own stages, not encoder-only
     assert not any("encoder-only" in n for n in back["omniplane"]["notes"])

@@ -204,8 +204,10 @@ def node_stage_config(
                     break
                 except ValueError:
                     continue
-            if theirs is None:
-                continue  # no node runs it (or none fits, which that node's own file says): the stock entry
+            if theirs is None:  # no node runs it, or none fits (that node's own file says why)
+                notes.append(f"stage {st.stage_id} ({st.model_stage}): no other node that runs it fits; "
+                             "its entry is the stock one")
+                continue
             entry = next(d for d in theirs["stages"] if d["stage_id"] == st.stage_id)
             d = next(x for x in deploy["stages"] if x["stage_id"] == st.stage_id)
             for key in ("devices", "tensor_parallel_size", "max_num_seqs", "gpu_memory_utilization"):
