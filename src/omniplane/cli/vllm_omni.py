@@ -11,7 +11,7 @@ import typer
 from omniplane.cli import options as opt
 from omniplane.cli.errors import fail, new_app
 from omniplane.cli.files import Outputs
-from omniplane.cli.output import console, print_json
+from omniplane.cli.output import console, notice, print_json
 from omniplane.spec import find_catalog_model, load_gpus
 
 app = new_app("vLLM-Omni integration: stage configs with omniplane's scheduler.")
@@ -111,6 +111,8 @@ def config(
                 if single_gpu and "does not fit" in str(exc) else "")
         fail(f"{exc}{hint}")
     if json_out:
+        if memory:  # stdout stays the one deploy document; the sizing goes to stderr
+            notice(memory.strip())
         print_json(cfg)
         return
     header = (
