@@ -260,10 +260,10 @@ def plan(
 
 
 def _memory(plan_spec: Any, model: Any, wl: Any, mix: dict[str, float] | None, seed: int) -> dict[str, Any]:
-    """The chosen plan's per-GPU memory as vLLM-Omni loads it (omniplane.plan.runtime_memory),
+    """The chosen plan's per-GPU memory as vLLM-Omni loads it (omniplane.deploy.memory_table),
     KV at the context lengths of 2,000 requests of the workload."""
+    from omniplane.deploy.memory_table import plan_memory
     from omniplane.perf.stage_memory import contexts
-    from omniplane.plan.runtime_memory import plan_memory
     from omniplane.spec import resolve_plan
     from omniplane.workload.generate import generate
 
@@ -274,7 +274,7 @@ def _memory(plan_spec: Any, model: Any, wl: Any, mix: dict[str, float] | None, s
 
 def _print(cmp: Any, plan_spec: Any, meta: dict[str, Any], out: Path | None, written: list[Path],
            doc: dict[str, Any], explain: bool) -> None:
-    from omniplane.plan.runtime_memory import render as render_memory
+    from omniplane.deploy.memory_table import render as render_memory
     from omniplane.plan.show import render
 
     console.print(render(plan_spec), highlight=False)

@@ -1,5 +1,5 @@
 """``omniplane plan``'s memory table: the chosen plan's stages as vLLM-Omni loads them
-(omniplane.plan.runtime_memory); the plan itself is not changed by it."""
+(omniplane.deploy.memory_table); the plan itself is not changed by it."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 from typer.testing import CliRunner
 
 from omniplane.cli.app import app
+from omniplane.deploy.memory_table import plan_memory, render
 from omniplane.perf.stage_memory import Context
-from omniplane.plan.runtime_memory import plan_memory, render
 from omniplane.spec import (
     ExecutorGroup,
     PlanNode,
