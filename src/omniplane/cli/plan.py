@@ -256,6 +256,7 @@ def plan(
             staged = write_all(cmp, files.folder(figures), f"{m.name}-{gpus}x{kind.name}")
         files.commit()
     written = [figures / p.name for p in staged] if figures is not None else []
+    doc["memory"] = _memory(plan_spec, m, wl, mix_given, seed)
     if json_out:
         if explain:
             doc["explain"] = cmp.planner.result.ledger.to_json()
@@ -264,11 +265,26 @@ def plan(
     _print(cmp, plan_spec, meta, out, written, doc, explain)
 
 
+def _memory(plan_spec: Any, model: Any, wl: Any, mix: dict[str, float] | None, seed: int) -> dict[str, Any]:
+    """The chosen plan's per-GPU memory as vLLM-Omni loads it (omniplane.deploy.memory_table),
+    KV at the context lengths of 2,000 requests of the workload."""
+    from omniplane.deploy.memory_table import plan_memory
+    from omniplane.perf.stage_memory import contexts
+    from omniplane.spec import resolve_plan
+    from omniplane.workload.generate import generate
+
+    plan = resolve_plan(plan_spec, model, load_gpus())
+    ctx = contexts(model, [r.work for r in generate(wl, n=2000, seed=seed, mix=mix)])
+    return plan_memory(plan, ctx, wl.spec.name or str(wl.path))
+
+
 def _print(cmp: Any, plan_spec: Any, meta: dict[str, Any], out: Path | None, written: list[Path],
            doc: dict[str, Any], explain: bool) -> None:
+    from omniplane.deploy.memory_table import render as render_memory
     from omniplane.plan.show import render
 
     console.print(render(plan_spec), highlight=False)
+    console.print(render_memory(doc["memory"]), highlight=False)
     res = cmp.planner.result
     how = ", best over offered rates" if cmp.swept else ", at alpha x R_d"
     table = Table(title="goodput (req/s)" + how)  # one column per plan: fits 80 columns

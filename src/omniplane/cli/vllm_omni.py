@@ -11,7 +11,7 @@ import typer
 from omniplane.cli import options as opt
 from omniplane.cli.errors import fail, new_app
 from omniplane.cli.files import Outputs
-from omniplane.cli.output import console, print_json
+from omniplane.cli.output import console, notice, print_json
 from omniplane.spec import find_catalog_model, load_gpus
 
 app = new_app("vLLM-Omni integration: stage configs with omniplane's scheduler.")
@@ -64,12 +64,24 @@ def config(
     memory_budget: Annotated[float, opt.float_opt(
         "--memory-budget", help="Sum of gpu_memory_utilization with --single-gpu.", lo=0, hi=1,
         lo_open=True)] = 0.9,
+    workload: Annotated[str | None, opt.option(
+        "--workload", help="Catalog workload or file whose context lengths size the KV caches (default: the "
+                           "model's base catalog workload).", parser=opt.workload_ref(), metavar="WORKLOAD")
+    ] = None,
     out: Annotated[Path | None, opt.out_opt("--out", help="Write the YAML here (default: stdout).")] = None,
     json_out: Annotated[bool, opt.json_opt("Print the config as one JSON document.")] = False,
 ) -> None:
     """Write a vLLM-Omni deploy YAML (--deploy-config) running omniplane's scheduler."""
+    from omniplane.perf.stage_memory import render
+    from omniplane.spec import load_model
     from omniplane.vllm.settings import load_slo_table
-    from omniplane.vllm.stage_config import dump_config, omniplane_config, stock_deploy
+    from omniplane.vllm.stage_config import (
+        dump_config,
+        omniplane_config,
+        size_memory,
+        stock_deploy,
+        workload_contexts,
+    )
 
     if find_catalog_model(model) is None:
         fail(f"--model: {model!r} is not a catalog model (the stock layout comes from the catalog)")
@@ -87,9 +99,20 @@ def config(
             single_gpu=single_gpu,
             memory_budget=memory_budget,
         )
+        memory = ""
+        if kind is not None:  # each device's stages sized from what they load (omniplane.perf.stage_memory)
+            spec = load_model(find_catalog_model(model) or Path(model))
+            ctx, wl_name = workload_contexts(spec, workload)
+            sized = size_memory(cfg, layout, spec, kind, ctx)
+            memory = (f"\nMemory sized for {kind.name} at the context lengths of workload {wl_name}:\n"
+                      + render({f"device {d}": m for d, m in sized.items()}))
     except ValueError as exc:
-        fail(str(exc))
+        hint = (" (--no-single-gpu keeps the stock devices, one per stage group)"
+                if single_gpu and "does not fit" in str(exc) else "")
+        fail(f"{exc}{hint}")
     if json_out:
+        if memory:  # stdout stays the one deploy document; the sizing goes to stderr
+            notice(memory.strip())
         print_json(cfg)
         return
     header = (
@@ -97,6 +120,7 @@ def config(
         f"Serve: vllm serve {layout.hf_id} --omni --deploy-config THIS_FILE\n"
         f"Stock layout: {source}\nSLO table: {slo_table} ({table.source})\n"
         f"GPU: {kind.name + f' ({kind.sms} SMs)' if kind else 'not given: no SM ladder'}; policy: {policy}"
+        + (memory or "\nMemory: not sized (no --gpu): the stock fractions, scaled with --single-gpu")
     )
     text = dump_config(cfg, header)
     if out is None:

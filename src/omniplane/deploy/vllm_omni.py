@@ -5,7 +5,11 @@ per model plus a deploy YAML of per-stage placement and limits (the catalog's st
 :mod:`omniplane.spec.layout`). A plan node becomes one deploy YAML (vLLM-Omni 0.30 schema,
 ``--deploy-config``): the stock deploy file with the node's stages set from the plan: devices
 ``0..TP-1`` (Ray sets ``CUDA_VISIBLE_DEVICES`` per replica), ``tensor_parallel_size`` and
-``max_num_seqs`` from the executor group, GPU memory shared 0.9 in the stock proportions. A node
+``max_num_seqs`` from the executor group, and each stage's ``gpu_memory_utilization`` sized from
+what it loads on the plan's GPU (:mod:`omniplane.perf.stage_memory`: weights of every component
+the stage loads, runtime reserve, KV for the max batch at the model's catalog workload's context;
+a node whose stages do not fit is refused, naming the stage, the GPU and the numbers). A stage the
+node does not run keeps the entry its own node gets (that node's devices and share). A node
 whose ``policy`` is set runs omniplane's scheduler (the file names omniplane's pipeline variant
 and carries the settings, :func:`omniplane.vllm.stage_config.omniplane_config`); otherwise
 vLLM-Omni's own. Encoders run inside the thinker stage, as in vLLM-Omni; an encoder-only node is
@@ -41,7 +45,7 @@ from omniplane.spec import ComponentKind, ResolvedPlan
 from omniplane.spec.layout import LayoutStage, VllmOmniLayout, layout_models
 from omniplane.spec.load import load_layout
 
-GPU_MEMORY_BUDGET = 0.9  # assumption: vLLM's default gpu_memory_utilization, shared by a replica's stages
+GPU_MEMORY_BUDGET = 0.9  # vLLM's default gpu_memory_utilization (scaling before the stages are sized)
 CONNECTOR = "mooncake"
 CONNECTOR_SPEC = {
     "name": "MooncakeTransferEngineConnector",
@@ -82,43 +86,62 @@ def node_stages(plan: ResolvedPlan, node: str) -> list[LayoutStage]:
     return out
 
 
-def _home(plan: ResolvedPlan, stage: LayoutStage) -> str:
-    """The node running ``stage``'s model (for the thinker stage: the one with its LLM)."""
-    for n in plan.spec.nodes:
+def _home(plan: ResolvedPlan, stage: LayoutStage, prefer: str | None = None) -> str:
+    """The node running ``stage``'s model (for the thinker stage: the one with its LLM);
+    ``prefer`` when it is one (a stage several nodes run is at home on each of them)."""
+    nodes = sorted(plan.spec.nodes, key=lambda n: n.name != prefer)
+    for n in nodes:
         mine = [c for c in stage.components if c in n.components]
         if mine and (len(mine) == len(stage.components) or any(plan.model.component(c).is_llm for c in mine)):
             return n.name
     raise ValueError(f"no plan node runs vLLM-Omni stage {stage.model_stage!r} ({stage.components})")
 
 
-def node_stage_config(plan: ResolvedPlan, node: str, group: int = 0) -> dict[str, Any]:
-    """The deploy document for one replica of executor group ``group`` of ``node``."""
+_CONTEXTS: dict[str, tuple[dict[str, Any], str]] = {}
+
+
+def _contexts(plan: ResolvedPlan) -> tuple[dict[str, Any], str]:
+    """Context lengths per LLM of the model's catalog workload (cached per model)."""
+    from omniplane.vllm.stage_config import workload_contexts
+
+    hit = _CONTEXTS.get(plan.model.name)
+    if hit is None:
+        hit = _CONTEXTS[plan.model.name] = workload_contexts(plan.model)
+    return hit
+
+
+def node_stage_config(
+    plan: ResolvedPlan,
+    node: str,
+    group: int = 0,
+    *,
+    remote: bool = True,
+    contexts: tuple[dict[str, Any], str] | None = None,
+) -> dict[str, Any]:
+    """The deploy document for one replica of executor group ``group`` of ``node`` (``remote``:
+    also give the stages other nodes run the entries their nodes get; ``contexts``: the context
+    lengths KV is sized for and their workload's name, default the model's catalog workload)."""
+    from omniplane.perf.stage_memory import StageMemoryError, render
     from omniplane.vllm.settings import SloTable
-    from omniplane.vllm.stage_config import omniplane_config
+    from omniplane.vllm.stage_config import omniplane_config, size_memory
 
     layout, pnode = _layout(plan), plan.spec.node(node)
     g = pnode.executors[group]
     mine = node_stages(plan, node)
     deploy = copy.deepcopy(layout.deploy)
     by_id = {d["stage_id"]: d for d in deploy.setdefault("stages", [])}
-    shares = {st.stage_id: layout.memory_fraction(st.stage_id) for st in mine}
-    weight = sum(v for v in shares.values() if v) or 1.0
     notes: list[str] = []
     for st in mine:
         d = by_id.setdefault(st.stage_id, {"stage_id": st.stage_id})
         d.update(
             devices=",".join(str(i) for i in range(g.tp)), tensor_parallel_size=g.tp, max_num_seqs=g.max_batch
         )
-        if shares[st.stage_id]:
-            d["gpu_memory_utilization"] = round(
-                GPU_MEMORY_BUDGET * float(shares[st.stage_id] or 0) / weight, 3
-            )
-        home = _home(plan, st)
+        home = _home(plan, st, node)
         for src in st.input_sources:
-            if _home(plan, layout.stages[src]) != node:
+            if _home(plan, layout.stages[src], node) != node:
                 d.setdefault("input_connectors", {})[f"from_stage_{src}"] = CONNECTOR
         for nxt in layout.stages:
-            if st.stage_id in nxt.input_sources and _home(plan, nxt) != node:
+            if st.stage_id in nxt.input_sources and _home(plan, nxt, node) != node:
                 d.setdefault("output_connectors", {})[f"to_stage_{nxt.stage_id}"] = CONNECTOR
         if home != node:  # an encoder-only node
             notes.append(
@@ -162,6 +185,39 @@ def node_stage_config(plan: ResolvedPlan, node: str, group: int = 0) -> dict[str
             single_gpu=False,
             memory_budget=GPU_MEMORY_BUDGET,
         )
+    ctx, wl_name = contexts or _contexts(plan)
+    mine_ids = [st.stage_id for st in mine]
+    try:
+        sized = size_memory(deploy, layout, plan.model, plan.gpu, ctx, mine_ids)
+    except StageMemoryError as exc:
+        raise StageMemoryError(f"plan node {node!r} (executor group {group}): {exc}") from None
+    if remote:
+        for st in layout.stages:
+            if st.stage_id in mine_ids:
+                continue
+            theirs, home = None, ""
+            for n in plan.spec.nodes:  # the first node that runs the stage and fits
+                if n.name == node or _home(plan, st, n.name) != n.name:
+                    continue
+                try:
+                    theirs = node_stage_config(plan, n.name, remote=False, contexts=(ctx, wl_name))
+                    home = n.name
+                    break
+                except ValueError:
+                    continue
+            if theirs is None:  # no node runs it, or none fits (that node's own file says why)
+                notes.append(f"stage {st.stage_id} ({st.model_stage}): no other node that runs it fits; "
+                             "its entry is the stock one")
+                continue
+            entry = next(d for d in theirs["stages"] if d["stage_id"] == st.stage_id)
+            d = next(x for x in deploy["stages"] if x["stage_id"] == st.stage_id)
+            for key in ("devices", "tensor_parallel_size", "max_num_seqs", "gpu_memory_utilization"):
+                if key in entry:
+                    d[key] = entry[key]
+            notes.append(
+                f"stage {st.stage_id} ({st.model_stage}) runs on node {home}: its entry is that node's "
+                "(devices, TP, memory share), not a claim on this node's GPUs"
+            )
     deploy["omniplane"] = {
         "plan": plan.spec.name,
         "node": node,
@@ -171,6 +227,9 @@ def node_stage_config(plan: ResolvedPlan, node: str, group: int = 0) -> dict[str
         "stage_ids": [st.stage_id for st in mine],
         "source": f"vLLM-Omni {layout.vllm_omni}: {layout.source}",
         "notes": notes,
+        "memory_contexts": f"KV sized for the context lengths of workload {wl_name}",
+        "memory": {dev: m.to_json() for dev, m in sized.items()},
+        "memory_table": render({f"{node}-g{group} devices {dev}": m for dev, m in sized.items()}),
     }
     return deploy
 
@@ -186,20 +245,25 @@ def write_stage_configs(plan: ResolvedPlan, out_dir: str | os.PathLike[str]) -> 
     description of the node as a comment header)."""
     from omniplane.deploy.orchestrator import deployment_name
 
+    docs = {  # every file sized before any is written: a node that does not fit writes nothing
+        deployment_name(node.name, gi): _dump(node_stage_config(plan, node.name, gi))
+        for node in plan.spec.nodes
+        for gi in range(len(node.executors))
+    }
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for node in plan.spec.nodes:
-        for gi in range(len(node.executors)):
-            p = out / f"{deployment_name(node.name, gi)}.yaml"
-            p.write_text(_dump(node_stage_config(plan, node.name, gi)))
-            paths.append(p)
+    for name, text in docs.items():
+        p = out / f"{name}.yaml"
+        p.write_text(text)
+        paths.append(p)
     return paths
 
 
 def _dump(doc: dict[str, Any]) -> str:
     meta = doc["omniplane"]
-    head = "".join(f"# {k}: {v}\n" for k, v in meta.items())
+    head = "".join(f"# {k}: {v}\n" for k, v in meta.items() if k not in ("memory", "memory_table"))
+    head += "".join(f"# {line}\n" for line in meta.get("memory_table", "").splitlines())
     return head + yaml.safe_dump(loader_document(doc), sort_keys=False, default_flow_style=None, width=110)
 
 

@@ -19,7 +19,9 @@ the catalog's topology. The result is a deploy YAML vLLM-Omni loads with ``--dep
 - with a GPU kind: the SM count and compute capability for the SM ladder, and omniplane's worker
   classes (``worker_cls``), which apply the SM cap before each forward pass;
 - with ``single_gpu`` (HorizonServe's setting) every stage on device ``"0"`` and the stock memory
-  fractions scaled to fit ``memory_budget`` together.
+  fractions scaled to fit ``memory_budget`` together; :func:`size_memory` then replaces the
+  fractions of every device's stages with ones sized from what each stage loads
+  (:mod:`omniplane.perf.stage_memory`).
 
 Diffusion stages keep their stock settings (their engine has no vLLM scheduler to wrap). The
 ``platforms`` overrides (NPU, XPU, ROCm) are kept as vLLM-Omni ships them.
@@ -33,7 +35,8 @@ from typing import Any
 
 import yaml
 
-from omniplane.spec import GPUKind, compute_capability
+from omniplane.perf.stage_memory import Context, DeviceMemory, contexts, size_device
+from omniplane.spec import GPUKind, ModelSpec, compute_capability
 from omniplane.spec.layout import LayoutStage, VllmOmniLayout, layout_models
 from omniplane.spec.load import load_layout
 from omniplane.spec.yamlio import load_yaml
@@ -158,6 +161,44 @@ def omniplane_config(
             d["worker_cls"] = WORKERS[st.execution]
         d["additional_config"] = {**dict(d.get("additional_config") or {}), "omniplane": settings}
     return out
+
+
+def workload_contexts(model: ModelSpec, workload: str | None = None, n: int = 2000,
+                      seed: int = 0) -> tuple[dict[str, Context], str]:
+    """(context per LLM component, the workload it comes from): ``n`` requests of ``workload``
+    (a catalog name or file; default: the model's first catalog workload)."""
+    from omniplane.spec import catalog_workload_paths, find_catalog_workload, load_workload
+    from omniplane.workload.generate import generate
+
+    if workload is None:
+        paths = sorted(catalog_workload_paths(), key=lambda p: (len(p.stem), p.stem))
+        found = [p for p in paths if p.stem.startswith(model.name)]
+        wl = next((w for w in (load_workload(p) for p in found)
+                   if w.model.name == model.name), None)
+        if wl is None:  # assumption: 1k-token sequences (as perf.memory.MemoryPolicy.min_kv_tokens)
+            llms = [c.name for c in model.components if c.is_llm]
+            return ({c: Context(1024.0, 1024.0, 0) for c in llms},
+                    "none in the catalog (assumption: 1,024-token sequences)")
+    else:
+        wl = load_workload(find_catalog_workload(workload) or Path(workload))
+    return contexts(model, [r.work for r in generate(wl, n=n, seed=seed)]), wl.spec.name or str(wl.path)
+
+
+def size_memory(config: dict[str, Any], layout: VllmOmniLayout, model: ModelSpec, gpu: GPUKind,
+                ctx: dict[str, Context], stage_ids: list[int] | None = None) -> dict[str, DeviceMemory]:
+    """Set ``gpu_memory_utilization`` of the deploy document's stages (those of ``stage_ids``;
+    default all), sized per device (stages with the same ``devices``), and return the sizing
+    per device. Raises :class:`omniplane.perf.stage_memory.StageMemoryError` (a ValueError) when
+    a device's stages do not fit; the document is then left unchanged."""
+    entries = [d for d in config.get("stages", []) if stage_ids is None or d["stage_id"] in stage_ids]
+    by_dev: dict[str, list[dict[str, Any]]] = {}
+    for d in entries:
+        by_dev.setdefault(str(d.get("devices", "0")), []).append(d)
+    sized = {dev: size_device(model, layout, group, gpu, ctx) for dev, group in by_dev.items()}
+    for dev, group in by_dev.items():
+        for d, st in zip(group, sized[dev].stages, strict=True):
+            d["gpu_memory_utilization"] = st.utilization
+    return sized
 
 
 def dump_config(config: dict[str, Any], header: str) -> str:
