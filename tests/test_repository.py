@@ -23,7 +23,7 @@ DOCS = ROOT / "docs"
 LAB_ROUND = re.compile("ses" + r"sion\s+[0-9]|\.\./sha" + "red", re.I)
 MACHINE_PATH = re.compile(r"(?<![\w.])/(?:work|root|home|Users)/\w")
 TEXT = {".py", ".md", ".yaml", ".yml", ".toml", ".txt", ".json", ".cfg", ".ini", ".sh", ""}
-LEARN_BYTES = 150 * 1024  # index, quick start, concepts, guides and reference together
+LEARN_BYTES = 150 * 1024  # concepts, guides and reference together
 RESULTS_LINES = 400
 MODULE_LINES = 500
 

@@ -22,7 +22,7 @@ from omniplane.perf.stage_memory import (
     stage_memory,
 )
 from omniplane.spec import ExecutorGroup, PlanNode, PlanSpec, Route, load_gpus, load_model, resolve_plan
-from omniplane.spec.layout import load_layout
+from omniplane.spec.load import load_layout
 
 MODEL = load_model("qwen3-omni")
 LAYOUT = load_layout("qwen3-omni")

@@ -21,12 +21,24 @@ from typer.core import TyperGroup
 
 DOC = Path("docs/reference/cli.md")
 
+# What an option accepts, named once here instead of in every row (the text --help prints).
+LEGEND = {
+    "a file to write (missing folders are created; an existing file is replaced)": "output file",
+    "a folder to write into (created when missing)": "output folder",
+    "an existing file": "existing file",
+    "a catalog GPU name or alias, any case (omniplane gpus)": "GPU name",
+    "a catalog model name (omniplane models) or a model spec file": "model",
+    "a catalog workload name (src/omniplane/catalog/workloads) or a workload spec file": "workload",
+    "0 <= N <= 9,223,372,036,854,775,807": "N >= 0",
+}
+
 HEADER = """# Command-line reference
 
 Generated from the `omniplane` command itself by `python -m omniplane.cli.reference --write`
 (a test fails when this page is out of date). The rules every command follows (exit status,
-error messages, outputs, progress) are in [command-line.md](command-line.md).
-"""
+error messages, outputs, progress) are in [command-line.md](command-line.md). In the tables:
+
+""" + "\n".join(f"- *{short}*: {full}" for full, short in LEGEND.items() if short != "N >= 0") + "\n"
 
 
 def _walk(cmd: Any, path: list[str]) -> Iterator[tuple[list[str], Any]]:
@@ -85,6 +97,8 @@ def _section(path: list[str], cmd: Any) -> str:
         out += ["| argument / option | accepts | default | help |", "|---|---|---|---|"]
         for p in params:
             help_text = getattr(p, "help", None) or ""
+            for full, short in LEGEND.items():
+                help_text = help_text.replace(f"[{full}]", f"[*{short}*]")
             out.append(f"| {_names(p)} | {_kind(p)} | {_cell(_default(p))} | {_cell(help_text)} |")
         out.append("")
     if isinstance(cmd, TyperGroup):

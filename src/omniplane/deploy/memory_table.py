@@ -22,7 +22,7 @@ def plan_memory(plan: ResolvedPlan, ctx: Mapping[str, Context], workload: str) -
     """``{"workload", "unit", "nodes": [{"node", "group", "tp", "max_batch", "devices" | "error"}]}``
     (no ``nodes`` and a ``note`` for a model vLLM-Omni has no layout of)."""
     from omniplane.deploy.vllm_omni import node_stage_config
-    from omniplane.spec.layout import load_layout
+    from omniplane.spec.load import load_layout
 
     out: dict[str, Any] = {"workload": workload, "unit": "GiB", "nodes": []}
     if load_layout(plan.model.name) is None:
