@@ -93,7 +93,7 @@ def _home(plan: ResolvedPlan, stage: LayoutStage) -> str:
 
 def node_stage_config(plan: ResolvedPlan, node: str, group: int = 0) -> dict[str, Any]:
     """The deploy document for one replica of executor group ``group`` of ``node``."""
-    from omniplane.vllm.settings import SloTable
+    from omniplane.vllm.settings import DEFAULT_CLASSES, SloTable
     from omniplane.vllm.stage_config import omniplane_config
 
     layout, pnode = _layout(plan), plan.spec.node(node)
@@ -146,11 +146,7 @@ def node_stage_config(plan: ResolvedPlan, node: str, group: int = 0) -> dict[str
             kind="omniplane-slo-table",
             source="assumption: classes only; SLOs from "
             "$OMNIPLANE_SLO_TABLE / OMNIPLANE_SLO_<CLASS> on the replica",
-            classes={
-                "text": {"priority": 0, "path": "short"},
-                "audio": {"priority": 10, "path": "long"},
-                "image": {"priority": 20, "path": "long"},
-            },
+            classes=dict(DEFAULT_CLASSES),  # HorizonServe's classes (priorities 0 / 10 / 20)
         )
         deploy = omniplane_config(
             layout,
