@@ -18,7 +18,7 @@ import numpy as np
 from omniplane.plan import montecarlo as mc
 from omniplane.plan.costs import FILLS, CostTable
 from omniplane.plan.flow import Candidates
-from omniplane.sim import EventLoop, RunSetup, Simulation, build_topology
+from omniplane.sim import RunSetup, SimRun
 from omniplane.spec import PlanSpec, resolve_plan
 
 
@@ -27,14 +27,14 @@ def _run(planner: Any, spec: PlanSpec, rate: float, setup: RunSetup,
     """One simulator run of ``spec`` at ``rate`` on the planner's request sample: (result, topology)."""
     sim = planner.simulator
     plan = resolve_plan(spec, sim.model, sim.gpus)
-    loop = EventLoop()
-    topo = build_topology(plan.model, plan.spec, plan.gpu, sim.cost, loop, setup)
+    run = SimRun(plan.model, plan.spec, plan.gpu, sim.cost, setup)
+    topo = run.topology
     if kv_unbounded:  # every LLM's KV cache unbounded: no preemption
         for ex in topo.executors:
             for e in ex.engines:
                 if hasattr(e, "preemptions"):
                     e.kv_capacity = 1 << 40
-    res = Simulation(plan.model, topo, sim.at_rate(rate), loop=loop, seed=sim.seed, slo_s=sim.targets).run()
+    res = run.run(sim.at_rate(rate), seed=sim.seed, slo_s=sim.targets)
     return res, topo
 
 

@@ -22,7 +22,7 @@ from omniplane.repro.horizon.experiment import single_gpu
 from omniplane.repro.horizon.table3 import LONG_FRACTION, POLICIES
 from omniplane.sched.factory import make_policy
 from omniplane.sched.memsignal import MemoryActivity
-from omniplane.sim import EventLoop, RunSetup, SharedGPU, Simulation, build_topology
+from omniplane.sim import RunSetup, SharedGPU, SimRun
 from omniplane.spec import PathClass
 
 
@@ -34,10 +34,9 @@ def overlap_row(testbed: Any, policy_name: str, rate: float, requests: int, seed
                      shared_gpu=SharedGPU("stage0/0.0", testbed.downstream, mode,
                                           MemoryActivity() if mode != "timeslice" else None))
     plan = testbed.resolved
-    loop = EventLoop()
-    topo = build_topology(plan.model, plan.spec, plan.gpu, testbed.cost, loop, setup)
-    res = Simulation(plan.model, topo, testbed.requests(rate, LONG_FRACTION, requests, seed), loop=loop,
-                     slo_s=cal.slo.as_dict()).run()
+    run = SimRun(plan.model, plan.spec, plan.gpu, testbed.cost, setup)
+    res = run.run(testbed.requests(rate, LONG_FRACTION, requests, seed), slo_s=cal.slo.as_dict())
+    topo, loop = run.topology, run.loop
     shared, *others = topo.executors
     down = sorted(s for ex in others for s in (ex.stats.trace or []))
     starts, ends = np.array([d[0] for d in down]), np.array([d[1] for d in down])

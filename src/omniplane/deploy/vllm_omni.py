@@ -122,7 +122,7 @@ def node_stage_config(
     also give the stages other nodes run the entries their nodes get; ``contexts``: the context
     lengths KV is sized for and their workload's name, default the model's catalog workload)."""
     from omniplane.perf.stage_memory import StageMemoryError, render
-    from omniplane.vllm.settings import SloTable
+    from omniplane.vllm.settings import DEFAULT_CLASSES, SloTable
     from omniplane.vllm.stage_config import omniplane_config, size_memory
 
     layout, pnode = _layout(plan), plan.spec.node(node)
@@ -169,11 +169,7 @@ def node_stage_config(
             kind="omniplane-slo-table",
             source="assumption: classes only; SLOs from "
             "$OMNIPLANE_SLO_TABLE / OMNIPLANE_SLO_<CLASS> on the replica",
-            classes={
-                "text": {"priority": 0, "path": "short"},
-                "audio": {"priority": 10, "path": "long"},
-                "image": {"priority": 20, "path": "long"},
-            },
+            classes=dict(DEFAULT_CLASSES),  # HorizonServe's classes (priorities 0 / 10 / 20)
         )
         deploy = omniplane_config(
             layout,

@@ -102,14 +102,11 @@ def request_latency(model: ModelSpec, cost: CostModel, cfgs: Mapping[str, Execut
         w = work[name]
         start = 0.0
         streaming_from: str | None = None
-        for pred in path[: path.index(name)]:
-            edge = next((e for e in model.component(pred).edges if e.to == name), None)
-            if edge is None:
-                continue
-            t = times[pred].first_out if edge.streaming else times[pred].done
+        for pred, streaming in model.feeders(path[: path.index(name)], name):
+            t = times[pred].first_out if streaming else times[pred].done
             if place.get(pred, "") != place.get(name, ""):
                 t += transfer_s
-            if edge.streaming and t >= start:
+            if streaming and t >= start:
                 streaming_from = pred
             start = max(start, t)
         if comp.kind is ComponentKind.ENCODER:

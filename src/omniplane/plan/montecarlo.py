@@ -402,11 +402,8 @@ def path_times(model: ModelSpec, path: list[str], where: Mapping[str, int], serv
         n = where[c]
         sv = service(c)
         start: np.ndarray = np.zeros(1)
-        for pred in path:
-            edge = next((e for e in model.component(pred).edges if e.to == c), None)
-            if edge is None:
-                continue
-            rel = first[pred] if edge.streaming else done[pred]
+        for pred, streaming in model.feeders(path, c):
+            rel = first[pred] if streaming else done[pred]
             if where[pred] != n:
                 rel = rel + transfer_s
             start = np.maximum(start, rel)

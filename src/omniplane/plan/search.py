@@ -74,6 +74,11 @@ class Oracle(Protocol):
 
 
 class Search:
+    """One branch and bound over ``space`` (:meth:`run`). Its state is the objects it is made of:
+    the incumbents and the threshold they set (``bound``), the work budgets (``budget``), the
+    pool of survivors and its reserve (``pool``), the ledger of what each rule dropped
+    (``drops``), and the counts and statistics it reports."""
+
     def __init__(self, problem: Problem, table: CostTable, space: Space, options: PlannerOptions,
                  slo_s: np.ndarray, transfer_s: float, score: Score, oracle: Oracle,
                  progress: Progress = NO_PROGRESS, cloud: bool = False,

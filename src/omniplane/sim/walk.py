@@ -61,12 +61,12 @@ class TypePath:
         rt = model.request_type(type_name)
         comps = tuple(model.ordered(rt.path))
         on = set(comps)
-        preds: dict[str, list[str]] = {c: [] for c in comps}
+        # the start rule (ModelSpec.feeders): a component is ready once every feeder released it
+        preds = {c: [p for p, _ in model.feeders(comps, c)] for c in comps}
         succs: dict[str, list[tuple[str, bool]]] = {c: [] for c in comps}
         for c in comps:
             for e in model.component(c).edges:
                 if e.to in on:
-                    preds[e.to].append(c)
                     succs[c].append((e.to, e.streaming))
         incremental = {c for c in comps if model.component(c).generator is GeneratorKind.VOCODER}
         feed_of: dict[str, str] = {}

@@ -82,6 +82,21 @@ class ModelSpec(Document):
     def path_of(self, type_name: str) -> list[str]:
         return self.ordered(self.request_type(type_name).path)
 
+    def feeders(self, path: Iterable[str], component: str) -> list[tuple[str, bool]]:
+        """The start rule of a downstream component: the components of ``path`` (in its order)
+        with an edge into ``component``, each with whether that edge streams. ``component``
+        starts once every feeder has released it, a streaming feeder at its first output and
+        any other at its completion (plus the transfer time between plan nodes): the
+        simulator's walk (:mod:`omniplane.sim.walk`), the solo latency
+        (:mod:`omniplane.perf.solo`) and the planner's estimate (:mod:`omniplane.plan.montecarlo`)
+        start components by it."""
+        out = []
+        for p in path:
+            edge = next((e for e in self.component(p).edges if e.to == component), None)
+            if edge is not None:
+                out.append((p, edge.streaming))
+        return out
+
     def executor_type_for(self, hosts: Iterable[str]) -> ExecutorType | None:
         """The executor type that runs exactly ``hosts``.
 
