@@ -99,7 +99,9 @@ def test_a_request_gone_without_a_finish_report_is_reconciled() -> None:
     assert s.omniplane.bridge.policy.finishes == {1: 1} and "1" not in s.omniplane.bridge.by_id
 
 
-def test_horizon_without_a_configured_ladder_refuses_to_throttle(caplog: pytest.LogCaptureFixture) -> None:
+def test_horizon_without_a_configured_ladder_refuses_to_throttle(
+    caplog: pytest.LogCaptureFixture, reading_sampler: Any
+) -> None:
     """The default ladder tops out near the whole GPU (the paper's unsafe regime): without
     ladder.s_max / levels the policy runs without SM throttling and says so."""
     with caplog.at_level("WARNING"):

@@ -162,7 +162,7 @@ def test_async_scheduler_variant_keeps_the_invariants(configs: dict[str, Any]) -
 
 
 def test_horizon_policy_in_vllm_keeps_the_invariants_and_caps_on_the_ladder(
-    configs: dict[str, Any], tmp_path: Any
+    configs: dict[str, Any], tmp_path: Any, reading_sampler: Any
 ) -> None:
     """``policy: horizon`` as the settings build it (SLO table, ladder S_min..S_cap), with a
     downstream stage reporting activity every other 20 steps: vLLM admits only what HorizonServe
