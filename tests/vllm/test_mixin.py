@@ -180,3 +180,26 @@ def test_requests_parked_in_skipped_waiting_are_seen_and_counted(tmp_path: Path)
         assert after is not None and after.active == 3  # "3" finished; "2" still parked counts
     assert policy.finishes == {3: 1}
     s.shutdown()
+
+
+def test_a_scheduler_whose_memory_signal_does_not_read_does_not_throttle(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Fail closed: no memory-activity signal (a null sampler, as ``auto`` gives without a GPU),
+    no SM caps: one warning line, the reason in ``omniplane.throttle``; rotation goes on."""
+    with caplog.at_level("WARNING"):
+        s = make(policy="horizon", total_sms=132, ladder={"levels": [40, 64]})
+    state = s.omniplane.throttle
+    assert not state.enabled and state.check == "memory-activity signal" and state.disabled_total == 1
+    assert not s.omniplane.bridge.policy.config.spatial.throttle
+    assert s.omniplane.bridge.policy.config.rotation.rotate  # the temporal scheduler stays
+    lines = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(lines) == 1 and "SM throttling disabled: memory-activity signal: null sampler" in lines[0]
+
+
+def test_a_scheduler_whose_memory_signal_reads_throttles(reading_sampler: Any) -> None:
+    s = make(policy="horizon", total_sms=132, ladder={"levels": [40, 64]})
+    assert s.omniplane.throttle.enabled and s.omniplane.throttle.passed == [
+        "memory-activity signal (test-reading)"
+    ]
+    assert s.omniplane.bridge.policy.spatial.ladder.levels == (40, 64)
