@@ -16,6 +16,7 @@ CORE = [
     "omniplane.sched",
     "omniplane.sched.experiment",
     "omniplane.sched.serving",
+    "omniplane.sched.deploy_defaults",
     "omniplane.plan",
     "omniplane.plan.pipeline",
     "omniplane.cli.plan",
@@ -44,6 +45,8 @@ CORE = [
 LAZY = [
     "omniplane.gpu",
     "omniplane.gpu.backends",
+    "omniplane.gpu.checks",
+    "omniplane.vllm.applier",
     "omniplane.vllm",
     "omniplane.vllm.mixin",
     "omniplane.vllm.worker_mixin",
