@@ -7,6 +7,11 @@ level's green-context stream. The downstream stage's worker builds its ladder wi
 ``downstream``: level ``i`` gives it the complement ``total - levels[i]``, so the two stages'
 SMs always sum to the GPU's (HorizonServe section 5).
 
+Fail closed (:mod:`omniplane.gpu.checks`): on each thread that runs a step (vLLM uses more than
+one), before its first capped launch, every level's context and a BF16 product on every level
+are checked; a failure, or a null backend, turns the cap off for good (``throttle``: one warning
+line, the reason, a counter) and the forward pass runs on the whole GPU.
+
 Stream switching keeps the order of work: the level stream first waits for the current
 stream (inputs the model runner staged there), and the current stream waits for the level
 stream afterwards. ``sample_tokens`` (vLLM's second half of a step) runs on the level its
@@ -83,6 +88,8 @@ class SmApplier:
         applier = cls(streams, record, device=settings.device, quiet_null=settings.streams == "null")
         if streams is None and settings.total_sms:
             applier.throttle.disable(WHO, "GPU backend", f"no GPU: {no_gpu}")
+        elif streams is None:
+            applier.throttle.disable(WHO, "SM ladder", "no GPU kind (total_sms 0)", quiet=True)
         log.info(
             "omniplane worker: SM ladder %s, control record %s",
             streams.describe() if streams else "none (no total_sms, null backend)",
