@@ -203,3 +203,16 @@ def test_a_scheduler_whose_memory_signal_reads_throttles(reading_sampler: Any) -
         "memory-activity signal (test-reading)"
     ]
     assert s.omniplane.bridge.policy.spatial.ladder.levels == (40, 64)
+
+
+def test_a_policy_s_own_cap_is_not_published_once_throttling_is_off(tmp_path: Path) -> None:
+    """An ``import:`` policy that sets ``sm_cap`` itself: with the memory signal failing its
+    check (null sampler) the cap stays in the process; the control record shows none."""
+    s = make(policy=POLICY_PREFIX + "FixedCap", total_sms=132, ladder={"levels": [40, 64]},
+             control="cap", control_dir=str(tmp_path))
+    s.add_request(FakeRequest("0"))
+    s.schedule()
+    assert not s.omniplane.throttle.enabled and s.omniplane.last_decision.sm_cap == 64
+    with ControlRecord.open("cap", directory=tmp_path, create=False) as rec:
+        state = rec.read(0)
+    assert state is not None and state.sm_count == 0 and state.sm_level is None

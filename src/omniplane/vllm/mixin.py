@@ -179,7 +179,8 @@ class PolicySchedulerMixin:
         finally:
             if touched:
                 queues.restore(sched.waiting, waiting, hidden)
-        level, sms = control.snap(decision.sm_cap)
+        # fail closed: no cap leaves this process while a check has turned throttling off
+        level, sms = control.snap(decision.sm_cap) if op.throttle.enabled else (None, None)
         op.last_decision, op.last_sms = decision, sms
         op.last_hidden = frozenset(r.request_id for r in hidden) if hidden else frozenset()
         if len(op.pending) >= MAX_PENDING:  # outputs never reported back (engine errors): drop the oldest
