@@ -98,13 +98,15 @@ class OmniplaneState:
         policy = scheduler_policy(settings.policy, PolicyInputs.from_settings(settings, ladder))
         state = cls(settings, PolicyBridge(policy, settings), control, throttle=throttle)
         log.info(
-            "omniplane scheduler: policy %s, role %s, classes %s, control %s, sampler %s, ladder %s",
+            "omniplane scheduler: policy %s, role %s, classes %s, control %s, sampler %s, ladder %s, "
+            "SM throttling %s",
             settings.policy,
             settings.role,
             {n: (c.priority, c.slo_s) for n, c in settings.classes.items()},
             settings.control,
             control.sampler.source,
             list(ladder.levels) if ladder is not None else [],
+            "on" if throttle.enabled else f"off ({throttle.check}: {throttle.reason})",
         )
         return state
 
