@@ -164,6 +164,7 @@ CORE = [
     "omniplane.repro.horizon.experiment",
     "omniplane.repro.horizon.testbed_fit",
     "omniplane.sched.serving",
+    "omniplane.sched.deploy_defaults",
     "omniplane.plan",
     "omniplane.plan.pipeline",
     "omniplane.cli.plan",
@@ -192,6 +193,8 @@ CORE = [
 LAZY = [
     "omniplane.gpu",
     "omniplane.gpu.backends",
+    "omniplane.gpu.checks",
+    "omniplane.vllm.applier",
     "omniplane.vllm",
     "omniplane.vllm.mixin",
     "omniplane.vllm.worker_mixin",

@@ -79,6 +79,21 @@ class FakeDriver:
         self.calls.append(f"stream{ctx[1]}")
         return 0, ("stream", ctx[1])
 
+    # the context a stream's work runs in, and a green context's context: equal unless a test
+    # makes a stream land elsewhere (``wrong_ctx``: SM counts whose streams run in the primary
+    # context, e.g. only on some threads via ``wrong_on``)
+    wrong_ctx: tuple[int, ...] = ()
+    wrong_on: Any = None  # a thread ident, or None: every thread
+
+    def cuStreamGetCtx(self, stream: Any) -> tuple[int, Any]:
+        import threading
+
+        wrong = stream[1] in self.wrong_ctx and self.wrong_on in (None, threading.get_ident())
+        return 0, ("primary",) if wrong else ("green-ctx", stream[1])
+
+    def cuCtxFromGreenCtx(self, ctx: Any) -> tuple[int, Any]:
+        return 0, ("green-ctx", ctx[1])
+
 
 def wrap(raw: Any, device: int) -> Any:
     return raw

@@ -27,3 +27,27 @@ def configs(model_dir: Path) -> dict[str, Any]:
     from tests.vllm.harness import make_config
 
     return {"fcfs": make_config(model_dir), "priority": make_config(model_dir, policy="priority")}
+
+
+class ReadingSampler:
+    """A memory-activity sampler that reads (a GPU's NVML stand-in): the fail-closed check passes."""
+
+    source = "test-reading"
+
+    def __init__(self, value: float = 0.5) -> None:
+        self.value = value
+
+    def sample(self, now: float) -> float | None:
+        return self.value
+
+    def close(self) -> None:
+        return None
+
+
+@pytest.fixture
+def reading_sampler(monkeypatch: pytest.MonkeyPatch) -> ReadingSampler:
+    """The shared stage's scheduler gets a sampler that reads, so it may throttle (without one
+    it fails closed: omniplane.gpu.checks)."""
+    sampler = ReadingSampler()
+    monkeypatch.setattr("omniplane.vllm.stage.make_sampler", lambda *a, **k: sampler)
+    return sampler

@@ -105,6 +105,15 @@ class Capper(Recording):
         return StepDecision(sm_cap=64 if ctx.downstream_active else None)
 
 
+class FixedCap(Recording):
+    """Caps the shared stage at 64 SMs on every step."""
+
+    name = "fixed-cap"
+
+    def choose(self, ctx: StepContext) -> StepDecision:
+        return StepDecision(sm_cap=64)
+
+
 class WatchedHorizon(Recording):
     """HorizonServe as ``policy: horizon`` builds it (the same settings), with Recording's
     bookkeeping around it so the tests can check the call contract and the views."""

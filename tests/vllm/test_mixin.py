@@ -99,7 +99,9 @@ def test_a_request_gone_without_a_finish_report_is_reconciled() -> None:
     assert s.omniplane.bridge.policy.finishes == {1: 1} and "1" not in s.omniplane.bridge.by_id
 
 
-def test_horizon_without_a_configured_ladder_refuses_to_throttle(caplog: pytest.LogCaptureFixture) -> None:
+def test_horizon_without_a_configured_ladder_refuses_to_throttle(
+    caplog: pytest.LogCaptureFixture, reading_sampler: Any
+) -> None:
     """The default ladder tops out near the whole GPU (the paper's unsafe regime): without
     ladder.s_max / levels the policy runs without SM throttling and says so."""
     with caplog.at_level("WARNING"):
@@ -178,3 +180,39 @@ def test_requests_parked_in_skipped_waiting_are_seen_and_counted(tmp_path: Path)
         assert after is not None and after.active == 3  # "3" finished; "2" still parked counts
     assert policy.finishes == {3: 1}
     s.shutdown()
+
+
+def test_a_scheduler_whose_memory_signal_does_not_read_does_not_throttle(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Fail closed: no memory-activity signal (a null sampler, as ``auto`` gives without a GPU),
+    no SM caps: one warning line, the reason in ``omniplane.throttle``; rotation goes on."""
+    with caplog.at_level("WARNING"):
+        s = make(policy="horizon", total_sms=132, ladder={"levels": [40, 64]})
+    state = s.omniplane.throttle
+    assert not state.enabled and state.check == "memory-activity signal" and state.disabled_total == 1
+    assert not s.omniplane.bridge.policy.config.spatial.throttle
+    assert s.omniplane.bridge.policy.config.rotation.rotate  # the temporal scheduler stays
+    lines = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(lines) == 1 and "SM throttling disabled: memory-activity signal: null sampler" in lines[0]
+
+
+def test_a_scheduler_whose_memory_signal_reads_throttles(reading_sampler: Any) -> None:
+    s = make(policy="horizon", total_sms=132, ladder={"levels": [40, 64]})
+    assert s.omniplane.throttle.enabled and s.omniplane.throttle.passed == [
+        "memory-activity signal (test-reading)"
+    ]
+    assert s.omniplane.bridge.policy.spatial.ladder.levels == (40, 64)
+
+
+def test_a_policy_s_own_cap_is_not_published_once_throttling_is_off(tmp_path: Path) -> None:
+    """An ``import:`` policy that sets ``sm_cap`` itself: with the memory signal failing its
+    check (null sampler) the cap stays in the process; the control record shows none."""
+    s = make(policy=POLICY_PREFIX + "FixedCap", total_sms=132, ladder={"levels": [40, 64]},
+             control="cap", control_dir=str(tmp_path))
+    s.add_request(FakeRequest("0"))
+    s.schedule()
+    assert not s.omniplane.throttle.enabled and s.omniplane.last_decision.sm_cap == 64
+    with ControlRecord.open("cap", directory=tmp_path, create=False) as rec:
+        state = rec.read(0)
+    assert state is not None and state.sm_count == 0 and state.sm_level is None

@@ -87,7 +87,7 @@ def test_exception_inside_omni_schedule_loses_nothing(configs: dict[str, Any], c
 
 
 def test_thinker_and_code2wav_stages_coupled_through_the_control_record(
-    configs: dict[str, Any], tmp_path: Path
+    configs: dict[str, Any], tmp_path: Path, reading_sampler: Any
 ) -> None:
     """HorizonServe's setting on vLLM-Omni's schedulers: the thinker stage (shared, ``horizon``)
     and a code2wav stage (downstream, FCFS) share one control record. Every long-path (audio,

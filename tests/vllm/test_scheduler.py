@@ -130,7 +130,9 @@ def test_aborts_finish_once_and_deadlines_use_the_slo_table(
     assert len(policy.finishes) == 9 and set(policy.finishes.values()) == {1}
 
 
-def test_sm_cap_is_snapped_and_published_for_the_workers(configs: dict[str, Any], tmp_path: Any) -> None:
+def test_sm_cap_is_snapped_and_published_for_the_workers(
+    configs: dict[str, Any], tmp_path: Any, reading_sampler: Any
+) -> None:
     shared = omni(configs, "Capper", control="t1", control_dir=str(tmp_path), total_sms=132)
     down = ControlRecord.open("t1", slots=4, directory=tmp_path, create=False)
     rng = random.Random(10)
@@ -162,7 +164,7 @@ def test_async_scheduler_variant_keeps_the_invariants(configs: dict[str, Any]) -
 
 
 def test_horizon_policy_in_vllm_keeps_the_invariants_and_caps_on_the_ladder(
-    configs: dict[str, Any], tmp_path: Any
+    configs: dict[str, Any], tmp_path: Any, reading_sampler: Any
 ) -> None:
     """``policy: horizon`` as the settings build it (SLO table, ladder S_min..S_cap), with a
     downstream stage reporting activity every other 20 steps: vLLM admits only what HorizonServe

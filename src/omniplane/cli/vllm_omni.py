@@ -11,8 +11,9 @@ import typer
 from omniplane.cli import options as opt
 from omniplane.cli.errors import fail, new_app
 from omniplane.cli.files import Outputs
-from omniplane.cli.output import console, notice, print_json
-from omniplane.spec import find_catalog_model, load_gpus
+from omniplane.cli.output import console, err_console, notice, print_json
+from omniplane.sched.factory import ALIASES
+from omniplane.spec import find_catalog_model, load_gpus, load_model
 
 app = new_app("vLLM-Omni integration: stage configs with omniplane's scheduler.")
 
@@ -41,19 +42,27 @@ def _policy(value: object) -> str:
     return text
 
 
+# policies whose co-location mode is ``split`` (omniplane.sched.factory): they cap the shared
+# stage's SMs, so they need the GPU's SM ladder
+SM_POLICIES = ("horizon", "no-rotation", "static-split", "edf-split", "horizon-hide-always")
+NO_GPU_REASON = ("no --gpu, so no SM ladder can be made (HorizonServe needs the GPU's SM count and "
+                 "compute capability); give --gpu GPU for horizon")
+
+
 @app.command("config")
 def config(
     model: Annotated[str, opt.option(
         "--model", help="Catalog model (its stock vLLM-Omni layout is the start).",
         parser=opt.model_ref(), metavar="MODEL")],
-    slo_table: Annotated[Path, opt.file_opt(
-        "--slo-table", help="SLO table (YAML/JSON, docs/reference/vllm.md).")],
+    slo_table: Annotated[Path | None, opt.file_opt(
+        "--slo-table", help="SLO table (YAML/JSON, docs/reference/vllm.md); default with --gpu: 5 x solo "
+                            "p95 from the performance model (omniplane perf solo).")] = None,
     gpu: Annotated[str | None, opt.gpu_opt(
-        "--gpu", help="GPU kind: SM ladder and omniplane's worker classes.")] = None,
-    policy: Annotated[str, opt.option(
+        "--gpu", help="GPU kind: SM ladder, derived SLO table and omniplane's worker classes.")] = None,
+    policy: Annotated[str | None, opt.option(
         "--policy", help="Shared-stage policy: a policy of omniplane.sched.factory (fcfs, horizon, ...) or "
-                    "import:MODULE:NAME.", parser=_policy,
-        metavar="POLICY")] = "fcfs",
+                    "import:MODULE:NAME; default horizon with --gpu, fcfs without.", parser=_policy,
+        metavar="POLICY")] = None,
     stock: Annotated[Path | None, opt.file_opt(
         "--stock", help="Start from this vLLM-Omni deploy YAML instead of the catalog's.")] = None,
     control: Annotated[str, typer.Option(metavar="NAME", help="Name of the shared-memory control record.")
@@ -73,7 +82,6 @@ def config(
 ) -> None:
     """Write a vLLM-Omni deploy YAML (--deploy-config) running omniplane's scheduler."""
     from omniplane.perf.stage_memory import render
-    from omniplane.spec import load_model
     from omniplane.vllm.settings import load_slo_table
     from omniplane.vllm.stage_config import (
         dump_config,
@@ -83,10 +91,30 @@ def config(
         workload_contexts,
     )
 
-    if find_catalog_model(model) is None:
+    found = find_catalog_model(model)
+    if found is None:
         fail(f"--model: {model!r} is not a catalog model (the stock layout comes from the catalog)")
-    table = load_slo_table(slo_table)
+    table = load_slo_table(slo_table) if slo_table is not None else None
     kind = load_gpus().get(gpu) if gpu else None
+    note = ""
+    if policy is None:
+        policy = "horizon" if kind is not None else "fcfs"
+        if kind is None:
+            note = f"not horizon: {NO_GPU_REASON}"
+    elif kind is None and ALIASES.get(policy, policy) in SM_POLICIES:
+        fail(f"--policy {policy}: {NO_GPU_REASON.replace('give --gpu GPU for horizon', 'give --gpu GPU')}")
+    ladder: dict[str, object] | None = None
+    if kind is not None:
+        from omniplane.sched.deploy_defaults import model_ladder, solo_slo_table
+
+        spec = load_model(found)
+        try:
+            lad, ladder_source = model_ladder(spec, kind)
+            if table is None:
+                table = load_slo_table(solo_slo_table(spec, kind))
+        except (ValueError, KeyError) as exc:
+            fail(f"--gpu {kind.name}: {exc}")
+        ladder = {"levels": list(lad.levels), "source": ladder_source}
     try:
         layout, base, source = stock_deploy(model, stock)
         cfg = omniplane_config(
@@ -95,6 +123,7 @@ def config(
             table,
             policy=policy,
             gpu=kind,
+            ladder=ladder,
             control=control,
             single_gpu=single_gpu,
             memory_budget=memory_budget,
@@ -110,18 +139,28 @@ def config(
         hint = (" (--no-single-gpu keeps the stock devices, one per stage group)"
                 if single_gpu and "does not fit" in str(exc) else "")
         fail(f"{exc}{hint}")
+    if note:
+        err_console.print(f"[yellow]policy fcfs, {note}[/]")
     if json_out:
         if memory:  # stdout stays the one deploy document; the sizing goes to stderr
             notice(memory.strip())
         print_json(cfg)
         return
-    header = (
-        f"vLLM-Omni deploy config for {model} with omniplane's scheduler (omniplane vllm-omni config).\n"
-        f"Serve: vllm serve {layout.hf_id} --omni --deploy-config THIS_FILE\n"
-        f"Stock layout: {source}\nSLO table: {slo_table} ({table.source})\n"
-        f"GPU: {kind.name + f' ({kind.sms} SMs)' if kind else 'not given: no SM ladder'}; policy: {policy}"
-        + (memory or "\nMemory: not sized (no --gpu): the stock fractions, scaled with --single-gpu")
-    )
+    lines = [
+        f"vLLM-Omni deploy config for {model} with omniplane's scheduler (omniplane vllm-omni config).",
+        f"Serve: vllm serve {layout.hf_id} --omni --deploy-config THIS_FILE",
+        f"Stock layout: {source}",
+        (f"SLO table: {slo_table} ({table.source})" if slo_table else f"SLO table: {table.source}")
+        if table is not None else
+        "SLO table: none (no --slo-table, and no --gpu to derive one): the default classes, no deadlines",
+        f"GPU: {kind.name} ({kind.sms} SMs, compute capability {kind.compute_capability})" if kind else
+        "GPU: not given: no SM ladder",
+    ]
+    if ladder is not None:
+        lines.append(f"SM ladder {ladder['levels']}: {ladder['source']}")
+    lines.append(f"policy: {policy}" + (f" ({note})" if note else ""))
+    header = "\n".join(lines) + (
+        memory or "\nMemory: not sized (no --gpu): the stock fractions, scaled with --single-gpu")
     text = dump_config(cfg, header)
     if out is None:
         sys.stdout.write(text)

@@ -41,6 +41,10 @@ class StreamLadder(Protocol):
     def stream(self, level: int | None) -> Any:
         """The stream to issue work on at ``level`` (None: the default stream, whole GPU)."""
 
+    def check_level(self, level: int) -> None:
+        """Raise (omniplane.gpu.checks.CheckFailed) unless work issued on level ``level``'s stream
+        from the calling thread runs in that level's green context."""
+
     def describe(self) -> dict[str, Any]: ...
 
 
@@ -72,6 +76,11 @@ class NullStreams:
     def stream(self, level: int | None) -> None:
         return None
 
+    def check_level(self, level: int) -> None:
+        from omniplane.gpu.checks import CheckFailed
+
+        raise CheckFailed("GPU backend", self.reason)
+
     def describe(self) -> dict[str, Any]:
         return {
             "backend": self.backend,
@@ -93,6 +102,12 @@ def _ok(drv: Any, result: Any, what: str) -> Any:
     if not values:
         return None
     return values[0] if len(values) == 1 else tuple(values)
+
+
+def _handle(x: Any) -> Any:
+    """A driver handle's address (cuda-bindings objects have ``getPtr``), for comparison."""
+    get = getattr(x, "getPtr", None)
+    return get() if callable(get) else x
 
 
 def _wrap_stream(raw: Any, device: int) -> Any:
@@ -122,6 +137,7 @@ class CudaStreams:
         _check_role(role)
         self.role, self.device = role, device
         drv = driver if driver is not None else self._import_driver()
+        self._drv = drv
         try:
             _ok(drv, drv.cuInit(0), "cuInit")
             count = _ok(drv, drv.cuDeviceGetCount(), "cuDeviceGetCount")
@@ -136,7 +152,7 @@ class CudaStreams:
         full = _ok(drv, drv.cuDeviceGetDevResource(dev, sm_type), "cuDeviceGetDevResource")
         total = int(full.sm.smCount)
         self.ladder = build_ladder(total, self._rule(drv, dev, full), spec)
-        granted, self._streams, self._contexts = [], [], []
+        granted, self._streams, self._contexts, self._raw = [], [], [], []
         for s in self.ladder.levels:
             groups, n, remaining = _ok(
                 drv, drv.cuDevSmResourceSplitByCount(1, full, 0, s), f"cuDevSmResourceSplitByCount({s} SMs)"
@@ -157,6 +173,7 @@ class CudaStreams:
             )
             granted.append(int(part.sm.smCount))
             self._contexts.append(ctx)
+            self._raw.append(raw)
             self._streams.append(wrap(raw, device))
         self.granted = tuple(granted)
 
@@ -186,6 +203,18 @@ class CudaStreams:
 
     def stream(self, level: int | None) -> Any:
         return None if level is None else self._streams[level]
+
+    def check_level(self, level: int) -> None:
+        """The level's stream belongs to the level's green context (``cuStreamGetCtx`` against
+        ``cuCtxFromGreenCtx``, asked from the calling thread)."""
+        from omniplane.gpu.checks import CheckFailed
+
+        drv = self._drv
+        got = _ok(drv, drv.cuStreamGetCtx(self._raw[level]), "cuStreamGetCtx")
+        want = _ok(drv, drv.cuCtxFromGreenCtx(self._contexts[level]), "cuCtxFromGreenCtx")
+        if _handle(got) != _handle(want):
+            raise CheckFailed(f"SM level {level} context",
+                              f"its stream runs in context {got}, not the level's green context {want}")
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -245,6 +274,11 @@ class TorchStreams:
 
     def stream(self, level: int | None) -> Any:
         return None if level is None else self._streams[level]
+
+    def check_level(self, level: int) -> None:
+        """torch exposes no stream-to-context query: the matmul probe on the level's stream (made
+        current on the calling thread) is the check."""
+        return None
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -56,7 +56,9 @@ class PartitionRule:
         return sms >= self.min_sms and sms % self.align == 0
 
 
-# compute capability major -> (minimum SMs, alignment); RULES_SOURCE ("9.0+": 8 and 8)
+# compute capability major -> (minimum SMs, alignment); RULES_SOURCE ("9.0+": 8 and 8: on H100/H200,
+# 132 SMs, a partition is a multiple of 8 SMs); SGLang's green-context SM split
+# (sgl_kernel.spatial, get_arch_constraints) uses the same table
 PARTITION_RULES: dict[int, tuple[int, int]] = {6: (1, 1), 7: (2, 2), 8: (4, 2), 9: (8, 8)}
 
 

@@ -7,6 +7,11 @@ level's green-context stream. The downstream stage's worker builds its ladder wi
 ``downstream``: level ``i`` gives it the complement ``total - levels[i]``, so the two stages'
 SMs always sum to the GPU's (HorizonServe section 5).
 
+Fail closed (:mod:`omniplane.gpu.checks`): on each thread that runs a step (vLLM uses more than
+one), before its first capped launch, every level's context and a BF16 product on every level
+are checked; a failure, or a null backend, turns the cap off for good (``throttle``: one warning
+line, the reason, a counter) and the forward pass runs on the whole GPU.
+
 Stream switching keeps the order of work: the level stream first waits for the current
 stream (inputs the model runner staged there), and the current stream waits for the level
 stream afterwards. ``sample_tokens`` (vLLM's second half of a step) runs on the level its
@@ -18,6 +23,7 @@ warns otherwise.
 from __future__ import annotations
 
 import logging
+import threading
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +31,7 @@ from typing import Any, TypeVar
 
 from omniplane.control import ControlRecord
 from omniplane.gpu.backends import make_streams
+from omniplane.gpu.checks import CheckFailed, Probe, ThrottleState, torch_matmul_probe, verify_levels
 from omniplane.gpu.errors import GpuUnavailable
 from omniplane.gpu.green import StreamLadder
 from omniplane.vllm.settings import SchedulerSettings
@@ -33,11 +40,23 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+WHO = "omniplane worker"
+
+
 class SmApplier:
-    def __init__(self, streams: StreamLadder | None, record: ControlRecord | None) -> None:
+    def __init__(self, streams: StreamLadder | None, record: ControlRecord | None, *,
+                 probe: Probe = torch_matmul_probe, device: int = 0, quiet_null: bool = False) -> None:
         self.streams, self.record = streams, record
+        self.probe, self.device = probe, device
+        # fail closed (omniplane.gpu.checks): caps apply on a thread only after its checks passed
+        self.throttle = ThrottleState()
+        self._verified: set[int] = set()
+        if streams is not None and streams.backend == "null":
+            reason = getattr(streams, "reason", "null backend")
+            self.throttle.disable(WHO, "GPU backend", reason, quiet=quiet_null)
         self.level: int | None = None
-        self.sms: int | None = None  # SMs this worker's level gives it (None: whole GPU)
+        # SMs this worker's level gives it (None: whole GPU); applied only while throttle.enabled
+        self.sms: int | None = None
         self.history: deque[int | None] = deque(maxlen=1024)  # levels chosen, newest last
         self.switches = 0
 
@@ -51,7 +70,7 @@ class SmApplier:
                 total_sms=settings.total_sms,
                 directory=Path(settings.control_dir) if settings.control_dir else None,
             )
-        streams = None
+        streams, no_gpu = None, ""
         if settings.total_sms or settings.streams != "null":
             try:
                 streams = make_streams(
@@ -65,8 +84,12 @@ class SmApplier:
             except GpuUnavailable as exc:
                 if settings.streams != "auto":
                     raise
-                log.warning("omniplane worker: no SM control: %s", exc)
-        applier = cls(streams, record)
+                no_gpu = str(exc)
+        applier = cls(streams, record, device=settings.device, quiet_null=settings.streams == "null")
+        if streams is None and settings.total_sms:
+            applier.throttle.disable(WHO, "GPU backend", f"no GPU: {no_gpu}")
+        elif streams is None:
+            applier.throttle.disable(WHO, "SM ladder", "no GPU kind (total_sms 0)", quiet=True)
         log.info(
             "omniplane worker: SM ladder %s, control record %s",
             streams.describe() if streams else "none (no total_sms, null backend)",
@@ -81,6 +104,7 @@ class SmApplier:
             "level": self.level,
             "sms": self.sms,
             "switches": self.switches,
+            "throttle": self.throttle.to_json(),
         }
 
     def check_eager(self, enforce_eager: bool) -> None:
@@ -103,10 +127,31 @@ class SmApplier:
         self.history.append(level)
         return level
 
+    def verify_thread(self) -> bool:
+        """The checks of every SM level on the calling thread, once per thread (module
+        omniplane.gpu.checks); False (and throttling off) when one fails."""
+        if not self.throttle.enabled or self.streams is None:
+            return False
+        ident = threading.get_ident()
+        if ident in self._verified:
+            return True
+        thread = threading.current_thread().name
+        try:
+            passed = verify_levels(self.streams, self.probe, self.device)
+        except CheckFailed as exc:
+            self.throttle.disable(WHO, exc.check, f"{exc.reason} (thread {thread})")
+            return False
+        self._verified.add(ident)
+        self.throttle.passed.append(f"thread {thread}: " + ", ".join(passed))
+        return True
+
     def run(self, fn: Callable[..., T], *args: Any, choose: bool = True, **kwargs: Any) -> T:
-        """``fn(*args, **kwargs)`` on this step's level (chosen now unless ``choose`` is False)."""
+        """``fn(*args, **kwargs)`` on this step's level (chosen now unless ``choose`` is False);
+        on the whole GPU unless this thread's checks passed."""
         level = self.choose() if choose else self.level
         stream = self.streams.stream(level) if self.streams is not None else None
+        if stream is not None and not self.verify_thread():
+            stream = None
         if stream is None:
             return fn(*args, **kwargs)
         import torch

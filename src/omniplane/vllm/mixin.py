@@ -38,6 +38,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from omniplane.gpu.checks import CheckFailed, ThrottleState, check_signal
 from omniplane.policy import StepDecision
 from omniplane.vllm import queues
 from omniplane.vllm.bridge import PolicyBridge
@@ -67,11 +68,14 @@ class OmniplaneState:
     last_decision: StepDecision = field(default_factory=StepDecision)
     last_hidden: frozenset[str] = frozenset()
     last_sms: int | None = None
+    # fail closed (omniplane.gpu.checks): whether this scheduler publishes SM caps, and why not
+    throttle: ThrottleState = field(default_factory=ThrottleState)
 
     @classmethod
     def build(cls, settings: SchedulerSettings) -> OmniplaneState:
         control = StageControl(settings)
         ladder = control.ladder
+        throttle = ThrottleState()
         factory_policy = not settings.policy.startswith("import:")
         if ladder is not None and not settings.ladder.configured and factory_policy:
             log.warning(
@@ -81,16 +85,28 @@ class OmniplaneState:
                 "(omniplane calibrate).", ladder.s_cap, settings.total_sms, settings.policy,
             )
             ladder = None
+            throttle.disable("omniplane scheduler", "SM ladder", "no ladder configured", quiet=True)
+        if ladder is None and not throttle.check:
+            throttle.disable("omniplane scheduler", "SM ladder", "no GPU kind (total_sms 0)", quiet=True)
+        elif ladder is not None and settings.role == "shared":
+            try:
+                check_signal(control.sampler)
+                throttle.passed.append(f"memory-activity signal ({control.sampler.source})")
+            except CheckFailed as exc:
+                throttle.disable("omniplane scheduler", exc.check, exc.reason)
+                ladder = None
         policy = scheduler_policy(settings.policy, PolicyInputs.from_settings(settings, ladder))
-        state = cls(settings, PolicyBridge(policy, settings), control)
+        state = cls(settings, PolicyBridge(policy, settings), control, throttle=throttle)
         log.info(
-            "omniplane scheduler: policy %s, role %s, classes %s, control %s, sampler %s, ladder %s",
+            "omniplane scheduler: policy %s, role %s, classes %s, control %s, sampler %s, ladder %s, "
+            "SM throttling %s",
             settings.policy,
             settings.role,
             {n: (c.priority, c.slo_s) for n, c in settings.classes.items()},
             settings.control,
             control.sampler.source,
             list(ladder.levels) if ladder is not None else [],
+            "on" if throttle.enabled else f"off ({throttle.check}: {throttle.reason})",
         )
         return state
 
@@ -165,7 +181,8 @@ class PolicySchedulerMixin:
         finally:
             if touched:
                 queues.restore(sched.waiting, waiting, hidden)
-        level, sms = control.snap(decision.sm_cap)
+        # fail closed: no cap leaves this process while a check has turned throttling off
+        level, sms = control.snap(decision.sm_cap) if op.throttle.enabled else (None, None)
         op.last_decision, op.last_sms = decision, sms
         op.last_hidden = frozenset(r.request_id for r in hidden) if hidden else frozenset()
         if len(op.pending) >= MAX_PENDING:  # outputs never reported back (engine errors): drop the oldest

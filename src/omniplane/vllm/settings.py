@@ -81,6 +81,8 @@ class LadderSettings(SpecModel):
     s_min: PositiveInt | None = None
     s_max: PositiveInt | None = None
     step: PositiveInt | None = None
+    # where the levels come from (e.g. "uncalibrated: from the co-location model"); a label only
+    source: str | None = None
 
     @property
     def configured(self) -> bool:

@@ -17,7 +17,10 @@ the catalog's topology. The result is a deploy YAML vLLM-Omni loads with ``--dep
   level); ``async_scheduling: false`` on AR stages (the policy decides each step from the last
   step's outcome; vLLM-Omni then picks its synchronous ``OmniARScheduler`` base);
 - with a GPU kind: the SM count and compute capability for the SM ladder, and omniplane's worker
-  classes (``worker_cls``), which apply the SM cap before each forward pass;
+  classes (``worker_cls``), which apply the SM cap before each forward pass; with a ``ladder``
+  (``ladder`` settings: ``levels`` and the ``source`` they come from) the same levels for every
+  wrapped stage (the downstream stage holds the complements);
+- without an SLO table the scheduler's default classes (HorizonServe's priorities, no deadlines);
 - with ``single_gpu`` (HorizonServe's setting) every stage on device ``"0"`` and the stock memory
   fractions scaled to fit ``memory_budget`` together; :func:`size_memory` then replaces the
   fractions of every device's stages with ones sized from what each stage loads
@@ -30,6 +33,7 @@ Diffusion stages keep their stock settings (their engine has no vLLM scheduler t
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +45,7 @@ from omniplane.spec.layout import LayoutStage, VllmOmniLayout, layout_models
 from omniplane.spec.load import load_layout
 from omniplane.spec.yamlio import load_yaml
 from omniplane.vllm.omni_pipelines import SCHEDULERS, pipeline_key
-from omniplane.vllm.settings import SloTable
+from omniplane.vllm.settings import DEFAULT_CLASSES, SloTable
 
 WORKERS = {
     "llm_ar": "omniplane.vllm.omni_worker.OmniplaneARWorker",
@@ -92,10 +96,11 @@ def _final_outputs(layout: VllmOmniLayout, stage: LayoutStage) -> set[str]:
 def omniplane_config(
     layout: VllmOmniLayout,
     deploy: dict[str, Any],
-    slo: SloTable,
+    slo: SloTable | None,
     *,
     policy: str = "fcfs",
     gpu: GPUKind | None = None,
+    ladder: Mapping[str, Any] | None = None,
     control: str = "omniplane",
     single_gpu: bool = True,
     memory_budget: float = 0.9,
@@ -116,20 +121,24 @@ def omniplane_config(
     by_id = {d["stage_id"]: d for d in out.get("stages", [])}
     stages = [by_id.get(st.stage_id, {"stage_id": st.stage_id}) for st in layout.stages]
     out["stages"] = stages
-    table = {
-        "kind": slo.kind,
-        "source": slo.source,
-        "classes": {n: c.model_dump(mode="json") for n, c in slo.classes.items()},
-    }
+    if ladder is not None and gpu is None:
+        raise ValueError("an SM ladder needs the GPU kind (its SM count and compute capability)")
     common: dict[str, Any] = {
         "control": control,
         "control_slots": 1 + max(1, len(downstream)),
-        "slo_table": table,
         "total_sms": gpu.sms if gpu is not None else 0,
         "stage_outputs": {st.stage_id: st.final_output_type for st in layout.stages if st.final_output_type},
     }
+    if slo is not None:  # without one the scheduler's default classes (no deadlines)
+        common["slo_table"] = {
+            "kind": slo.kind,
+            "source": slo.source,
+            "classes": {n: c.model_dump(mode="json") for n, c in slo.classes.items()},
+        }
     if gpu is not None:  # the partition rule of the null ladder and of the scheduler's snapping
         common["compute_capability"] = "{}.{}".format(*compute_capability(gpu))
+    if ladder is not None:  # the same levels for both roles: the downstream stage takes the complements
+        common["ladder"] = dict(ladder)
     if single_gpu:
         total = sum(float(d.get("gpu_memory_utilization") or 0.0) for d in stages)
         scale = min(1.0, memory_budget / total) if total else 1.0
@@ -149,7 +158,8 @@ def omniplane_config(
             "sampler": "auto" if role == "shared" else "null",
         }
         outputs = _final_outputs(layout, st)
-        if role == "downstream" and len(outputs) == 1 and next(iter(outputs)) in slo.classes:
+        classes = slo.classes if slo is not None else DEFAULT_CLASSES
+        if role == "downstream" and len(outputs) == 1 and next(iter(outputs)) in classes:
             # every request here leads to that output; vLLM-Omni passes downstream stages neither
             # a priority nor omni_final_stage_id, so the class comes from the topology
             settings["default_class"] = next(iter(outputs))

@@ -29,7 +29,7 @@ class SmCapWorkerMixin:
         """Build the ladder at start-up, once the worker has its device."""
         base: Any = super()
         out = base.init_device(*args, **kwargs)
-        self._omniplane_applier()
+        self._omniplane_applier().verify_thread()  # fail closed before the first capped step
         return out
 
     def execute_model(self, *args: Any, **kwargs: Any) -> Any:
