@@ -1,0 +1,58 @@
+"""Worker processes that stop when the command stops.
+
+``ProcessPoolExecutor``'s own ``with`` block waits for every submitted task when an exception
+(Ctrl-C, SIGTERM) leaves it, and Ctrl-C reaches the workers too. :func:`map_processes` runs the
+tasks in a pool whose workers ignore SIGINT and take SIGTERM's default action (the parent decides),
+and on any exception, an interruption included, cancels what has not started and terminates the
+workers at once, so the command ends in well under a second instead of after every run.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Generator, Iterable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def _worker_signals() -> None:
+    # the terminal's Ctrl-C goes to the whole process group: the parent handles it; a worker
+    # must not inherit the parent's Python SIGTERM handler (it would be caught as a task error)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def map_processes(fn: Callable[[T], R], tasks: Iterable[T], jobs: int) -> Generator[tuple[T, R], None, None]:
+    """``(task, fn(task))`` in task order, computed by ``jobs`` worker processes. Closing the
+    iterator early or an exception while it runs terminates the workers (use it in a ``for``
+    loop; the loop's exception closes it)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    todo = list(tasks)
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_signals)
+    futures: list[Any] = []
+    try:
+        futures = [pool.submit(fn, t) for t in todo]
+        for t, f in zip(todo, futures, strict=True):
+            yield t, f.result()
+    except BaseException:  # an interruption, a failed task, or the loop left early (GeneratorExit)
+        terminate(pool, futures)
+        raise
+    pool.shutdown(wait=True)
+
+
+def terminate(pool: Any, futures: Iterable[Any] = ()) -> None:
+    """End ``pool``'s worker processes now (SIGTERM, then SIGKILL) and drop its queued tasks:
+    the pool's futures end as cancelled or broken, none is waited for."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(timeout=1)
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=1)
+    pool.shutdown(wait=False)
