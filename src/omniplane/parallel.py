@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable, Generator, Iterable
+from concurrent.futures import TimeoutError as FuturesTimeout
 from typing import Any, TypeVar
 
+POLL_S = 0.2
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -36,11 +38,22 @@ def map_processes(fn: Callable[[T], R], tasks: Iterable[T], jobs: int) -> Genera
     try:
         futures = [pool.submit(fn, t) for t in todo]
         for t, f in zip(todo, futures, strict=True):
-            yield t, f.result()
+            yield t, _result(f)
     except BaseException:  # an interruption, a failed task, or the loop left early (GeneratorExit)
         terminate(pool, futures)
         raise
     pool.shutdown(wait=True)
+
+
+def _result(future: Any) -> Any:
+    """``future.result()``, waiting in short slices: a signal the kernel hands to one of the
+    pool's threads sets Python's flag but does not wake a main thread blocked on a lock, so
+    the main thread must come back to run the handler (and stop) within :data:`POLL_S`."""
+    while True:
+        try:
+            return future.result(timeout=POLL_S)
+        except FuturesTimeout:
+            continue
 
 
 def terminate(pool: Any, futures: Iterable[Any] = ()) -> None:

@@ -260,7 +260,8 @@ def _serve_forever(
         else:
             _show_deployments(summary, False)
             console.print(f"serving at {summary['url']} (Ctrl-C to stop)")
-        stop.wait()
+        while not stop.wait(0.5):  # in slices: a signal handed to one of Ray's threads still stops it
+            pass
 
 
 def loadgen(

@@ -192,8 +192,9 @@ def check_paths(ctx: Context) -> None:
                 (outs if getattr(_parser(param), "writes", False) else ins).append((param, v))
     for k, (oparam, out) in enumerate(outs):
         for iparam, other in [*ins, *outs[:k]]:
-            if _same(out, other):
-                role = "an output" if (iparam, other) in outs else "an input"
+            both_out = (iparam, other) in outs
+            if _same(out, other) or (both_out and os.path.realpath(str(out)) == os.path.realpath(str(other))):
+                role = "an output" if both_out else "an input"
                 raise CliError(f"{_label(oparam, out)}: is the same file as {_label(iparam, other)}, "
                                f"{role} of this command; write the output elsewhere")
 
@@ -205,7 +206,8 @@ class _Checked:
 
     def invoke(self, ctx: Context) -> Any:
         forget_reads()
-        _running.append(" ".join(["omniplane", *ctx.command_path.split(" ")[1:]]))
+        root = ctx.find_root().info_name or ""
+        _running.append("omniplane" + ctx.command_path[len(root):])
         check_paths(ctx)
         return super().invoke(ctx)  # type: ignore[misc]
 

@@ -74,6 +74,12 @@ class Outputs:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        if isinstance(exc, OSError) and exc.filename is not None:  # name the user's path
+            name = str(exc.filename)
+            for staged, _, shown in self._staged:
+                if name == str(staged) or name.startswith(f"{staged}{os.sep}"):
+                    exc.filename = str(shown) + name[len(str(staged)):]
+                    break
         self.discard()
 
     def _staging(self, final: Path, shown: Path) -> Path:
