@@ -147,7 +147,13 @@ def parse_yaml(text: str, file: str | None) -> tuple[Any, Positions]:
     Raises :class:`SpecError` for invalid YAML (with line and column), duplicate keys and
     documents over the limits of this module.
     """
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)
+    except yaml.reader.ReaderError as exc:  # a control character: its place, escaped, not the text
+        before = text[: exc.position]
+        line, col = before.count("\n") + 1, exc.position - (before.rfind("\n") + 1) + 1
+        raise SpecError(file, [SpecIssue((), f"invalid YAML: the control character {chr(exc.character)!r} "
+                                             "is not allowed in YAML", line, col)]) from None
     try:
         node = loader.get_single_node()
         if node is not None:
