@@ -10,6 +10,7 @@ workers at once, so the command ends in well under a second instead of after eve
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import TimeoutError as FuturesTimeout
 from typing import Any, TypeVar
@@ -19,11 +20,16 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
+STOP = {signal.SIGINT, signal.SIGTERM}
+
+
 def _worker_signals() -> None:
     # the terminal's Ctrl-C goes to the whole process group: the parent handles it; a worker
-    # must not inherit the parent's Python SIGTERM handler (it would be caught as a task error)
+    # must not inherit the parent's Python SIGTERM handler (it would be caught as a task error).
+    # Both were blocked while the worker was forked (map_processes): unblock them once reset.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP)
 
 
 def map_processes(fn: Callable[[T], R], tasks: Iterable[T], jobs: int) -> Generator[tuple[T, R], None, None]:
@@ -35,8 +41,17 @@ def map_processes(fn: Callable[[T], R], tasks: Iterable[T], jobs: int) -> Genera
     todo = list(tasks)
     pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_signals)
     futures: list[Any] = []
+    # SIGINT / SIGTERM blocked while the workers are forked and the pool's threads start: a
+    # worker never runs the parent's handler, and the threads never take a signal, so it
+    # reaches the main thread (held until the mask is restored, then handled at once)
+    main = threading.current_thread() is threading.main_thread()
+    saved = signal.pthread_sigmask(signal.SIG_BLOCK, STOP) if main else None
     try:
-        futures = [pool.submit(fn, t) for t in todo]
+        try:
+            futures = [pool.submit(fn, t) for t in todo]
+        finally:
+            if saved is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, saved)
         for t, f in zip(todo, futures, strict=True):
             yield t, _result(f)
     except BaseException:  # an interruption, a failed task, or the loop left early (GeneratorExit)
