@@ -163,6 +163,9 @@ class CatalogRef:
             return text
         if path.is_dir():
             raise _bad(f"{text} is a folder; expected a {self.what} spec file or catalog name")
+        if path.exists():  # a FIFO, socket or device: never read (it may block or never end)
+            raise _bad(f"{text} is {_special(path.stat().st_mode)}; expected a {self.what} spec file "
+                       "(a regular file) or catalog name")
         if path.suffix in (".yaml", ".yml", ".json") or "/" in text:
             raise _bad(f"no such file: {text}")
         names = [p.stem for p in self.listing()]
@@ -195,6 +198,8 @@ class InputPath:
             raise _bad(f"no such {self.kind}: {path}")
         if self.kind == "file" and path.is_dir():
             raise _bad(f"{path} is a folder; expected a file")
+        if self.kind == "file" and not path.is_file():  # never read: it may block or never end
+            raise _bad(f"{path} is {_special(path.stat().st_mode)}; expected a regular file")
         if self.kind == "folder" and not path.is_dir():
             raise _bad(f"{path} is a file; expected a folder")
         if not os.access(path, os.R_OK):
