@@ -15,7 +15,7 @@ from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import TimeoutError as FuturesTimeout
 from typing import Any, TypeVar
 
-POLL_S = 0.2
+POLL_S = 0.2  # seconds; assumption: a stop well within the 5 s docs/cli.md promises, at no cost
 T = TypeVar("T")
 R = TypeVar("R")
 
