@@ -18,7 +18,9 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "omniplane"
 # packages of lower layers only: not its own layer's others, not a higher one. catalog/ and data/
 # hold files, no Python. Why each layer sits where it does:
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "policy"),  # import nothing of omniplane: the error types, the policy contract
+    ("errors", "policy", "parallel"),  # import nothing of omniplane: the error types, the policy
+    #   contract, worker pools that stop with the command
+    ("inputs",),  # the one input-file opener: raises errors' InputError
     ("spec",),  # the spec files' models: raise errors, name the policy contract
     ("workload", "perf", "control", "fixture"),  # on spec alone: requests, cost model, control
     #   records, and the tiny test model (fixture imports nothing of omniplane)
@@ -111,9 +113,11 @@ def test_a_product_package_importing_repro_or_fidelity_is_caught() -> None:
              "omniplane.repro.exhaust": [("omniplane.plan", 2)]}
     bad = violations(edges)
     assert len(bad) == 3
+    fid, dep = LAYER["fidelity"], LAYER["deploy"]
     assert bad[0].startswith("omniplane.deploy.vllm_engine line 50: imports omniplane.fidelity.server: "
-                             "fidelity (layer 7) is above deploy (layer 6)")
-    assert "omniplane.sched.horizon line 3" in bad[1] and "repro (layer 8) is above sched (layer 3)" in bad[1]
+                             f"fidelity (layer {fid}) is above deploy (layer {dep})")
+    assert "omniplane.sched.horizon line 3" in bad[1]
+    assert f"repro (layer {LAYER['repro']}) is above sched (layer {LAYER['sched']})" in bad[1]
     assert "share layer" in bad[2]
 
 

@@ -49,7 +49,9 @@ class PointLog:
     """Append-only log of one sweep's finished points (see the module docstring)."""
 
     def __init__(self, path: Path, key: str) -> None:
-        self.path, self.key = path, key
+        # a symbolic link is written through (the link stays), as every output (cli/files.py)
+        self.path = Path(os.path.realpath(path)) if path.is_symlink() else path
+        self.key = key
 
     def load(self) -> list[dict[str, Any]]:
         """The points already finished under this key (none when the file is missing, belongs
@@ -81,11 +83,15 @@ class PointLog:
         an interruption), atomically; :meth:`add` appends after them."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + ".tmp")
-        with tmp.open("w", encoding="utf-8") as f:
-            f.write(json.dumps({"key": self.key, "omniplane": __version__}) + "\n")
-            for point in kept:
-                f.write(json.dumps(jsonable(point), allow_nan=False) + "\n")
-        os.replace(tmp, self.path)
+        try:
+            with tmp.open("w", encoding="utf-8") as f:
+                f.write(json.dumps({"key": self.key, "omniplane": __version__}) + "\n")
+                for point in kept:
+                    f.write(json.dumps(jsonable(point), allow_nan=False) + "\n")
+            os.replace(tmp, self.path)
+        except BaseException:  # an interruption or a full disk: no .tmp file left behind
+            tmp.unlink(missing_ok=True)
+            raise
 
     def add(self, point: dict[str, Any]) -> None:
         with self.path.open("a", encoding="utf-8") as f:

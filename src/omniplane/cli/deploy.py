@@ -186,6 +186,8 @@ def deploy(
     if dry_run:
         _show_deployments(summary, json_out)
         return
+    if address is None:  # the local cluster's proxy listens here: a port in use fails before Ray starts
+        _port_free(host, port)
     _need_ray()
     from omniplane.deploy.cluster import check_reachable, prefer_loopback
 
@@ -204,6 +206,13 @@ def deploy(
                       config_dir=str(Path(config_dir).resolve()), guard=guard, engine_model=engine_model),
         address, host, port, dashboard_host, summary, json_out,
     )
+
+
+def _port_free(host: str, port: int) -> None:
+    try:
+        opt.check_port_free(host, port)
+    except typer.BadParameter as exc:
+        fail(str(exc))
 
 
 def _show_deployments(summary: dict[str, Any], json_out: bool) -> None:
@@ -257,7 +266,8 @@ def _serve_forever(
         else:
             _show_deployments(summary, False)
             console.print(f"serving at {summary['url']} (Ctrl-C to stop)")
-        stop.wait()
+        while not stop.wait(0.5):  # in slices: a signal handed to one of Ray's threads still stops it
+            pass
 
 
 def loadgen(
@@ -418,6 +428,7 @@ def rehearse(
     names = [n.name for n in plan.spec.nodes]
     if kill_replica not in (None, "auto") and kill_replica not in names:
         fail(f"--kill-replica {kill_replica!r}: the plan has nodes {', '.join(names)} (or auto)")
+    _port_free("127.0.0.1", port)
     _need_ray()
     from omniplane.deploy.cluster import prefer_loopback
 

@@ -262,9 +262,9 @@ def fidelity(
     if (url is None) == (not fixture):
         fail("give exactly one of --url URL and --fixture")
     try:
-        fractions = tuple(float(x) for x in loads.split(","))
-    except ValueError:
-        fail(f"--loads must be comma-separated fractions, got {loads!r}")
+        fractions = tuple(opt.Number()(x) for x in loads.split(","))
+    except typer.BadParameter:
+        fail(f"--loads must be comma-separated fractions (ASCII digits), got {loads!r}")
     if not fractions or any(not 0 < f <= 2 for f in fractions):
         fail(f"--loads must be fractions of the capacity in (0, 2], got {loads!r}")
     from omniplane.fidelity.calibrate import ProbePlan

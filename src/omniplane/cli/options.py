@@ -15,6 +15,7 @@ import ipaddress
 import math
 import os
 import re
+import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -49,8 +50,19 @@ def _range(lo: float | None, hi: float | None, lo_open: bool = False, hi_open: b
     return "any number"
 
 
+_WHOLE = re.compile(r"[+-]?[0-9]+")  # ASCII digits only: int() would take '٣' or '１'
+_REAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(nan|inf|infinity)",
+                   re.IGNORECASE)
+MAX_DIGITS = 30  # longer numbers are refused before conversion (far beyond every range here)
+
+
+def _shown(value: Any) -> str:
+    text = repr(str(value))
+    return text if len(text) <= 40 else f"{text[:40]}... ({len(str(value)):,} characters)"
+
+
 class Integer:
-    """A whole number in ``[lo, hi]``."""
+    """A whole number in ``[lo, hi]``, written in ASCII digits."""
 
     def __init__(self, lo: int | None = None, hi: int | None = None, why: str = "") -> None:
         self.lo, self.hi, self.why = lo, hi, why
@@ -60,10 +72,10 @@ class Integer:
         if isinstance(value, int) and not isinstance(value, bool):
             n = value
         else:
-            try:
-                n = int(str(value).strip())
-            except ValueError:
-                raise _bad(f"expected a whole number ({self.text}), got {value!r}") from None
+            text = str(value).strip()
+            if not _WHOLE.fullmatch(text) or len(text) > MAX_DIGITS:
+                raise _bad(f"expected a whole number in ASCII digits ({self.text}), got {_shown(value)}")
+            n = int(text)
         if (self.lo is not None and n < self.lo) or (self.hi is not None and n > self.hi):
             why = f" ({self.why})" if self.why and self.hi is not None and n > self.hi else ""
             raise _bad(f"expected a whole number with {self.text}, got {n}{why}")
@@ -79,10 +91,12 @@ class Number:
         self.text = _range(lo, hi, lo_open, hi_open)
 
     def __call__(self, value: Any) -> float:
+        if isinstance(value, str) and (not _REAL.fullmatch(value.strip()) or len(value) > 2 * MAX_DIGITS):
+            raise _bad(f"expected a number in ASCII digits ({self.text}), got {_shown(value)}")
         try:
             x = float(value) if not isinstance(value, bool) else math.nan
-        except (TypeError, ValueError):
-            raise _bad(f"expected a number ({self.text}), got {value!r}") from None
+        except (TypeError, ValueError, OverflowError):
+            raise _bad(f"expected a number ({self.text}), got {_shown(value)}") from None
         if not math.isfinite(x):
             raise _bad(f"expected a finite number ({self.text}), got {value!r}")
         lo, hi = self.lo, self.hi
@@ -149,6 +163,9 @@ class CatalogRef:
             return text
         if path.is_dir():
             raise _bad(f"{text} is a folder; expected a {self.what} spec file or catalog name")
+        if path.exists():  # a FIFO, socket or device: never read (it may block or never end)
+            raise _bad(f"{text} is {_special(path.stat().st_mode)}; expected a {self.what} spec file "
+                       "(a regular file) or catalog name")
         if path.suffix in (".yaml", ".yml", ".json") or "/" in text:
             raise _bad(f"no such file: {text}")
         names = [p.stem for p in self.listing()]
@@ -181,6 +198,8 @@ class InputPath:
             raise _bad(f"no such {self.kind}: {path}")
         if self.kind == "file" and path.is_dir():
             raise _bad(f"{path} is a folder; expected a file")
+        if self.kind == "file" and not path.is_file():  # never read: it may block or never end
+            raise _bad(f"{path} is {_special(path.stat().st_mode)}; expected a regular file")
         if self.kind == "folder" and not path.is_dir():
             raise _bad(f"{path} is a file; expected a folder")
         if not os.access(path, os.R_OK):
@@ -200,27 +219,54 @@ def _writable_ancestor(path: Path) -> None:
         raise _bad(f"cannot write {path}: the folder {parent} is not writable")
 
 
+def _special(mode: int) -> str | None:
+    """What a non-regular file is (``None`` for a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    return ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+            "a socket" if stat.S_ISSOCK(mode) else
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+
+
 class OutputFile:
-    """A file the command will write: not a folder, in a folder it can create or write; with
-    ``suffixes``, named for what the command writes (``.png``: a PNG is not written as x.jpg)."""
+    """A file the command will write: a new or regular file (never a device, FIFO, socket or
+    folder; a symbolic link is written through to its target), in a folder it can create or
+    write; with ``suffixes``, named for what the command writes (``.png``: a PNG is not written
+    as x.jpg). A trailing slash names a folder, so it is refused."""
+
+    writes = True  # cli/errors.check_paths: never the same file as an input
 
     def __init__(self, suffixes: Iterable[str] = ()) -> None:
         self.suffixes = tuple(suffixes)
         named = f" named {' or '.join(self.suffixes)}" if self.suffixes else ""
-        self.text = f"a file to write{named} (missing folders are created; an existing file is replaced)"
+        self.text = (f"a file to write{named} (missing folders are created; an existing regular file "
+                     "is replaced, a link's target written)")
 
     def __call__(self, value: Any) -> Path:
-        path = Path(str(value))
-        if str(value).strip() in ("", "."):
+        text = str(value)
+        path = Path(text)
+        if text.strip() in ("", "."):
             raise _bad("expected a file name")
+        if text.endswith(("/", os.sep)):
+            raise _bad(f"{text}: names a folder (it ends in '/'); expected a file name")
         if self.suffixes and path.suffix.lower() not in self.suffixes:
             raise _bad(f"{path}: expected a file name ending in {' or '.join(self.suffixes)} (what this "
                        "command writes)")
-        if path.is_dir():
+        real = Path(os.path.realpath(path)) if path.is_symlink() else path
+        try:
+            kind = _special(os.stat(real).st_mode)
+        except FileNotFoundError:
+            kind = None
+        except OSError as exc:
+            raise _bad(f"{path}: cannot check it ({exc.strerror})") from None
+        if kind == "a folder":
             raise _bad(f"{path} is a folder; expected a file name")
-        if path.exists() and not os.access(path, os.W_OK):
+        if kind is not None:
+            raise _bad(f"{path} is {kind}; an output is written only to a new or regular file "
+                       "(omniplane never replaces a device, FIFO or socket)")
+        if real.exists() and not os.access(real, os.W_OK):
             raise _bad(f"{path} exists and is not writable")
-        _writable_ancestor(path)
+        _writable_ancestor(real)
         return path
 
 
@@ -228,6 +274,7 @@ class OutputDir:
     """A folder the command will write files into (created when missing)."""
 
     text = "a folder to write into (created when missing)"
+    writes = True
 
     def __call__(self, value: Any) -> Path:
         path = Path(str(value))
@@ -272,6 +319,24 @@ def host(value: Any) -> str:
     if not _HOSTNAME.match(text):
         raise _bad(f"expected a host name or IP address such as 127.0.0.1, got {value!r}")
     return text
+
+
+def check_port_free(host: str, port: int, option: str = "--port") -> None:
+    """A user error naming ``option`` when ``host:port`` cannot be bound here (in use by another
+    server, or a privileged port); checked before a server (Ray Serve) starts."""
+    import errno
+    import socket
+
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host.strip("[]"), port))
+        except OSError as exc:
+            why = ("already in use (another server is listening there)" if exc.errno == errno.EADDRINUSE
+                   else exc.strerror or str(exc))
+            raise _bad(f"{option} {port}: cannot listen on {host}:{port}: {why}; choose another "
+                       f"{option}") from None
 
 
 # ---- option factories ------------------------------------------------------------------------

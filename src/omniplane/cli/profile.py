@@ -38,9 +38,10 @@ def _request(text: Any) -> RequestSpec:
     if len(parts) not in (3, 4):
         raise typer.BadParameter(f"expected NAME:PROMPT_TOKENS:MAX_TOKENS[:MODALITIES], got {text!r}")
     try:
-        prompt, out = int(parts[1]), int(parts[2])
-    except ValueError:
-        raise typer.BadParameter(f"prompt and max tokens must be whole numbers in {text!r}") from None
+        prompt, out = opt.Integer()(parts[1]), opt.Integer()(parts[2])
+    except typer.BadParameter:
+        raise typer.BadParameter(f"prompt and max tokens must be whole numbers (ASCII digits) in "
+                                 f"{text!r}") from None
     if not (1 <= prompt <= 10_000_000 and 1 <= out <= 10_000_000):
         raise typer.BadParameter(f"prompt and max tokens must be from 1 to 10,000,000 in {text!r}")
     mods = tuple(parts[3].split("+")) if len(parts) == 4 else ("text",)

@@ -12,7 +12,6 @@ with extra fields the fit ignores (granted SM counts, NVML samples, the ladder b
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +54,9 @@ def ladder_from_sweep(
 def calibrate(path: Path) -> dict[str, Any]:
     """The calibration document for a GPU-check file: perf's co-location fit (loadable by
     ``omniplane.perf.colocation_fit.load_fit``) plus the ladder and provenance."""
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not JSON: {exc}") from None
+    from omniplane.perf.colocation_fit import read_sweep_json
+
+    data = read_sweep_json(path)
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object (a GPU check / sweep file)")
     sweep = parse_sweep(data, str(path))

@@ -68,6 +68,10 @@ def fetch_info(url: str, timeout_s: float = 10.0, api_key: str | None = None) ->
                          headers=auth_headers(api_key))
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         raise InputError(f"{url}: nothing answers there ({exc}); is the server running?") from None
+    except httpx.TimeoutException:
+        raise InputError(f"{url}: the server took the connection but sent no answer to "
+                         f"/v1/omniplane/info within {timeout_s:g} s; is it an omniplane ingress or "
+                         "an OpenAI-compatible server, and is it overloaded?") from None
     except httpx.HTTPError:
         return {}
     if resp.status_code == 401:
@@ -76,7 +80,12 @@ def fetch_info(url: str, timeout_s: float = 10.0, api_key: str | None = None) ->
                          f"(--api-key or OMNIPLANE_API_KEY){given}")
     if resp.status_code != 200:
         return {}
-    data = resp.json()
+    try:
+        data = resp.json()
+    except ValueError:  # the body is not echoed: it may be anything
+        kind = resp.headers.get("content-type", "no content type")
+        raise InputError(f"{url}: /v1/omniplane/info answered with {len(resp.content):,} bytes that "
+                         f"are not JSON ({kind!r}); is this an omniplane ingress?") from None
     return data if isinstance(data, dict) else {}
 
 

@@ -40,7 +40,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -106,6 +106,25 @@ def _bad(file: str, where: str, msg: str) -> ValueError:
     return ValueError(f"{file}: {where}: {msg}")
 
 
+def _finite(v: Any) -> TypeGuard[int | float]:
+    """A real number (not a boolean), finite: NaN and infinities are not measurements."""
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def read_sweep_json(path: Path) -> Any:
+    """A sweep / GPU-check JSON file read through the shared input opener (a regular file under
+    the JSON size limit; NaN, Infinity and over-long integers refused, naming the file)."""
+    from omniplane.inputs import MAX_JSON_BYTES, json_loads, read_input_text
+
+    text = read_input_text(path, "sweep JSON file", MAX_JSON_BYTES)
+    try:
+        return json_loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
+    except ValueError as exc:
+        raise ValueError(f"{path}: not valid JSON here: {exc}") from None
+
+
 def _work(name: str, spec: Any, gpu: GPUKind, cal: Calibration, file: str) -> Work:
     where = f"works.{name}"
     if not isinstance(spec, dict):
@@ -149,13 +168,13 @@ def parse_sweep(data: dict[str, Any], file: str = "<sweep>", calibration: Calibr
         if p.get("kernel") not in works:
             raise _bad(file, f"{where}.kernel", f"expected one of {sorted(works)}, found {p.get('kernel')!r}")
         sms = p.get("sms")
-        if not isinstance(sms, int | float) or not 0 < sms <= gpu.sms:
+        if not _finite(sms) or not 0 < sms <= gpu.sms:
             raise _bad(file, f"{where}.sms", f"expected a number in (0, {gpu.sms}], found {sms!r}")
         t, u = p.get("time_ms"), p.get("bw_util")
         if t is None and u is None:
             raise _bad(file, where, "needs time_ms or bw_util")
         for key, v in (("time_ms", t), ("bw_util", u)):
-            if v is not None and (not isinstance(v, int | float) or v <= 0):
+            if v is not None and (not _finite(v) or v <= 0):
                 raise _bad(file, f"{where}.{key}", f"expected a number > 0, found {v!r}")
         points.append(SweepPoint(float(sms), str(p["kernel"]), bool(p.get("corun", False)),
                                  None if t is None else float(t), None if u is None else float(u),
@@ -167,7 +186,7 @@ def parse_sweep(data: dict[str, Any], file: str = "<sweep>", calibration: Calibr
     if bw is not None and demand is not None:
         raise _bad(file, "corun_demand", "give corun_bw_gbs or corun_demand, not both")
     for key, v in (("corun_bw_gbs", bw), ("corun_demand", demand)):
-        if v is not None and (not isinstance(v, int | float) or v < 0):
+        if v is not None and (not _finite(v) or v < 0):
             raise _bad(file, key, f"expected a number >= 0, found {v!r}")
     corun = None
     if bw is not None:
@@ -185,14 +204,14 @@ def parse_sweep(data: dict[str, Any], file: str = "<sweep>", calibration: Calibr
         if bad:
             raise _bad(file, "queueing.kernels", f"unknown kernel(s) {bad}; expected some of {sorted(works)}")
         ref = q.get("reference_sms")
-        if not isinstance(ref, int | float) or not 0 < ref <= gpu.sms:
+        if not _finite(ref) or not 0 < ref <= gpu.sms:
             raise _bad(file, "queueing.reference_sms", f"expected a number in (0, {gpu.sms}], found {ref!r}")
     return Sweep(gpu, works, tuple(points), corun, str(data.get("source", "")), file, kernels,
                  None if ref is None else float(ref))
 
 
 def load_sweep(path: Path, calibration: Calibration | None = None) -> Sweep:
-    return parse_sweep(json.loads(path.read_text()), str(path), calibration)
+    return parse_sweep(read_sweep_json(path), str(path), calibration)
 
 
 def _x1(sweep: Sweep) -> float:

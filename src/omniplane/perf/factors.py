@@ -16,6 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from omniplane.inputs import MAX_JSON_BYTES, json_loads, quote, read_input_text
 from omniplane.perf.runtime import ROOFLINE, Runtime
 from omniplane.spec import GPUKind
 
@@ -164,11 +165,20 @@ class Calibration:
             if not isinstance(d, Mapping) or "factors" not in d or "source" not in d:
                 raise ValueError(f"{file}: {where}: expected an object with 'factors' and 'source'")
             f = d["factors"]
+            if not isinstance(f, Mapping):
+                raise ValueError(f"{file}: {where}.factors: expected an object")
             missing = [k for k in FACTOR_FIELDS if k not in f]
             if missing:
                 raise ValueError(f"{file}: {where}.factors: missing {missing}")
+            values: dict[str, float] = {}
+            for k in FACTOR_FIELDS:
+                v = f[k]
+                if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                    raise ValueError(f"{file}: {where}.factors.{k}: expected a finite number, got "
+                                     f"{quote(v)}")
+                values[k] = float(v)
             try:
-                eff = Efficiency(**{k: float(f[k]) for k in FACTOR_FIELDS})
+                eff = Efficiency(**values)
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"{file}: {where}.factors: {exc}") from None
             err = d.get("fit_median_abs_err")
@@ -176,7 +186,7 @@ class Calibration:
                                float(err) if err is not None else None,
                                {str(a): str(b) for a, b in dict(d.get("factor_sources", {})).items()})
 
-        if data.get("kind") != "omniplane-perf-calibration":
+        if not isinstance(data, Mapping) or data.get("kind") != "omniplane-perf-calibration":
             raise ValueError(f"{file}: kind: expected 'omniplane-perf-calibration'")
         kinds = {n: one(n, d, f"kinds.{n}") for n, d in dict(data.get("kinds", {})).items()}
         runtimes = {str(n): Runtime.from_json(str(n), d, file)
@@ -201,8 +211,11 @@ def default_calibration_path() -> Path:
 def load_calibration(path: Path | None = None) -> Calibration:
     """The shipped calibration, or one written by ``omniplane perf fit --out``."""
     p = path or default_calibration_path()
+    text = read_input_text(p, "calibration file", MAX_JSON_BYTES)
     try:
-        data = json.loads(p.read_text())
+        data = json_loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{p}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    except ValueError as exc:  # NaN, Infinity, an over-long integer
+        raise ValueError(f"{p}: invalid JSON here: {exc}") from None
     return Calibration.from_json(data, str(p))

@@ -22,7 +22,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -187,13 +186,9 @@ def simulated_sm_sweep(model: ModelSpec, cost: CostModel, gpu: GPUKind, *,
 
 def sweep_from_file(path: Path, kernel: str = "decode") -> tuple[GPUKind, tuple[SweepPoint, ...]]:
     """A real fixed-SM sweep (perf sweep format): the solo (not co-running) ``kernel`` points."""
-    from omniplane.perf.colocation_fit import parse_sweep
+    from omniplane.perf.colocation_fit import parse_sweep, read_sweep_json
 
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{path}: cannot read the SM sweep: {exc}") from None
-    sweep = parse_sweep(data, str(path))
+    sweep = parse_sweep(read_sweep_json(path), str(path))
     pts = tuple(SweepPoint(int(p.sms), p.time_ms / 1e3) for p in sweep.points
                 if p.kernel == kernel and not p.corun and p.time_ms is not None)
     if len(pts) < 2:

@@ -14,7 +14,7 @@ M/M/c  Wq = C(c, a) / (c mu - lambda), a = lambda / mu, C = Erlang C probability
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -145,8 +145,10 @@ class QueueCheck:
 
 
 def check_queue(kind: QueueKind, rho: float, *, servers: int = 1, customers: int = 200_000,
-                replications: int = 10, seed: int = 0) -> QueueCheck:
-    """Independent replications (seeds ``seed .. seed+R-1``) and a Student-t 95% interval."""
+                replications: int = 10, seed: int = 0,
+                progress: Callable[[], None] | None = None) -> QueueCheck:
+    """Independent replications (seeds ``seed .. seed+R-1``) and a Student-t 95% interval;
+    ``progress`` is called after each replication."""
     if replications < 2:
         raise ValueError("need at least 2 replications for a confidence interval")
     waits, events, wall = [], 0, 0.0
@@ -155,6 +157,8 @@ def check_queue(kind: QueueKind, rho: float, *, servers: int = 1, customers: int
         waits.append(w)
         events += ev
         wall += t
+        if progress is not None:
+            progress()
     arr = np.asarray(waits)
     half = float(stats.t.ppf(0.975, replications - 1) * arr.std(ddof=1) / np.sqrt(replications))
     c = servers if kind == "mmc" else 1

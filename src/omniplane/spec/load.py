@@ -29,7 +29,7 @@ from omniplane.spec.errors import Loc, SpecError, SpecFieldError, SpecIssue
 from omniplane.spec.gpu import GPUCatalog, GPUKind
 from omniplane.spec.layout import VllmOmniLayout
 from omniplane.spec.model import ModelSpec
-from omniplane.spec.plan import PlanSpec
+from omniplane.spec.plan import COLLECT, PlanSpec
 from omniplane.spec.workload import TraceArrivals, WorkloadSpec
 from omniplane.spec.yamlio import Positions, dump_yaml, read_yaml
 
@@ -337,9 +337,36 @@ def resolve_workload(
 
 def load_plan(path: str | Path, gpus: GPUCatalog | None = None) -> ResolvedPlan:
     path = Path(path)
-    spec, positions = _load(PlanSpec, path)
+    try:
+        spec, positions = _load(PlanSpec, path)
+    except SpecError as exc:
+        raise _every_plan_issue(path, exc, gpus) from None
     model = _model_ref(spec.model, path, positions, str(path))
     return resolve_plan(spec, model, gpus or load_gpus(), path, positions)
+
+
+def _every_plan_issue(path: Path, first: SpecError, gpus: GPUCatalog | None) -> SpecError:
+    """A plan whose own checks failed (route sums, unknown nodes, the budget) is checked against
+    its model too, so a hand-edited plan gets every problem at once; ``first`` when its fields
+    themselves are invalid (nothing more can be checked then)."""
+    data, positions = read_yaml(path)
+    own: list[tuple[Loc, str]] = []
+    try:
+        spec = PlanSpec.model_validate(data, context={COLLECT: own})
+    except (ValidationError, SpecFieldError, TypeError, ValueError):
+        return first
+    if not own:
+        return first
+    issues = [SpecIssue(tuple(loc), msg) for loc, msg in own]
+    try:
+        model = _model_ref(spec.model, path, positions, str(path))
+        issues += check_plan(spec, model, gpus or load_gpus())
+    except SpecError as exc:
+        issues += exc.issues
+    except (KeyError, ValueError, TypeError):  # a check that needs the plan's own issues fixed
+        pass
+    placed = [_place(i, data, positions) for i in issues]
+    return SpecError(str(path), sorted(placed, key=lambda i: (i.line or 0, i.column or 0)))
 
 
 def resolve_plan(

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, model_validator
 
 from omniplane.spec.base import (
     Document,
@@ -133,6 +133,9 @@ class Prediction(SpecModel):
         return self
 
 
+COLLECT = "plan_issues"  # validation context key: collect the plan's own issues instead of raising
+
+
 class PlanSpec(Document):
     """``kind: plan``. See the module docstring for the format."""
 
@@ -175,7 +178,7 @@ class PlanSpec(Document):
         return {**data, "meta": meta}
 
     @model_validator(mode="after")
-    def _local(self) -> PlanSpec:
+    def _local(self, info: ValidationInfo) -> PlanSpec:
         issues: list[tuple[Loc, str]] = []
         names: dict[str, int] = {}
         for i, node in enumerate(self.nodes):
@@ -206,7 +209,10 @@ class PlanSpec(Document):
                 (("nodes",), f"plan uses {self.total_gpus} GPUs but the budget (gpus) is {self.gpus}")
             )
         if issues:
-            raise SpecFieldError(issues)
+            bucket = (info.context or {}).get(COLLECT)
+            if not isinstance(bucket, list):
+                raise SpecFieldError(issues)
+            bucket.extend(issues)  # load_plan: these and the checks against the model, all at once
         return self
 
     @property

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from omniplane.inputs import MAX_JSON_INT_DIGITS, InputFileError, json_loads, read_input_text
 from omniplane.spec.errors import Loc, SpecError, SpecIssue
 
 Positions = dict[Loc, tuple[int, int]]
@@ -128,6 +129,12 @@ def _walk(node: yaml.Node, loc: Loc, pos: Positions, issues: list[SpecIssue]) ->
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             _walk(item, (*loc, i), pos, issues)
+    elif node.tag == "tag:yaml.org,2002:int":
+        digits = sum(c.isdigit() for c in str(node.value))
+        if digits > MAX_JSON_INT_DIGITS:  # before int() meets Python's digit limit
+            issues.append(SpecIssue(loc, f"a whole number of {digits:,} digits; at most "
+                                         f"{MAX_JSON_INT_DIGITS} are taken (every count or size is "
+                                         "far smaller)", *pos[loc]))
 
 
 def _where(mark: Any) -> tuple[int | None, int | None]:
@@ -140,7 +147,13 @@ def parse_yaml(text: str, file: str | None) -> tuple[Any, Positions]:
     Raises :class:`SpecError` for invalid YAML (with line and column), duplicate keys and
     documents over the limits of this module.
     """
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)
+    except yaml.reader.ReaderError as exc:  # a control character: its place, escaped, not the text
+        before = text[: exc.position]
+        line, col = before.count("\n") + 1, exc.position - (before.rfind("\n") + 1) + 1
+        raise SpecError(file, [SpecIssue((), f"invalid YAML: the control character {chr(exc.character)!r} "
+                                             "is not allowed in YAML", line, col)]) from None
     try:
         node = loader.get_single_node()
         if node is not None:
@@ -174,21 +187,13 @@ def parse_yaml(text: str, file: str | None) -> tuple[Any, Positions]:
 
 
 def read_text(path: Path, what: str = "spec file", limit: int = MAX_SPEC_BYTES) -> str:
-    """The UTF-8 text of a file of at most ``limit`` bytes; :class:`SpecError` naming the file
-    when it is missing, a folder, unreadable, too large or not UTF-8."""
+    """The UTF-8 text of a regular file of at most ``limit`` bytes, read through the shared
+    input opener (:mod:`omniplane.inputs`); :class:`SpecError` naming the file when it is
+    missing, a folder, a FIFO or device, unreadable, too large or not UTF-8."""
     try:
-        if path.is_dir():
-            raise SpecError(str(path), [SpecIssue((), f"is a folder; expected a {what}")])
-        size = path.stat().st_size
-        if size > limit:
-            raise SpecError(str(path), [SpecIssue((), f"the file has {size:,} bytes; a {what} may "
-                                                      f"have at most {limit:,}")])
-        return path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise SpecError(str(path), [SpecIssue((), "file not found")]) from None
-    except UnicodeDecodeError as exc:
-        raise SpecError(str(path), [SpecIssue((), f"not UTF-8 text (byte {exc.start}); expected a "
-                                                  f"{what}")]) from None
+        return read_input_text(path, what, limit)
+    except InputFileError as exc:
+        raise SpecError(exc.path, [SpecIssue((), exc.reason)]) from None
     except OSError as exc:
         raise SpecError(str(path), [SpecIssue((), f"cannot read the file: {exc.strerror}")]) from None
 
@@ -209,11 +214,8 @@ def parse_json(text: str, file: str | None) -> Any:
     """JSON text; :class:`SpecError` with line and column when invalid or nested too deeply.
     ``NaN`` and ``Infinity`` (not JSON) are refused."""
 
-    def constant(name: str) -> Any:
-        raise ValueError(f"{name} is not a JSON number")
-
     try:
-        return json.loads(text, parse_constant=constant)
+        return json_loads(text)
     except json.JSONDecodeError as exc:
         raise SpecError(file, [SpecIssue((), f"invalid JSON: {exc.msg}", exc.lineno, exc.colno)]) from None
     except ValueError as exc:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from omniplane.inputs import MAX_TRACE_BYTES, json_loads, open_input, quote
 from omniplane.workload.trace import MAX_ARRIVAL_S, MAX_VALUE, Trace, TraceError, TraceIssue, check_number
 
 AZURE_COLUMNS = {"TIMESTAMP": None, "ContextTokens": "prompt_tokens", "GeneratedTokens": "output_tokens"}
@@ -90,12 +91,14 @@ def _number(text: Any, column: str, *, time: bool = False) -> float:
 
 def _csv_rows(path: Path, required: list[str], rows: _Rows) -> Iterator[tuple[int, dict[str, str]]]:
     """(line, row) for each data row; a missing required column ends the file with an issue."""
-    with path.open(newline="", encoding="utf-8") as f:
+    with open_input(path, "trace file", MAX_TRACE_BYTES, newline="") as f:
         reader = csv.DictReader(f)
         header = reader.fieldnames or []
         missing = [c for c in required if c not in header]
-        if missing:
-            rows.issue(1, ", ".join(missing), f"missing column(s) {missing}; the header has {header}")
+        if missing:  # the header is not echoed: the file may be anything (/etc/passwd)
+            rows.issue(1, ", ".join(missing), f"missing column(s) {', '.join(map(repr, missing))}: the "
+                                              f"first line is the header and has {len(header)} "
+                                              "column(s), none of them named so")
             return
         for row in reader:
             line = reader.line_num
@@ -116,7 +119,13 @@ def load_azure(path: Path) -> Trace:
         try:
             ts = datetime.fromisoformat(row["TIMESTAMP"].strip())
         except ValueError:
-            rows.issue(line, "TIMESTAMP", f"not a timestamp: {row['TIMESTAMP']!r}")
+            rows.issue(line, "TIMESTAMP", f"not a timestamp: {quote(row['TIMESTAMP'])}")
+            continue
+        if first is not None and (ts.tzinfo is None) != (first.tzinfo is None):
+            rows.issue(line, "TIMESTAMP", f"{quote(row['TIMESTAMP'].strip())} "
+                                          f"{'has no' if ts.tzinfo is None else 'has a'} timezone, the "
+                                          f"first row's {'has one' if first.tzinfo else 'has none'}; "
+                                          "give every timestamp a timezone or none")
             continue
         fields: dict[str, float] = {}
         for col, name in AZURE_COLUMNS.items():
@@ -134,17 +143,21 @@ def load_azure(path: Path) -> Trace:
 
 
 def _json_lines(path: Path, rows: _Rows) -> Iterator[tuple[int, dict[str, Any]]]:
-    with path.open(encoding="utf-8") as f:
+    with open_input(path, "trace file", MAX_TRACE_BYTES) as f:
         for line, text in enumerate(f, start=1):
             if not text.strip():
                 continue
             try:
-                obj = json.loads(text)
+                obj = json_loads(text)
             except json.JSONDecodeError as exc:
-                rows.issue(line, None, f"not valid JSON ({exc.msg} at column {exc.colno})")
+                msg = exc.msg.removesuffix(" at")
+                rows.issue(line, None, f"not valid JSON ({msg} at column {exc.colno})")
                 continue
             except RecursionError:
                 rows.issue(line, None, "not valid JSON (nested too deeply)")
+                continue
+            except ValueError as exc:  # an integer over the digit limit, NaN, Infinity
+                rows.issue(line, None, f"not valid JSON here: {exc}")
                 continue
             if not isinstance(obj, dict):
                 rows.issue(line, None, f"expected a JSON object, got {type(obj).__name__}")
@@ -224,7 +237,7 @@ def load_user_jsonl(path: Path) -> Trace:
                     bad = True
             elif key == USER_TIME or isinstance(value, bool):
                 what = "a number" if key == USER_TIME else "a number, a string or a list (not a boolean)"
-                rows.issue(line, key, f"expected {what}, got {json.dumps(value)}")
+                rows.issue(line, key, f"expected {what}, got {quote(value)}")
                 bad = True
             else:
                 meta[key] = tuple(value) if isinstance(value, list) else value

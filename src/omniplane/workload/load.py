@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 import numpy as np
 
 from omniplane.errors import InputError, unknown_name
+from omniplane.inputs import MAX_TRACE_BYTES, json_loads, open_input
 from omniplane.spec.catalog import find_trace
 from omniplane.workload.formats import load_azure, load_mooncake, load_user_csv, load_user_jsonl
 from omniplane.workload.servegen import load_servegen
@@ -35,7 +35,7 @@ def infer_format(path: Path) -> str:
     if path.is_dir():
         return "servegen"
     try:
-        with path.open(encoding="utf-8") as f:
+        with open_input(path, "trace file", MAX_TRACE_BYTES) as f:
             first = f.readline(1 << 16).strip()
     except UnicodeDecodeError as exc:
         raise TraceError(str(path), [TraceIssue(1, None, f"not UTF-8 text (byte {exc.start})")]) from None
@@ -43,8 +43,8 @@ def infer_format(path: Path) -> str:
         return "azure" if first.startswith("TIMESTAMP") else "csv"
     if path.suffix in (".jsonl", ".json"):
         try:
-            obj = json.loads(first) if first else {}
-        except (json.JSONDecodeError, RecursionError):
+            obj = json_loads(first) if first else {}
+        except (ValueError, RecursionError):  # the loader reports the line
             obj = {}
         return "mooncake" if isinstance(obj, dict) and "input_length" in obj else "jsonl"
     raise InputError(f"{path}: cannot tell the format of this trace from its name; say it (one of "

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from omniplane.inputs import MAX_TRACE_BYTES, json_loads, open_input
 from omniplane.spec.work import ResolvedWork
 from omniplane.workload.trace import MAX_ARRIVAL_S, TraceError, TraceIssue, check_number
 
@@ -61,12 +62,12 @@ def load_requests(path: str | Path) -> list[Request]:
     out: list[Request] = []
     issues: list[TraceIssue] = []
     last = -math.inf
-    with path.open(encoding="utf-8") as f:
+    with open_input(path, "request file", MAX_TRACE_BYTES) as f:
         for lineno, text in enumerate(f, start=1):
             if not text.strip():
                 continue
             try:
-                req = _parse_request(json.loads(text))
+                req = _parse_request(json_loads(text))
             except RecursionError:
                 issues.append(TraceIssue(lineno, None, "not valid JSON (nested too deeply)"))
                 continue
@@ -95,7 +96,7 @@ class RequestFileError(TraceError):
 
 def _reason(exc: Exception) -> str:
     if isinstance(exc, json.JSONDecodeError):
-        return f"not valid JSON ({exc.msg} at column {exc.colno})"
+        return f"not valid JSON ({exc.msg.removesuffix(' at')} at column {exc.colno})"
     if isinstance(exc, KeyError):
         return f"missing key {exc.args[0]!r} (expected id, arrival, type, work)"
     return str(exc)

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from omniplane.errors import InputError
+from omniplane.inputs import quote
 from omniplane.spec.base import MAX_SECONDS
 from omniplane.spec.dist import MAX_WORK
 
@@ -23,17 +24,17 @@ def check_number(value: Any, *, hi: float = MAX_VALUE, text: bool = False) -> fl
     ValueError saying what was expected otherwise. Booleans are not numbers."""
     if isinstance(value, bool) or not isinstance(value, int | float | str) or (
             isinstance(value, str) and not text):
-        raise ValueError(f"expected a number, got {value!r}")
+        raise ValueError(f"expected a number, got {quote(value)}")
     try:
         x = float(value)
     except (ValueError, OverflowError):
-        raise ValueError(f"expected a number, got {value!r}") from None
+        raise ValueError(f"expected a number, got {quote(value)}") from None
     if not math.isfinite(x):
-        raise ValueError(f"expected a finite number, got {value!r}")
+        raise ValueError(f"expected a finite number, got {quote(value)}")
     if x < 0:
-        raise ValueError(f"negative value {value!r} (expected a number in [0, {hi:g}])")
+        raise ValueError(f"negative value {quote(value)} (expected a number in [0, {hi:g}])")
     if x > hi:
-        raise ValueError(f"expected a number in [0, {hi:g}], got {value!r}")
+        raise ValueError(f"expected a number in [0, {hi:g}], got {quote(value)}")
     return x
 
 

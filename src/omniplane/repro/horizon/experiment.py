@@ -350,10 +350,13 @@ def run_sweep(spec: SweepSpec, *, jobs: int = 1, progress: Any = None,
         for t in tasks:
             finished(t, _run_point(t))
     else:
-        from concurrent.futures import ProcessPoolExecutor
+        from contextlib import closing
 
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            for t, r in zip(tasks, pool.map(_run_point, tasks), strict=True):
+        from omniplane.parallel import map_processes
+
+        # workers terminated at once on Ctrl-C / SIGTERM or an error (a plain pool waits for all)
+        with closing(map_processes(_run_point, tasks, jobs)) as results:
+            for t, r in results:
                 finished(t, r)
     return [done[(p, x)] if (p, x) in done else fresh[(p, x)] for p in spec.policies for x in spec.xs]
 
