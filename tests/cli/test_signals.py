@@ -111,7 +111,7 @@ def test_a_stopped_command_leaves_no_staging(tmp_path: Path, sig: int) -> None:
 
 def test_the_sweep_terminates_its_pool(monkeypatch: pytest.MonkeyPatch) -> None:
     """``experiment horizon``'s sweep runs its points through :func:`map_processes`."""
-    from omniplane.sched import experiment as ex
+    from omniplane.repro.horizon import experiment as ex
 
     used: list[int] = []
 

@@ -70,7 +70,7 @@ def test_inline_slo_table_and_errors_name_the_field(tmp_path: Path) -> None:
         load_slo_table(bad)
     with pytest.raises(SpecError, match=r"OMNIPLANE_SLO_TEXT.*expected seconds"):
         load_settings({}, {"OMNIPLANE_SLO_TEXT": "fast"})
-    with pytest.raises(SpecError, match=r"missing\.yaml.*file not found"):
+    with pytest.raises(SpecError, match=r"missing\.yaml.*no such file"):
         load_settings({}, {"OMNIPLANE_SLO_TABLE": str(tmp_path / "missing.yaml")})
 
 

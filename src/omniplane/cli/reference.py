@@ -94,17 +94,13 @@ def _section(path: list[str], cmd: Any) -> str:
     params = [p for p in cmd.params if not getattr(p, "hidden", False)
               and p.name not in {"help", "install_completion", "show_completion"}]
     if params:
-        out += ["| argument / option | accepts | default | help |", "|---|---|---|---|"]
+        out += ["| option | accepts | default | help |", "|---|---|---|---|"]
         for p in params:
             help_text = getattr(p, "help", None) or ""
             for full, short in LEGEND.items():
                 help_text = help_text.replace(f"[{full}]", f"[*{short}*]")
             out.append(f"| {_names(p)} | {_kind(p)} | {_cell(_default(p))} | {_cell(help_text)} |")
         out.append("")
-    if isinstance(cmd, TyperGroup):
-        subs = [n for n in sorted(cmd.commands) if not cmd.commands[n].hidden]
-        if subs:
-            out += ["Commands: " + ", ".join(f"`{' '.join([*path, n])}`" for n in subs), ""]
     return "\n".join(out)
 
 
