@@ -21,7 +21,7 @@ from rich.table import Table
 
 from omniplane.cli import options as opt
 from omniplane.cli.errors import fail
-from omniplane.cli.files import Outputs
+from omniplane.cli.files import Outputs, write_json
 from omniplane.cli.output import console, notice, print_json, print_table
 from omniplane.cli.slo import SloOpt, legacy_solo_policy, slo_choice
 from omniplane.deploy.auth import API_KEY_ENV, MAX_BODY_BYTES, MAX_PROMPT_TOKENS, Guard, is_loopback
@@ -459,9 +459,7 @@ def rehearse(
     except ValueError as exc:
         fail(str(exc))
     if out is not None:
-        with Outputs() as files:
-            files.json(out, result)
-            files.commit()
+        write_json(out, result)
     if json_out:
         print_json(result)
         return
