@@ -27,21 +27,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from _live import FIXTURE_DATA  # first: skips without vLLM, puts src/ on the path
+from _live import alternating, fixture_llm, fixture_server  # first: skips without vLLM, puts src/ on the path
 
 from omniplane.fidelity.calibrate import ProbePlan, capacity_spec
 from omniplane.fidelity.engine import read_engine_config
-from omniplane.fidelity.server import ServerSpec, VllmServer
-from omniplane.fixture import ensure_model_dir
+from omniplane.fidelity.server import VllmServer
 from omniplane.loadgen.affinity import cpu_split, separate
 from omniplane.perf.profiler import ProfileRun, run_profile
-from omniplane.spec import load_workload
 from omniplane.workload import generate
 
 
@@ -51,15 +48,11 @@ def main() -> None:
     ap.add_argument("--window", type=float, default=20.0)
     ap.add_argument("--out", type=Path, default=Path("out/fidelity-capacity.json"))
     a = ap.parse_args()
-    wl = load_workload(FIXTURE_DATA / "tiny-qwen2-fidelity.yaml")
-    model = wl.model
-    comp = next(c.name for c in model.components if c.is_llm)
+    wl, model, comp = fixture_llm()
     sizes = [(int(r.work[comp]["prompt_tokens"]), int(r.work[comp]["output_tokens"]))
              for r in generate(wl, n=256, seed=1)]
-    spec = ServerSpec(str(ensure_model_dir()), served_name=model.name, python=sys.executable,
-                      log=a.out.parent / "fidelity-capacity-vllm.log")
-    pair = ("worker", "client")
-    order = [m for r in range(a.rounds) for m in (pair if r % 2 == 0 else pair[::-1])]
+    spec = fixture_server(model.name, a.out.parent / "fidelity-capacity-vllm.log")
+    order = alternating(("worker", "client"), a.rounds)
     runs: list[dict[str, Any]] = []
     with VllmServer(spec) as server:
         engine = read_engine_config(server.url, {})

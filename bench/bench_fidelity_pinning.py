@@ -26,21 +26,18 @@ import contextlib
 import json
 import os
 import statistics
-import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from _live import FIXTURE_DATA  # first: skips without vLLM, puts src/ on the path
+from _live import alternating, fixture_llm, fixture_server  # first: skips without vLLM, puts src/ on the path
 
 from omniplane.fidelity.compare import measured_timings, summarize
-from omniplane.fidelity.server import ServerSpec, VllmServer
-from omniplane.fixture import ensure_model_dir
+from omniplane.fidelity.server import VllmServer
 from omniplane.loadgen.affinity import Pinning, separate
 from omniplane.loadgen.client import LoadOptions, replay
 from omniplane.loadgen.metrics import send_lateness
-from omniplane.spec import load_workload
 from omniplane.workload import generate
 
 
@@ -64,15 +61,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", type=Path, default=Path("out/fidelity-pinning.json"))
     a = ap.parse_args()
-    wl = load_workload(FIXTURE_DATA / "tiny-qwen2-fidelity.yaml")
-    model = wl.model
-    comp = next(c.name for c in model.components if c.is_llm)
+    wl, model, comp = fixture_llm()
     requests = generate(wl, duration_s=a.duration, rate=a.rate, seed=0)
     warm = generate(wl, duration_s=5.0, rate=a.rate, seed=1)
-    spec = ServerSpec(str(ensure_model_dir()), served_name=model.name, python=sys.executable,
-                      log=a.out.parent / "fidelity-pinning-vllm.log")
-    pair = ("pinned", "unpinned")
-    order = [m for r in range(a.rounds) for m in (pair if r % 2 == 0 else pair[::-1])]
+    spec = fixture_server(model.name, a.out.parent / "fidelity-pinning-vllm.log")
+    order = alternating(("pinned", "unpinned"), a.rounds)
     runs: list[dict[str, Any]] = []
     with VllmServer(spec) as server:
         load = LoadOptions(server.url, api="completions", model=model.name, component=comp,

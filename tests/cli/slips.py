@@ -13,6 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from omniplane.cli.app import app
+from omniplane.cli.files import STAGING_PREFIX
 from omniplane.spec import catalog_gpus_path
 from omniplane.spec.catalog import catalog_dir
 from tests.spec.builders import tiny_model, tiny_plan, tiny_workload
@@ -147,6 +148,11 @@ def snapshot(root: Path) -> dict[str, str]:
     return out
 
 
+def staging(root: Path) -> list[Path]:
+    """Staging files or folders left anywhere under ``root`` (none once a command has ended)."""
+    return list(root.rglob(f"{STAGING_PREFIX}*"))
+
+
 def strict_json(text: str) -> Any:
     """json.loads that refuses NaN and Infinity (not JSON)."""
     def bad(name: str) -> Any:
@@ -156,4 +162,4 @@ def strict_json(text: str) -> Any:
 
 
 __all__ = ["CATALOG_PLAN", "EXISTING", "Outcome", "catalog_gpus_path", "invoke", "laughs", "snapshot",
-           "strict_json", "write_fixtures"]
+           "staging", "strict_json", "write_fixtures"]

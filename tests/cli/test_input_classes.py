@@ -16,16 +16,9 @@ from pathlib import Path
 import pytest
 
 from omniplane.errors import InputError
-from tests.cli.slips import invoke, write_fixtures
+from tests.cli.slips import invoke
 
 HUGE = "9" * 5000  # beyond Python's int-str digit limit (4,300)
-
-
-@pytest.fixture
-def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    write_fixtures(tmp_path)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    return tmp_path
 
 
 def refused(args: list[str], root: Path, *names: str) -> str:

@@ -12,22 +12,11 @@ from typing import Any
 import pytest
 import yaml
 
-from omniplane.cli.files import STAGING_PREFIX, Outputs
+from omniplane.cli.files import Outputs
 from omniplane.cli.output import jsonable, to_json_text
-from tests.cli.slips import EXISTING, invoke, snapshot, strict_json, write_fixtures
+from tests.cli.slips import EXISTING, invoke, snapshot, staging, strict_json
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    write_fixtures(tmp_path)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    return tmp_path
-
-
-def staging_dirs(root: Path) -> list[Path]:
-    return [p for p in root.rglob(f"{STAGING_PREFIX}*")]
 
 
 def test_outputs_are_staged_then_moved(tmp_path: Path) -> None:
@@ -40,7 +29,7 @@ def test_outputs_are_staged_then_moved(tmp_path: Path) -> None:
         written = out.commit()
     assert final.read_text() == "x: 1\n" and (tmp_path / "figs" / "f.png").read_bytes() == b"png"
     assert written == [final, tmp_path / "figs" / "f.png"]
-    assert staging_dirs(tmp_path) == []
+    assert staging(tmp_path) == []
 
 
 def test_an_error_before_commit_leaves_nothing(tmp_path: Path) -> None:
@@ -69,7 +58,7 @@ def test_sample_writes_into_missing_folders_and_replaces_with_a_notice(root: Pat
     out = invoke(["workload", "sample", "w.yaml", "--n", "5", "--out", "existing.jsonl"], root)
     assert out.code == 0 and "replaced existing existing.jsonl" in out.stderr
     assert len((root / "existing.jsonl").read_text().splitlines()) == 5
-    assert staging_dirs(root) == []
+    assert staging(root) == []
 
 
 def test_a_failure_during_the_write_leaves_nothing(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -83,7 +72,7 @@ def test_a_failure_during_the_write_leaves_nothing(root: Path, monkeypatch: pyte
     before = snapshot(root)
     out = invoke(["workload", "sample", "w.yaml", "--n", "5", "--out", "existing.jsonl"], root)
     assert out.code == 2 and "no space left on device" in out.stderr
-    assert snapshot(root) == before and staging_dirs(root) == []
+    assert snapshot(root) == before and staging(root) == []
 
 
 def test_sim_trace_into_a_missing_folder(root: Path) -> None:

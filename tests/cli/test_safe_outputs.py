@@ -17,18 +17,7 @@ import typer
 from omniplane.cli import options as opt
 from omniplane.cli.app import app
 from omniplane.cli.files import STAGING_PREFIX, Outputs
-from tests.cli.slips import EXISTING, invoke, write_fixtures
-
-
-@pytest.fixture
-def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    write_fixtures(tmp_path)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    return tmp_path
-
-
-def staging(root: Path) -> list[Path]:
-    return list(root.rglob(f"{STAGING_PREFIX}*"))
+from tests.cli.slips import EXISTING, invoke, staging
 
 
 def make_node(path: Path, kind: str) -> None:

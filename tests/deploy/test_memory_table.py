@@ -10,16 +10,8 @@ from typer.testing import CliRunner
 from omniplane.cli.app import app
 from omniplane.deploy.memory_table import plan_memory, render
 from omniplane.perf.stage_memory import Context
-from omniplane.spec import (
-    ExecutorGroup,
-    PlanNode,
-    PlanSpec,
-    ResolvedPlan,
-    Route,
-    load_gpus,
-    load_model,
-    resolve_plan,
-)
+from omniplane.spec import ExecutorGroup, PlanNode, ResolvedPlan, load_model
+from tests.deploy.plans import plan_of
 
 ENCODERS = ["audio_encoder", "image_encoder", "video_encoder"]
 CTX = {"thinker": Context(1700.0, 4000.0, 100), "talker": Context(1900.0, 4300.0, 30)}
@@ -29,17 +21,13 @@ SMALL = ["--model", "qwen3-omni", "--gpus", "2", "--gpu", "H200", "--sim-request
 
 def _plan(gpu: str) -> ResolvedPlan:
     model = load_model("qwen3-omni")
-    spec = PlanSpec(
-        model="qwen3-omni", gpu=gpu,
-        nodes=[PlanNode(name="all", components=model.topo_order,
-                        executors=[ExecutorGroup(count=1, tp=1, max_batch=32)]),
-               PlanNode(name="front", components=[*ENCODERS, "thinker"],
-                        executors=[ExecutorGroup(count=2, tp=1, max_batch=64)]),
-               PlanNode(name="back", components=["talker", "code2wav"],
-                        executors=[ExecutorGroup(count=2, tp=1, max_batch=64)])],
-        routes={t: [Route(nodes=["all"], p=1.0)] for t in model.type_names},
-    )
-    return resolve_plan(spec, model, load_gpus())
+    nodes = [PlanNode(name="all", components=model.topo_order,
+                      executors=[ExecutorGroup(count=1, tp=1, max_batch=32)]),
+             PlanNode(name="front", components=[*ENCODERS, "thinker"],
+                      executors=[ExecutorGroup(count=2, tp=1, max_batch=64)]),
+             PlanNode(name="back", components=["talker", "code2wav"],
+                      executors=[ExecutorGroup(count=2, tp=1, max_batch=64)])]
+    return plan_of("qwen3-omni", gpu, nodes, ["all"])
 
 
 def test_every_node_group_is_sized_or_says_why_not() -> None:

@@ -21,17 +21,9 @@ from omniplane.deploy.vllm_omni import (
     node_stages,
     write_stage_configs,
 )
-from omniplane.spec import (
-    ExecutorGroup,
-    PlanNode,
-    PlanSpec,
-    ResolvedPlan,
-    Route,
-    load_gpus,
-    load_model,
-    resolve_plan,
-)
+from omniplane.spec import ExecutorGroup, PlanNode, ResolvedPlan, load_model
 from omniplane.spec.load import load_layout
+from tests.deploy.plans import plan_of
 from tests.vllm.omni_loader import HF_CONFIGS
 
 
@@ -42,23 +34,9 @@ def _stage(doc: dict, sid: int) -> dict:
 
 def one_node_plan(model_name: str, tp: int = 1, policy: str | None = None) -> ResolvedPlan:
     model = load_model(model_name)
-    spec = PlanSpec(
-        model=model_name,
-        gpu="H200",
-        nodes=[
-            PlanNode(
-                name="all",
-                components=model.topo_order,
-                policy=policy,
-                executors=[
-                    ExecutorGroup(count=2, tp=1, max_batch=32),
-                    ExecutorGroup(count=1, tp=tp, max_batch=64),
-                ],
-            )
-        ],
-        routes={t: [Route(nodes=["all"], p=1.0)] for t in model.type_names},
-    )
-    return resolve_plan(spec, model, load_gpus())
+    executors = [ExecutorGroup(count=2, tp=1, max_batch=32), ExecutorGroup(count=1, tp=tp, max_batch=64)]
+    node = PlanNode(name="all", components=model.topo_order, policy=policy, executors=executors)
+    return plan_of(model_name, "H200", [node], ["all"])
 
 
 def test_each_node_gets_its_stages_with_the_plan_parallelism(catalog_plan: ResolvedPlan) -> None:
@@ -135,18 +113,12 @@ def test_configs_are_written_per_deployment(catalog_plan: ResolvedPlan, tmp_path
 def test_models_without_a_layout_and_split_stages_are_refused() -> None:
     with pytest.raises(ValueError, match="no vLLM-Omni stage layout known for model 'qwen3-vl'"):
         node_stage_config(one_node_plan("qwen3-vl"), "all")
-    model = load_model("qwen-image")
-    spec = PlanSpec(
-        model="qwen-image",
-        gpu="H200",
-        nodes=[
-            PlanNode(name="te", components=["text_encoder"], executors=[ExecutorGroup(count=1, max_batch=8)]),
-            PlanNode(name="gen", components=["dit", "vae"], executors=[ExecutorGroup(count=1, max_batch=4)]),
-        ],
-        routes={t: [Route(nodes=["te", "gen"], p=1.0)] for t in model.type_names},
-    )
+    plan = plan_of("qwen-image", "H200", [
+        PlanNode(name="te", components=["text_encoder"], executors=[ExecutorGroup(count=1, max_batch=8)]),
+        PlanNode(name="gen", components=["dit", "vae"], executors=[ExecutorGroup(count=1, max_batch=4)]),
+    ], ["te", "gen"])
     with pytest.raises(ValueError, match="vLLM-Omni runs a stage whole"):
-        node_stages(resolve_plan(spec, model, load_gpus()), "te")
+        node_stages(plan, "te")
 
 
 # ---- against the installed vLLM-Omni ------------------------------------------------------------

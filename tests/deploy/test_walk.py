@@ -15,20 +15,22 @@ WORK = {
     "code2wav": {"audio_seconds": 1.6},
 }
 
+# the audio encoder alone, the front (image encoder, thinker), the back (talker, vocoder)
+THREE_NODES = {
+    "audio_encoder": "aud",
+    "image_encoder": "front",
+    "thinker": "front",
+    "talker": "back",
+    "code2wav": "back",
+}
+
 
 def _walk(plan: ResolvedPlan, nodes: dict[str, str], transfer: float = 0.01) -> RequestWalk:
     return RequestWalk(plan.model, TypePath.of(plan.model, "tia2a"), nodes, transfer, 7, 0.0, WORK)
 
 
 def test_cross_node_releases_carry_the_transfer_delay(small_plan: ResolvedPlan) -> None:
-    nodes = {
-        "audio_encoder": "aud",
-        "image_encoder": "front",
-        "thinker": "front",
-        "talker": "back",
-        "code2wav": "back",
-    }
-    w = _walk(small_plan, nodes)
+    w = _walk(small_plan, THREE_NODES)
     assert w.entry_nodes() == ["front", "aud"] or w.entry_nodes() == ["aud", "front"]
     assert w.on_event("aud", StageEvent(FIRST, "audio_encoder", 1.0)) == []  # non-streaming edge
     assert w.on_event("aud", StageEvent(DONE, "audio_encoder", 1.0)) == [
@@ -46,13 +48,7 @@ def test_cross_node_releases_carry_the_transfer_delay(small_plan: ResolvedPlan) 
 
 
 def test_a_remote_streaming_vocoder_hears_when_its_llm_finishes(small_plan: ResolvedPlan) -> None:
-    nodes = {
-        "audio_encoder": "aud",
-        "image_encoder": "front",
-        "thinker": "front",
-        "talker": "tk",
-        "code2wav": "voc",
-    }
+    nodes = THREE_NODES | {"talker": "tk", "code2wav": "voc"}
     w = _walk(small_plan, nodes)
     assert w.on_event("tk", StageEvent(FIRST, "talker", 4.0)) == [
         Send("voc", Released("code2wav", "talker", 4.01))
@@ -63,14 +59,7 @@ def test_a_remote_streaming_vocoder_hears_when_its_llm_finishes(small_plan: Reso
 
 
 def test_a_retried_session_skips_done_components_and_keeps_releases(small_plan: ResolvedPlan) -> None:
-    nodes = {
-        "audio_encoder": "aud",
-        "image_encoder": "front",
-        "thinker": "front",
-        "talker": "back",
-        "code2wav": "back",
-    }
-    w = _walk(small_plan, nodes)
+    w = _walk(small_plan, THREE_NODES)
     w.on_event("aud", StageEvent(DONE, "audio_encoder", 1.0))
     w.on_event("front", StageEvent(DONE, "image_encoder", 1.5))
     order = w.order_for("front", "tia2a")

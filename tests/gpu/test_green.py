@@ -111,6 +111,10 @@ def test_cuda_streams_build_one_stream_per_level_with_complementary_partitions()
         and shared.stream(None) is None
     )
     assert shared.read_back and shared.ladder.rule.source.startswith("measured:")
+    d = down.describe()
+    assert (d["backend"], d["role"], d["applied"], d["granted"], d["read_back"]) == (
+        "cuda-bindings", "downstream", True, [100, 68, 36], True
+    ) and "caveat" not in d
 
 
 def test_cuda_streams_fall_back_to_the_documented_rule_and_refuse_without_a_gpu() -> None:
@@ -154,6 +158,9 @@ def test_torch_streams_flag_counts_they_cannot_read_back() -> None:
     )
     s = TorchStreams(LadderSpec(levels=(64,)), role="downstream", torch_module=fake)
     assert made == [64] and s.read_back is False and s.stream(0) == "s64"
+    d = s.describe()
+    assert d["backend"] == "torch" and d["granted"] == [64] and d["read_back"] is False
+    assert d["caveat"].startswith("downstream partitions may overlap")
 
 
 def test_auto_on_this_machine_is_null_with_the_reasons() -> None:

@@ -15,6 +15,22 @@ def _one(specs: dict[str, ModelSpec], model: str, rt: str, seed: int = 3) -> dic
     return sample_work(specs[model], rt, np.random.default_rng(seed), 1)[0]
 
 
+def _everywhere(spec: ModelSpec, cfg: ExecutorConfig) -> dict[str, ExecutorConfig]:
+    """The same executor config for every component."""
+    return {c.name: cfg for c in spec.components}
+
+
+Setup = tuple[ModelSpec, CostModel, ExecutorConfig, dict[str, ExecutorConfig], dict[str, dict[str, float]]]
+
+
+def _setup(specs: dict[str, ModelSpec], costs: dict[str, CostModel], gpus: GPUCatalog, model: str, gpu: str,
+           rt: str) -> Setup:
+    """``model`` with one ``gpu`` per component everywhere, and one sampled ``rt`` request."""
+    spec = specs[model]
+    cfg = ExecutorConfig(gpus.get(gpu), 1)
+    return spec, costs[model], cfg, _everywhere(spec, cfg), _one(specs, model, rt)
+
+
 def test_text_ttft_is_encoders_then_prefill(specs: dict[str, ModelSpec], costs: dict[str, CostModel],
                                             gpus: GPUCatalog) -> None:
     spec, cost = specs["qwen2.5-omni"], costs["qwen2.5-omni"]
@@ -24,7 +40,7 @@ def test_text_ttft_is_encoders_then_prefill(specs: dict[str, ModelSpec], costs: 
     expected = (enc["items"] * spec.cpu_seconds_per_item("vision_encoder")
                 + cost.encoder_time("vision_encoder", cfg, int(enc["items"]), enc["tokens"])
                 + cost.prefill_time("thinker", cfg, int(work["thinker"]["prompt_tokens"])))
-    got = request_latency(spec, cost, {c.name: cfg for c in spec.components}, "i2t", work)
+    got = request_latency(spec, cost, _everywhere(spec, cfg), "i2t", work)
     assert got == pytest.approx(expected)
 
 
@@ -43,16 +59,13 @@ def test_non_streaming_speech_waits_for_whole_outputs(specs: dict[str, ModelSpec
     expected = (llm("thinker", int(th["prompt_tokens"]), int(th["output_tokens"]))
                 + llm("talker", int(tk["prompt_tokens"]), int(tk["output_tokens"]))
                 + cost.vocoder_time("token2wav", cfg, 1, work["token2wav"]["audio_seconds"]))
-    got = request_latency(spec, cost, {c.name: cfg for c in spec.components}, "t2a", work)
+    got = request_latency(spec, cost, _everywhere(spec, cfg), "t2a", work)
     assert got == pytest.approx(expected)
 
 
 def test_streaming_speech_starts_on_the_first_token(specs: dict[str, ModelSpec], costs: dict[str, CostModel],
                                                     gpus: GPUCatalog) -> None:
-    spec, cost = specs["qwen3-omni"], costs["qwen3-omni"]
-    cfg = ExecutorConfig(gpus.get("H200"), 1)
-    cfgs = {c.name: cfg for c in spec.components}
-    work = _one(specs, "qwen3-omni", "ti2a")
+    spec, cost, cfg, cfgs, work = _setup(specs, costs, gpus, "qwen3-omni", "H200", "ti2a")
     streaming = request_latency(spec, cost, cfgs, "ti2a", work)
     text = request_latency(spec, cost, cfgs, "ti2t", {k: work[k] for k in ("image_encoder", "thinker")})
     talker_ctx = int(work["thinker"]["prompt_tokens"]) + 1
@@ -72,10 +85,7 @@ def test_streaming_speech_starts_on_the_first_token(specs: dict[str, ModelSpec],
 
 def test_transfer_delay_applies_between_executors(specs: dict[str, ModelSpec], costs: dict[str, CostModel],
                                                   gpus: GPUCatalog) -> None:
-    spec, cost = specs["qwen2.5-omni"], costs["qwen2.5-omni"]
-    cfg = ExecutorConfig(gpus.get("H100-SXM"), 1)
-    cfgs = {c.name: cfg for c in spec.components}
-    work = _one(specs, "qwen2.5-omni", "a2a")
+    spec, cost, _, cfgs, work = _setup(specs, costs, gpus, "qwen2.5-omni", "H100-SXM", "a2a")
     mono = request_latency(spec, cost, cfgs, "a2a", work)
     split = request_latency(spec, cost, cfgs, "a2a", work,
                             placement={"audio_encoder": "e", "thinker": "t", "talker": "s", "token2wav": "s"},
@@ -91,7 +101,7 @@ def test_images_are_end_to_end(specs: dict[str, ModelSpec], costs: dict[str, Cos
     expected = (cost.prefill_time("text_encoder", cfg, int(work["text_encoder"]["prompt_tokens"]))
                 + 50 * cost.dit_step_time("dit", cfg, 1, work["dit"]["tokens"])
                 + cost.vae_time("vae", cfg, 1, 512 * 512))
-    assert request_latency(spec, cost, {c.name: cfg for c in spec.components}, "t2i-512", work) == \
+    assert request_latency(spec, cost, _everywhere(spec, cfg), "t2i-512", work) == \
         pytest.approx(expected)
 
 

@@ -30,31 +30,20 @@ from omniplane.vllm.omni_scheduler import (  # noqa: E402
     OmniplaneOmniARScheduler,
     OmniplaneOmniGenerationScheduler,
 )
-from tests.vllm.harness import (  # noqa: E402
-    HORIZON_SLO_TABLE,
-    arrivals,
-    check_exception_in_schedule_loses_nothing,
-    check_fcfs_is_the_bare_scheduler,
-    check_hundreds_of_cycles,
-    check_view,
-    make_request,
-    make_scheduler,
-    run,
-    synthetic_output,
-)
+from tests.vllm import harness  # noqa: E402
 from tests.vllm.policies import POLICY_PREFIX  # noqa: E402
 
 
 def stage(cls: type, configs: dict[str, Any], policy: str, **extra: Any) -> Any:
-    return make_scheduler(cls, configs["fcfs"],
-                          {"policy": POLICY_PREFIX + policy, "sampler": "null", **extra})
+    return harness.make_scheduler(cls, configs["fcfs"],
+                                  {"policy": POLICY_PREFIX + policy, "sampler": "null", **extra})
 
 
 @pytest.mark.parametrize("cls", [OmniplaneOmniARScheduler, OmniplaneOmniARAsyncScheduler])
 def test_ar_stage_hundreds_of_cycles_finish_exactly_once(configs: dict[str, Any], cls: type) -> None:
     sched = stage(cls, configs, "HideEveryOther")
     assert isinstance(sched, OmniARScheduler)
-    check_hundreds_of_cycles(sched, seed=21)
+    harness.check_hundreds_of_cycles(sched, seed=21)
 
 
 def test_generation_stage_hundreds_of_cycles_finish_exactly_once(configs: dict[str, Any]) -> None:
@@ -62,14 +51,14 @@ def test_generation_stage_hundreds_of_cycles_finish_exactly_once(configs: dict[s
     step), one arriving per step so that the run lasts hundreds of cycles."""
     sched = stage(OmniplaneOmniGenerationScheduler, configs, "HideEveryOther", role="downstream", slot=1)
     rng = random.Random(22)
-    trace = {i: [make_request(i, rng)] for i in range(240)}
+    trace = {i: [harness.make_request(i, rng)] for i in range(240)}
     hiding = []
 
     def after(s: Any, step: int, out: Any, snap: dict[str, list[str]]) -> None:
-        check_view(s, step, out, snap)
+        harness.check_view(s, step, out, snap)
         hiding.append(bool(s.omniplane.last_hidden))
 
-    steps = run(sched, trace, after=after)
+    steps = harness.run(sched, trace, after=after)
     policy = sched.omniplane.bridge.policy
     assert steps >= 240 and not sched.has_requests()
     assert len(policy.arrivals) == 240 and policy.finishes == policy.arrivals
@@ -77,13 +66,15 @@ def test_generation_stage_hundreds_of_cycles_finish_exactly_once(configs: dict[s
 
 
 def test_fcfs_wrapper_schedules_exactly_like_bare_omni_ar(configs: dict[str, Any]) -> None:
-    bare = make_scheduler(OmniARScheduler, configs["fcfs"], None)
-    check_fcfs_is_the_bare_scheduler(bare, stage(OmniplaneOmniARScheduler, configs, "Recording"), seed=23)
+    bare = harness.make_scheduler(OmniARScheduler, configs["fcfs"], None)
+    ours = stage(OmniplaneOmniARScheduler, configs, "Recording")
+    harness.check_fcfs_is_the_bare_scheduler(bare, ours, seed=23)
 
 
 @pytest.mark.parametrize("cls", [OmniplaneOmniARScheduler, OmniplaneOmniGenerationScheduler])
 def test_exception_inside_omni_schedule_loses_nothing(configs: dict[str, Any], cls: type) -> None:
-    check_exception_in_schedule_loses_nothing(stage(cls, configs, "HideEveryOther"), seed=24, warmup=1)
+    sched = stage(cls, configs, "HideEveryOther")
+    harness.check_exception_in_schedule_loses_nothing(sched, seed=24, warmup=1)
 
 
 def test_thinker_and_code2wav_stages_coupled_through_the_control_record(
@@ -100,7 +91,7 @@ def test_thinker_and_code2wav_stages_coupled_through_the_control_record(
         OmniplaneOmniARScheduler,
         configs,
         "WatchedHorizon",
-        slo_table=HORIZON_SLO_TABLE,
+        slo_table=harness.HORIZON_SLO_TABLE,
         ladder={"s_min": 40, "s_max": 64},
         **control,
     )
@@ -109,7 +100,7 @@ def test_thinker_and_code2wav_stages_coupled_through_the_control_record(
     )
     record = ControlRecord.open("omni-pair", slots=2, directory=tmp_path, create=False)
     rng = random.Random(25)
-    trace = arrivals(90, seed=26)
+    trace = harness.arrivals(90, seed=26)
     handed: list[str] = []
     seen: list[tuple[int, int | None, int]] = []
     pending: dict[str, int] = {}
@@ -122,16 +113,16 @@ def test_thinker_and_code2wav_stages_coupled_through_the_control_record(
         state = record.read(0)
         assert state is not None
         seen.append((thinker.omniplane.bridge.policy.downstream[-1], state.sm_level, state.sm_count))
-        thinker.update_from_output(out, synthetic_output(thinker, out, rng))
+        thinker.update_from_output(out, harness.synthetic_output(thinker, out, rng))
         for rid in list(pending):
             if rid not in thinker.requests and pending[rid] != 0:  # finished a long-path request
-                code2wav.add_request(make_request(1000 + len(handed), rng, priority=pending[rid]))
+                code2wav.add_request(harness.make_request(1000 + len(handed), rng, priority=pending[rid]))
                 handed.append(rid)
             if rid not in thinker.requests:
                 del pending[rid]
         if step % 3 == 0:  # the code2wav stage steps at its own pace
             gout = code2wav.schedule()
-            code2wav.update_from_output(gout, synthetic_output(code2wav, gout, rng))
+            code2wav.update_from_output(gout, harness.synthetic_output(code2wav, gout, rng))
         step += 1
     hz, down = thinker.omniplane.bridge.policy, code2wav.omniplane.bridge.policy
     assert not thinker.has_requests() and not code2wav.has_requests()

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from omniplane.cli import options as opt
 from omniplane.cli.errors import about, fail
-from omniplane.cli.files import Outputs
+from omniplane.cli.files import write_json
 from omniplane.cli.output import console, print_json
 
 
@@ -25,9 +25,7 @@ def calibrate(
     except (ValueError, OSError, KeyError, TypeError) as exc:
         fail(f"--from {about(source, exc)}")
     if out is not None:
-        with Outputs() as files:
-            files.json(out, doc)
-            files.commit()
+        write_json(out, doc)
     if json_out:
         print_json(doc)
         return

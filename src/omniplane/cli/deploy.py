@@ -21,7 +21,7 @@ from rich.table import Table
 
 from omniplane.cli import options as opt
 from omniplane.cli.errors import fail
-from omniplane.cli.files import Outputs
+from omniplane.cli.files import Outputs, write_json
 from omniplane.cli.output import console, notice, print_json, print_table
 from omniplane.cli.slo import SloOpt, legacy_solo_policy, slo_choice
 from omniplane.deploy.auth import API_KEY_ENV, MAX_BODY_BYTES, MAX_PROMPT_TOKENS, Guard, is_loopback
@@ -55,6 +55,8 @@ SloPctOpt = Annotated[float | None, opt.percentile_opt("--slo-percentile", help=
 LEGACY = "--slo-multiplier/--slo-percentile"
 ApiOpt = Annotated[str, opt.choice_opt("--api", help="typed (/v1/omniplane/requests) or chat "
                                        "(/v1/chat/completions).", choices=APIS, what="API")]
+MaxInFlightOpt = Annotated[int, opt.int_opt(
+    "--max-in-flight", help="Requests admitted before shedding with 503.", lo=1, hi=1_000_000)]
 PortOpt = Annotated[int, opt.int_opt("--port", help="HTTP port of the Serve proxy.", lo=1, hi=65535)]
 ScaleOpt = Annotated[float, opt.float_opt("--time-scale", help="Emulated engine: wall seconds per model "
                                           "second.", lo=0.001, hi=1e4)]
@@ -97,8 +99,7 @@ def deploy(
                                       "it needs --api-key.")] = "127.0.0.1",
     port: PortOpt = 8000,
     time_scale: ScaleOpt = 1.0,
-    max_in_flight: Annotated[int, opt.int_opt(
-        "--max-in-flight", help="Requests admitted before shedding with 503.", lo=1, hi=1_000_000)] = 1024,
+    max_in_flight: MaxInFlightOpt = 1024,
     api_key: ApiKeyOpt = None,
     max_body_mb: Annotated[float, opt.float_opt(
         "--max-body-mb", help="Largest request body, MiB (larger: HTTP 413).", lo=0, hi=1024,
@@ -407,8 +408,7 @@ def rehearse(
     slo: SloOpt = None,
     slo_multiplier: SloMultOpt = None,
     slo_percentile: SloPctOpt = None,
-    max_in_flight: Annotated[int, opt.int_opt(
-        "--max-in-flight", help="Requests admitted before shedding with 503.", lo=1, hi=1_000_000)] = 1024,
+    max_in_flight: MaxInFlightOpt = 1024,
     out: Annotated[Path | None, opt.out_opt("--out", help="Also write the JSON document here.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -459,9 +459,7 @@ def rehearse(
     except ValueError as exc:
         fail(str(exc))
     if out is not None:
-        with Outputs() as files:
-            files.json(out, result)
-            files.commit()
+        write_json(out, result)
     if json_out:
         print_json(result)
         return

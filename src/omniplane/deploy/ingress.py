@@ -140,46 +140,20 @@ class IngressCore:
         """Server-sent ``chat.completion.chunk`` events, ending with ``[DONE]``."""
         rid, metric = f"chatcmpl-{run.rid:x}", self.metric[run.type]
         usage = api.usage_of(self.model, run.type, run.work)
-        async for p in run.follow():
+
+        def event(p: Any, delta: dict[str, Any], kind: str, **extra: Any) -> bytes:
             t_ms = (p.t - run.arrival) * 1e3
+            return api.sse(api.chunk(rid, self.name, run.created, delta, kind, t_ms, **extra))
+
+        async for p in run.follow():
             if p.kind == TEXT:
-                yield api.sse(
-                    api.chunk(
-                        rid,
-                        self.name,
-                        run.created,
-                        api.text_delta(usage["completion_tokens"]),
-                        TEXT,
-                        t_ms,
-                        first_response=metric is FirstResponse.TTFT,
-                    )
-                )
+                yield event(p, api.text_delta(usage["completion_tokens"]), TEXT,
+                            first_response=metric is FirstResponse.TTFT)
             elif p.kind == FIRST_RESPONSE and metric is FirstResponse.TTFO:
-                yield api.sse(
-                    api.chunk(
-                        rid,
-                        self.name,
-                        run.created,
-                        api.audio_delta(rid),
-                        FIRST_RESPONSE,
-                        t_ms,
-                        first_response=True,
-                    )
-                )
+                yield event(p, api.audio_delta(rid), FIRST_RESPONSE, first_response=True)
             elif p.kind == FINISHED:
-                yield api.sse(
-                    api.chunk(
-                        rid,
-                        self.name,
-                        run.created,
-                        {},
-                        FINISHED,
-                        t_ms,
-                        finish="stop",
-                        usage=usage,
-                        first_response=metric is FirstResponse.E2E,
-                    )
-                )
+                yield event(p, {}, FINISHED, finish="stop", usage=usage,
+                            first_response=metric is FirstResponse.E2E)
             elif p.kind == ERROR:
                 yield api.sse(
                     {"error": {"message": p.detail, "type": "server_error", "param": None, "code": 500}}

@@ -119,7 +119,37 @@ def _wrap_stream(raw: Any, device: int) -> Any:
     return torch.cuda.get_stream_from_external(int(raw), device)
 
 
-class CudaStreams:
+class _GreenStreams:
+    """What both green-context backends share: one stream per level and the description."""
+
+    backend: str
+    role: str
+    device: int
+    ladder: Ladder
+    granted: tuple[int, ...]
+    read_back: bool
+    _streams: list[Any]
+    caveat: str | None = None
+
+    def stream(self, level: int | None) -> Any:
+        return None if level is None else self._streams[level]
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "backend": self.backend,
+            "role": self.role,
+            "device": self.device,
+            "applied": True,
+            "ladder": self.ladder.to_json(),
+            "granted": list(self.granted),
+            "read_back": self.read_back,
+        }
+        if self.caveat is not None:
+            out["caveat"] = self.caveat
+        return out
+
+
+class CudaStreams(_GreenStreams):
     """Green-context ladder through the CUDA driver API (cuda-bindings)."""
 
     backend = "cuda-bindings"
@@ -201,9 +231,6 @@ class CudaStreams:
         )
         return partition_rule(int(major), int(minor))
 
-    def stream(self, level: int | None) -> Any:
-        return None if level is None else self._streams[level]
-
     def check_level(self, level: int) -> None:
         """The level's stream belongs to the level's green context (``cuStreamGetCtx`` against
         ``cuCtxFromGreenCtx``, asked from the calling thread)."""
@@ -216,23 +243,13 @@ class CudaStreams:
             raise CheckFailed(f"SM level {level} context",
                               f"its stream runs in context {got}, not the level's green context {want}")
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "backend": self.backend,
-            "role": self.role,
-            "device": self.device,
-            "applied": True,
-            "ladder": self.ladder.to_json(),
-            "granted": list(self.granted),
-            "read_back": True,
-        }
 
-
-class TorchStreams:
+class TorchStreams(_GreenStreams):
     """Green-context ladder through ``torch.cuda.green_contexts`` (see the module docstring for
     what it cannot guarantee)."""
 
     backend = "torch"
+    caveat = "downstream partitions may overlap the shared stage's SMs (no remainder in torch)"
 
     def __init__(
         self,
@@ -272,22 +289,7 @@ class TorchStreams:
         except ImportError:
             raise GpuUnavailable("torch is not installed") from None
 
-    def stream(self, level: int | None) -> Any:
-        return None if level is None else self._streams[level]
-
     def check_level(self, level: int) -> None:
         """torch exposes no stream-to-context query: the matmul probe on the level's stream (made
         current on the calling thread) is the check."""
         return None
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "backend": self.backend,
-            "role": self.role,
-            "device": self.device,
-            "applied": True,
-            "ladder": self.ladder.to_json(),
-            "granted": list(self.granted),
-            "read_back": self.read_back,
-            "caveat": "downstream partitions may overlap the shared stage's SMs (no remainder in torch)",
-        }

@@ -121,7 +121,7 @@ def request_latency(model: ModelSpec, cost: CostModel, cfgs: Mapping[str, Execut
             prompt = int(w["prompt_tokens"])
             if streaming_from is not None and model.component(streaming_from).is_llm:
                 prompt -= int(work[streaming_from]["output_tokens"]) - 1  # only the first token exists
-            first = start + _prefill(cost, name, cfg, max(prompt, 1), chunk_tokens)
+            first = start + chunked_prefill_time(cost, name, cfg, max(prompt, 1), chunk_tokens)
             done = first + _decode(cost, name, cfg, max(prompt, 1), int(w["output_tokens"]) - 1)
             times[name] = _Times(first, done)
         elif comp.generator is GeneratorKind.DIT:
@@ -139,7 +139,8 @@ def request_latency(model: ModelSpec, cost: CostModel, cfgs: Mapping[str, Execut
     return times[sink].done if rt.first_response.value == "e2e" else times[sink].first_out
 
 
-def _prefill(cost: CostModel, name: str, cfg: ExecutorConfig, tokens: int, chunk: int) -> float:
+def chunked_prefill_time(cost: CostModel, name: str, cfg: ExecutorConfig, tokens: int, chunk: int) -> float:
+    """Prefill of ``tokens`` in chunks of at most ``chunk``, each attending to the ones before."""
     total, done = 0.0, 0
     while done < tokens:
         n = min(chunk, tokens - done)

@@ -31,6 +31,7 @@ from omniplane.perf import ColocationModel, CostModel, ExecutorConfig
 from omniplane.perf.solo import (
     CHUNK_TOKENS,
     SOLO_SAMPLES,
+    chunked_prefill_time,
     default_solo_config,
     request_latency,
     solo_percentiles,
@@ -136,21 +137,12 @@ def class_profiles(model: ModelSpec, cost: CostModel, cfg: ExecutorConfig,
             encoders = sum(work[c]["items"] * model.cpu_seconds_per_item(c)
                            + cost.encoder_time(c, cfg, int(work[c]["items"]), work[c]["tokens"])
                            for c in rt.path if model.component(c).kind is ComponentKind.ENCODER)
-            shared_done = (encoders + _prefill(cost, shared, cfg, prompt)
+            shared_done = (encoders + chunked_prefill_time(cost, shared, cfg, prompt, CHUNK_TOKENS)
                            + max(0.0, decode_tokens - 1.0) * tpot)
             downstream = max(0.0, request_latency(model, cost, cfgs, t, work) - shared_done)
         path = PathClass.LONG if long else PathClass.SHORT
         out[t] = ClassProfile(t, path, slo.slo_s(t), per_token, step, tpot, decode_tokens, downstream)
     return out
-
-
-def _prefill(cost: CostModel, comp: str, cfg: ExecutorConfig, tokens: int) -> float:
-    total, done = 0.0, 0
-    while done < tokens:
-        n = min(CHUNK_TOKENS, tokens - done)
-        total += cost.prefill_time(comp, cfg, n, done)
-        done += n
-    return total
 
 
 # ---- the SM ladder -----------------------------------------------------------------------------

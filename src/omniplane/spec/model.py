@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Sequence
 from functools import cached_property
 from typing import Annotated, Literal
 
@@ -248,13 +248,9 @@ def _check_request_types(model: ModelSpec) -> list[tuple[Loc, str]]:
                  f"duplicate request type {rt.name!r} (also request_types[{seen[rt.name]}])")
             )
         seen.setdefault(rt.name, i)
-        unknown = [(j, n) for j, n in enumerate(rt.path) if n not in comps]
-        for j, n in unknown:
-            issues.append(
-                ((*base, "path", j),
-                 f"unknown component {n!r} (expected one of: {', '.join(sorted(comps))})")
-            )
+        unknown = _unknown_components(base, "path", rt.path, comps)
         if unknown:
+            issues += unknown
             continue
         issues += _check_path(model, rt, base)
         issues += _check_work(rt, comps, base)
@@ -374,6 +370,17 @@ def _is_sink(name: str, rt: RequestType, comps: dict[str, Component]) -> bool:
     return not any(e.to in rt.path for e in comps[name].edges)
 
 
+def _unknown_components(
+    base: Loc, field: str, names: Sequence[str], comps: Collection[str]
+) -> list[tuple[Loc, str]]:
+    """One issue per entry of ``names`` (the list at ``base.field``) that is not a component."""
+    return [
+        ((*base, field, j), f"unknown component {n!r} (expected one of: {', '.join(sorted(comps))})")
+        for j, n in enumerate(names)
+        if n not in comps
+    ]
+
+
 def _check_executor_types(model: ModelSpec) -> list[tuple[Loc, str]]:
     issues: list[tuple[Loc, str]] = []
     comps = set(model.by_name)
@@ -384,13 +391,9 @@ def _check_executor_types(model: ModelSpec) -> list[tuple[Loc, str]]:
         if et.name in seen_name:
             issues.append(((*base, "name"), f"duplicate executor type name {et.name!r}"))
         seen_name.setdefault(et.name, i)
-        bad = [(j, h) for j, h in enumerate(et.hosts) if h not in comps]
-        for j, h in bad:
-            issues.append(
-                ((*base, "hosts", j),
-                 f"unknown component {h!r} (expected one of: {', '.join(sorted(comps))})")
-            )
+        bad = _unknown_components(base, "hosts", et.hosts, comps)
         if bad:
+            issues += bad
             continue
         if et.host_set in seen_hosts:
             issues.append(
