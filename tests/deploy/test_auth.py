@@ -185,3 +185,105 @@ def test_deploy_beyond_loopback_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> 
     assert ok.exit_code == 0, ok.output
     summary = json.loads(ok.stdout)
     assert summary["api_key"] == "required" and KEY not in ok.stdout
+
+
+# ---- the ingress class driven as ASGI directly (no server, no Ray cluster) -----------------------
+def _asgi(plan: ResolvedPlan, receive: Any, headers: list[tuple[bytes, bytes]] | None = None,
+          **limits: Any) -> tuple[int, dict[str, Any]]:
+    pytest.importorskip("ray")
+    import asyncio
+
+    from starlette.requests import Request
+
+    from omniplane.deploy.serve_app import DeployOptions, Ingress
+
+    ingress = Ingress(plan, DeployOptions(guard=Guard(**limits), epoch=time.time()), {})
+    scope = {"type": "http", "method": "POST", "path": "/v1/omniplane/requests", "headers": headers or [],
+             "query_string": b"", "scheme": "http", "server": ("127.0.0.1", 80), "root_path": ""}
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def main() -> None:
+        response = await ingress(Request(scope, receive))
+        await response(scope, receive, send)
+
+    asyncio.run(asyncio.wait_for(main(), 10))
+    return sent[0]["status"], json.loads(sent[1]["body"]) if sent[1]["body"] else {}
+
+
+def test_asgi_413_names_the_work_field_over_its_limit(catalog_plan: ResolvedPlan) -> None:
+    work = {**TI2A, "image_encoder": {"items": 2, "tokens": 1e9}}
+    body = json.dumps({"type": "ti2a", "work": work}).encode()
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    status, out = _asgi(catalog_plan, receive)
+    assert status == 413 and out["error"]["param"] == "work.image_encoder.tokens"
+    assert "1,000,000,000 is over the limit of 65,536" in out["error"]["message"]
+    for comp, q in (("thinker", "output_tokens"), ("code2wav", "audio_seconds")):
+        body = json.dumps({"type": "ti2a", "work": {**TI2A, comp: {**TI2A[comp], q: 1e7}}}).encode()
+        status, out = _asgi(catalog_plan, receive)
+        assert status == 413 and out["error"]["param"] == f"work.{comp}.{q}"
+
+
+def test_asgi_chunked_body_refused_at_the_limit_without_reading_the_rest(catalog_plan: ResolvedPlan) -> None:
+    reads: list[int] = []
+
+    async def receive() -> dict[str, Any]:  # an endless chunked body, 1,000 bytes a message
+        reads.append(1)
+        return {"type": "http.request", "body": b" " * 1000, "more_body": True}
+
+    status, out = _asgi(catalog_plan, receive, max_body_bytes=4096)
+    assert status == 413 and out["error"]["type"] == "request_too_large"
+    assert len(reads) == 5  # 5,000 bytes: the first read past 4,096, and no more
+
+
+def test_asgi_incomplete_body_times_out_with_408(catalog_plan: ResolvedPlan) -> None:
+    import asyncio
+
+    messages = [{"type": "http.request", "body": b'{"type": ', "more_body": True}]
+
+    async def receive() -> dict[str, Any]:
+        if messages:
+            return messages.pop()
+        await asyncio.sleep(3600)  # the client stops sending
+        return {"type": "http.disconnect"}
+
+    started = time.monotonic()
+    status, out = _asgi(catalog_plan, receive, body_timeout_s=0.2)
+    assert status == 408 and out["error"]["type"] == "request_timeout"
+    assert time.monotonic() - started < 5
+
+
+def test_asgi_a_client_leaving_cancels_the_waiting_answer() -> None:
+    pytest.importorskip("ray")
+    import asyncio
+
+    from starlette.requests import Request
+
+    from omniplane.deploy.serve_app import unless_disconnected
+
+    cancelled: list[bool] = []
+    messages = [{"type": "http.disconnect"}]
+
+    async def receive() -> dict[str, Any]:
+        if messages:
+            return messages.pop()
+        await asyncio.sleep(3600)
+        return {}
+
+    async def forever() -> int:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return 1
+
+    async def main() -> int | None:
+        return await unless_disconnected(Request({"type": "http", "headers": []}, receive), forever())
+
+    assert asyncio.run(asyncio.wait_for(main(), 10)) is None and cancelled == [True]

@@ -17,10 +17,10 @@ from omniplane.spec import ResolvedPlan
 from tests.deploy.test_api import TI2A
 
 
-def _core(plan: ResolvedPlan, cost: CostModel, limit: int) -> IngressCore:
+def _core(plan: ResolvedPlan, cost: CostModel, limit: int, **kw: Any) -> IngressCore:
     clock = VirtualClock.starting_now(1.0, asyncio.get_running_loop().time)
     orch, _ = local_deployment(plan, cost, clock)
-    return IngressCore(plan.model, orch, clock, max_in_flight=limit)
+    return IngressCore(plan.model, orch, clock, max_in_flight=limit, **kw)
 
 
 def _events(raw: list[bytes]) -> list[Any]:
@@ -91,3 +91,54 @@ def test_an_engine_refusal_is_a_500_with_the_reason(small_plan: ResolvedPlan, co
 
     status, body = vtime.run(main())
     assert status == 500 and "KV capacity" in body["error"]["message"]
+
+
+LONG = {"image_encoder": {"items": 1, "tokens": 64},
+        "thinker": {"prompt_tokens": 100, "output_tokens": 60_000}}  # ~minutes of decoding
+
+
+def test_a_client_leaving_cancels_its_request_and_frees_the_slot(
+    small_plan: ResolvedPlan, cost: CostModel
+) -> None:
+    async def main() -> tuple[int, int, dict[str, int], int]:
+        core = _core(small_plan, cost, 1)
+        for stream in (False, True):  # a waiting client, then a streaming one, leave after 1 s
+            body = {"type": "ti2t", "id": f"c{stream}", "work": LONG, "stream": stream}
+            run = core.admit(api.parse_typed(small_plan.model, body))
+
+            async def follow(run: Any = run, stream: bool = stream) -> None:
+                if stream:
+                    async for _ in core.stream(run):
+                        pass
+                else:
+                    await core.complete(run)
+
+            client = asyncio.create_task(follow())
+            await asyncio.sleep(1.0)
+            busy = core.in_flight
+            client.cancel()
+            await asyncio.sleep(0.01)
+        again = core.admit(api.parse_typed(small_plan.model, {"type": "ti2t", "id": "cFalse"}))
+        status, _ = await core.complete(again)  # the id of a cancelled run runs anew
+        return busy, core.in_flight, core.counts, status
+
+    busy, in_flight, counts, status = vtime.run(main())
+    assert busy == 1 and in_flight == 0 and counts["cancelled"] == 2 and status == 200
+    assert counts["accepted"] == 3 and counts["replayed"] == 0
+
+
+def test_a_request_past_its_deadline_is_cancelled_with_a_504(
+    small_plan: ResolvedPlan, cost: CostModel
+) -> None:
+    async def main() -> tuple[tuple[int, dict[str, Any]], list[bytes], int, dict[str, int]]:
+        core = _core(small_plan, cost, 2, deadline_s=5.0)
+        body = {"type": "ti2t", "work": LONG}
+        done = await core.complete(core.admit(api.parse_typed(small_plan.model, body)))
+        chunks = [c async for c in core.stream(core.admit(api.parse_typed(small_plan.model, body)))]
+        return done, chunks, core.in_flight, core.counts
+
+    (status, body), chunks, in_flight, counts = vtime.run(main())
+    assert status == 504 and body["error"]["type"] == "timeout"
+    assert "deadline of 5 s" in body["error"]["message"]
+    assert _events(chunks)[-2]["error"]["code"] == 504 and _events(chunks)[-1] == "[DONE]"
+    assert in_flight == 0 and counts["timed_out"] == 2

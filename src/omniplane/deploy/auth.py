@@ -11,7 +11,10 @@ request before it reads the body:
 * **Limits**: a body larger than ``max_body_bytes`` is refused with HTTP 413 before it is read
   (by its ``Content-Length``, or as soon as a streamed body passes the limit), and so is a
   request whose prompt is longer than ``max_prompt_tokens`` (counted as the ingress counts it:
-  the typed API's ``prompt_tokens``, the chat API's text at 4 characters per token).
+  the typed API's ``prompt_tokens``, the chat API's text at 4 characters per token), and so is
+  any work quantity over its limit in :data:`MAX_WORK` (encoder items/tokens/seconds, output
+  tokens, audio seconds, diffusion steps/pixels): every request's work is bounded before
+  admission. A body that stops arriving for ``body_timeout_s`` is answered HTTP 408.
 
 ``omniplane deploy`` refuses to bind beyond loopback without a key (:func:`is_loopback`).
 """
@@ -21,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +32,18 @@ API_KEY_ENV = "OMNIPLANE_API_KEY"
 PUBLIC = (("GET", "/health"),)  # reachable without a key: liveness only, says nothing else
 MAX_BODY_BYTES = 8 * 2**20  # assumption: a chat request with a few inline images; vLLM sets none
 MAX_PROMPT_TOKENS = 65_536  # assumption: Qwen3-Omni's 64k context (max_position_embeddings 65536)
+BODY_TIMEOUT_S = 30.0  # assumption: wall seconds a client may pause mid-body (8 MiB at >= 2 Mbit/s)
+# Work quantities (omniplane.spec.work) a request may ask for; prompt_tokens uses max_prompt_tokens.
+MAX_WORK: dict[str, float] = {
+    "items": 64,  # assumption: media items per request (a few dozen images or clips)
+    "tokens": MAX_PROMPT_TOKENS,  # encoder/DiT tokens: encoder tokens enter the LLM's 64k context
+    "seconds": 3_600,  # assumption: an hour of input audio or video
+    "output_tokens": MAX_PROMPT_TOKENS,  # the output shares the same 64k context
+    "audio_seconds": 3_600,  # assumption: an hour of generated speech
+    "steps": 1_000,  # assumption: diffusion steps (typical schedules use 20-50)
+    "pixels": 4096 * 4096,  # assumption: a 16-megapixel image
+}
+MAX_OTHER = 1_000_000  # assumption: any other quantity a request names (none is used unbounded)
 
 
 def digest(key: str) -> str:
@@ -50,18 +65,23 @@ def is_loopback(host: str) -> bool:
 class Refused(Exception):
     """An HTTP error answer: status, OpenAI-style body, headers."""
 
-    def __init__(self, status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, status: int, kind: str, message: str, headers: dict[str, str] | None = None,
+                 param: str | None = None) -> None:
         super().__init__(message)
-        self.status, self.kind, self.headers = status, kind, headers or {}
+        self.status, self.kind, self.headers, self.param = status, kind, headers or {}, param
 
     def body(self) -> dict[str, Any]:
-        return {"error": {"message": str(self), "type": self.kind, "param": None, "code": self.status}}
+        return {"error": {"message": str(self), "type": self.kind, "param": self.param, "code": self.status}}
 
 
 def unauthorized() -> Refused:
     return Refused(401, "authentication_error",
                    "missing or wrong API key: send 'Authorization: Bearer <key>'",
                    {"WWW-Authenticate": "Bearer"})
+
+
+def body_timeout(seconds: float) -> Refused:
+    return Refused(408, "request_timeout", f"the body did not arrive: nothing for {seconds:g} s")
 
 
 def too_large(what: str, size: int, limit: int, unit: str) -> Refused:
@@ -75,15 +95,16 @@ class Guard:
     key_digests: tuple[str, ...] = ()
     max_body_bytes: int = MAX_BODY_BYTES
     max_prompt_tokens: int = MAX_PROMPT_TOKENS
+    body_timeout_s: float = BODY_TIMEOUT_S
     _raw: tuple[bytes, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.max_body_bytes < 1 or self.max_prompt_tokens < 1:
-            raise ValueError("request limits must be >= 1")
+        if self.max_body_bytes < 1 or self.max_prompt_tokens < 1 or not self.body_timeout_s > 0:
+            raise ValueError("request limits must be >= 1 and body_timeout_s > 0")
         object.__setattr__(self, "_raw", tuple(bytes.fromhex(d) for d in self.key_digests))
 
     @classmethod
-    def with_keys(cls, keys: Iterable[str], **limits: int) -> Guard:
+    def with_keys(cls, keys: Iterable[str], **limits: Any) -> Guard:
         return cls(tuple(digest(k) for k in keys if k), **limits)
 
     @property
@@ -117,3 +138,13 @@ class Guard:
     def check_prompt(self, tokens: float) -> None:
         if tokens > self.max_prompt_tokens:
             raise too_large("a prompt", int(tokens), self.max_prompt_tokens, "tokens")
+
+    def check_work(self, work: Mapping[str, Mapping[str, float]], param: str = "work") -> None:
+        """413 naming the first quantity over its limit (``work.<component>.<quantity>``)."""
+        for comp, quantities in work.items():
+            for q, v in quantities.items():
+                limit = self.max_prompt_tokens if q == "prompt_tokens" else MAX_WORK.get(q, MAX_OTHER)
+                if v > limit:
+                    raise Refused(413, "request_too_large",
+                                  f"{param}.{comp}.{q} of {v:,.0f} is over the limit of {limit:,.0f}",
+                                  param=f"{param}.{comp}.{q}")

@@ -24,6 +24,7 @@ from omniplane.spec import FirstResponse, ModelSpec
 from omniplane.spec.work import ResolvedWork
 
 KEEP_RESULTS = 4096  # assumption: finished requests remembered for idempotent replays
+REQUEST_DEADLINE_S = 600.0  # assumption: wall seconds a request may run (minutes of media at 1x)
 RETRY_AFTER_RANGE_S = (1, 60)  # Retry-After is whole seconds (RFC 9110); clamp the estimate
 
 
@@ -48,6 +49,9 @@ class _Running:
     log: list[Progress] = field(default_factory=list)
     subscribers: list[asyncio.Queue[Progress | None]] = field(default_factory=list)
     finished: bool = False
+    client_id: str | None = None
+    timed_out: bool = False
+    task: asyncio.Task[None] | None = None
 
     def publish(self, p: Progress | None) -> None:
         if p is not None:
@@ -75,8 +79,12 @@ class _Running:
 
 class IngressCore:
     def __init__(
-        self, model: ModelSpec, orch: Orchestrator, clock: VirtualClock, *, max_in_flight: int, name: str = ""
+        self, model: ModelSpec, orch: Orchestrator, clock: VirtualClock, *, max_in_flight: int,
+        name: str = "", deadline_s: float = REQUEST_DEADLINE_S,
     ) -> None:
+        if not deadline_s > 0:
+            raise ValueError(f"deadline_s must be > 0, got {deadline_s}")
+        self.deadline_s = deadline_s
         self.model = model
         self.orch = orch
         self.clock = clock
@@ -84,7 +92,7 @@ class IngressCore:
         self.name = name or model.name
         self.in_flight = 0
         self.counts = {"accepted": 0, "shed": 0, "bad_request": 0, "finished": 0, "errors": 0, "replayed": 0,
-                       "unauthorized": 0, "too_large": 0}
+                       "unauthorized": 0, "too_large": 0, "body_timeout": 0, "timed_out": 0, "cancelled": 0}
         self._by_id: OrderedDict[str, _Running] = OrderedDict()
         self._done_wall: deque[float] = deque(maxlen=64)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -99,14 +107,15 @@ class IngressCore:
         if self.in_flight >= self.max_in_flight:
             self.counts["shed"] += 1
             raise Overloaded(self.in_flight, self._retry_after())
-        run = _Running(uuid.uuid4().int >> 65, req.type, req.work, self.clock.now(), int(time.time()))
+        run = _Running(uuid.uuid4().int >> 65, req.type, req.work, self.clock.now(), int(time.time()),
+                       client_id=req.client_id)
         if req.client_id is not None:
             self._by_id[req.client_id] = run
             while len(self._by_id) > KEEP_RESULTS:
                 self._by_id.popitem(last=False)
         self.in_flight += 1
         self.counts["accepted"] += 1
-        task = asyncio.create_task(self._drive(run))
+        task = run.task = asyncio.create_task(self._drive(run))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return run
@@ -122,10 +131,21 @@ class IngressCore:
 
     async def _drive(self, run: _Running) -> None:
         try:
-            async for p in self.orch.run(run.rid, run.type, run.work, run.arrival):
-                run.publish(p)
-                if p.kind == ERROR:
-                    self.counts["errors"] += 1
+            async with asyncio.timeout(self.deadline_s):
+                async for p in self.orch.run(run.rid, run.type, run.work, run.arrival):
+                    run.publish(p)
+                    if p.kind == ERROR:
+                        self.counts["errors"] += 1
+        except TimeoutError:  # past its deadline: cancelled (its sessions released), answered 504
+            run.timed_out = True
+            self.counts["timed_out"] += 1
+            why = f"deadline of {self.deadline_s:g} s passed: cancelled"
+            run.publish(Progress(ERROR, self.clock.now(), why))
+        except asyncio.CancelledError:  # every client left (see _abandon): forget it, free the slot
+            self.counts["cancelled"] += 1
+            if run.client_id is not None and self._by_id.get(run.client_id) is run:
+                del self._by_id[run.client_id]
+            raise
         except Exception as exc:  # never leave a request without an answer
             self.counts["errors"] += 1
             run.publish(Progress(ERROR, self.clock.now(), f"internal error: {type(exc).__name__}: {exc}"))
@@ -135,8 +155,20 @@ class IngressCore:
             self._done_wall.append(time.monotonic())
             run.publish(None)
 
+    def _abandon(self, run: _Running) -> None:
+        """A client stopped following ``run``: cancel it when nobody else follows it."""
+        if not run.finished and not run.subscribers and run.task is not None:
+            run.task.cancel()
+
     # ---- responses ----------------------------------------------------------------------------
     async def stream(self, run: _Running) -> AsyncIterator[bytes]:
+        try:
+            async for b in self._stream(run):
+                yield b
+        finally:  # also when the client disconnects (the response task is cancelled)
+            self._abandon(run)
+
+    async def _stream(self, run: _Running) -> AsyncIterator[bytes]:
         """Server-sent ``chat.completion.chunk`` events, ending with ``[DONE]``."""
         rid, metric = f"chatcmpl-{run.rid:x}", self.metric[run.type]
         usage = api.usage_of(self.model, run.type, run.work)
@@ -155,19 +187,29 @@ class IngressCore:
                 yield event(p, {}, FINISHED, finish="stop", usage=usage,
                             first_response=metric is FirstResponse.E2E)
             elif p.kind == ERROR:
-                yield api.sse(
-                    {"error": {"message": p.detail, "type": "server_error", "param": None, "code": 500}}
-                )
+                yield api.sse(self._error(run, p.detail))
         yield api.sse("[DONE]")
 
+    @staticmethod
+    def _error(run: _Running, detail: str) -> dict[str, Any]:
+        code, kind = (504, "timeout") if run.timed_out else (500, "server_error")
+        return {"error": {"message": detail, "type": kind, "param": None, "code": code}}
+
     async def complete(self, run: _Running) -> tuple[int, dict[str, Any]]:
-        """A whole ``chat.completion`` (status 200), or an error body (status 500)."""
+        """A whole ``chat.completion`` (status 200), or an error body (500; 504 past the deadline).
+        Cancelled (the client left), it cancels ``run`` unless another client follows it."""
+        try:
+            return await self._complete(run)
+        except asyncio.CancelledError:
+            self._abandon(run)
+            raise
+
+    async def _complete(self, run: _Running) -> tuple[int, dict[str, Any]]:
         times: dict[str, float] = {}
         async for p in run.follow():
             if p.kind == ERROR:
-                return 500, {
-                    "error": {"message": p.detail, "type": "server_error", "param": None, "code": 500}
-                }
+                err = self._error(run, p.detail)
+                return err["error"]["code"], err
             times[p.kind] = (p.t - run.arrival) * 1e3
         usage = api.usage_of(self.model, run.type, run.work)
         message: dict[str, Any] = {

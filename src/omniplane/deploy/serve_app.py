@@ -9,10 +9,11 @@ replicas are Ray Serve handle calls (a streaming call per session, pinned to one
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ray import serve
 from ray.serve.handle import DeploymentHandle, DeploymentResponseGenerator
@@ -20,15 +21,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from omniplane.deploy import api
-from omniplane.deploy.auth import Guard, Refused
+from omniplane.deploy.auth import Guard, Refused, body_timeout
 from omniplane.deploy.clock import VirtualClock
 from omniplane.deploy.engines import make_stage_engine
-from omniplane.deploy.ingress import IngressCore, Overloaded
+from omniplane.deploy.ingress import REQUEST_DEADLINE_S, IngressCore, Overloaded
 from omniplane.deploy.messages import OpenOrder, Released, StageEvent
 from omniplane.deploy.orchestrator import Orchestrator, deployment_name
 from omniplane.spec import ResolvedPlan
 
 NODE_MAX_ONGOING = 100_000  # sessions queue inside the stage engine, never in Serve
+T = TypeVar("T")
 INGRESS_SLACK = 64  # Serve-level headroom above the ingress's own admission limit
 
 
@@ -40,6 +42,7 @@ class DeployOptions:
     time_scale: float = 1.0
     epoch: float = 0.0  # time.time() at which model time 0 starts (set by deploy())
     max_in_flight: int = 1024  # assumption: requests the ingress admits before shedding with 503
+    deadline_s: float = REQUEST_DEADLINE_S  # wall seconds a request may run before 504 (ingress.py)
     max_attempts: int = 4  # sessions tried per node per request (first try + retries)
     ingress_replicas: int = 1
     seed: int = 0
@@ -117,15 +120,43 @@ def _refused(exc: Refused) -> Response:
 
 async def read_body(request: Request, guard: Guard) -> bytes:
     """The request body, refused (413) once it passes the guard's limit: by its declared length
-    before anything is read, else while it streams in."""
+    before anything is read, else as soon as the bytes read pass it (the rest is never read);
+    a body that stops arriving for ``guard.body_timeout_s`` is refused with 408."""
     guard.check_length(request.headers.get("content-length"))
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    parts = request.stream().__aiter__()
+    while True:
+        try:
+            chunk = await asyncio.wait_for(anext(parts), guard.body_timeout_s)
+        except StopAsyncIteration:
+            break
+        except TimeoutError:
+            raise body_timeout(guard.body_timeout_s) from None
         size += len(chunk)
         guard.check_body(size)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def unless_disconnected(request: Request, work: Awaitable[T]) -> T | None:
+    """``work``'s result, or None (``work`` cancelled) when the client disconnects first. Call it
+    once the body is read: the next ASGI message is then the disconnect."""
+
+    async def disconnected() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    job, watch = asyncio.ensure_future(work), asyncio.ensure_future(disconnected())
+    try:
+        await asyncio.wait((job, watch), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in (job, watch):
+            if not t.done():
+                t.cancel()
+    if job.cancelled() or not job.done():
+        return None
+    return job.result()
 
 
 class Ingress:
@@ -144,7 +175,8 @@ class Ingress:
             plan.model, plan.spec, self.transport, seed=options.seed, max_attempts=options.max_attempts
         )
         self.core = IngressCore(
-            plan.model, orch, options.clock, max_in_flight=options.max_in_flight, name=plan.model.name
+            plan.model, orch, options.clock, max_in_flight=options.max_in_flight, name=plan.model.name,
+            deadline_s=options.deadline_s,
         )
 
     async def __call__(self, request: Request) -> Response:
@@ -179,7 +211,7 @@ class Ingress:
         try:
             raw = await read_body(request, self.guard)
         except Refused as exc:
-            self.core.counts["too_large"] += 1
+            self.core.counts["too_large" if exc.status == 413 else "body_timeout"] += 1
             return _refused(exc)
         try:
             body = json.loads(raw)
@@ -190,6 +222,7 @@ class Ingress:
         try:
             parsed = api.parse_chat(self.model, body) if chat else api.parse_typed(self.model, body)
             self.guard.check_prompt(api.usage_of(self.model, parsed.type, parsed.work)["prompt_tokens"])
+            self.guard.check_work(parsed.work, "omniplane.work" if chat else "work")
             run = self.core.admit(parsed)
         except Refused as exc:
             self.core.counts["too_large"] += 1
@@ -201,7 +234,10 @@ class Ingress:
             return JSONResponse(exc.body(), status_code=503, headers={"Retry-After": str(exc.retry_after_s)})
         if parsed.stream:
             return StreamingResponse(self.core.stream(run), media_type="text/event-stream")
-        status, out = await self.core.complete(run)
+        done = await unless_disconnected(request, self.core.complete(run))
+        if done is None:  # the client left: its run is cancelled, nobody reads this answer
+            return Response(status_code=499)
+        status, out = done
         return JSONResponse(out, status_code=status)
 
     async def _stats(self) -> dict[str, Any]:
