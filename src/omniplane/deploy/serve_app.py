@@ -121,7 +121,10 @@ def _refused(exc: Refused) -> Response:
 async def read_body(request: Request, guard: Guard) -> bytes:
     """The request body, refused (413) once it passes the guard's limit: by its declared length
     before anything is read, else as soon as the bytes read pass it (the rest is never read);
-    a body that stops arriving for ``guard.body_timeout_s`` is refused with 408."""
+    a body that stops arriving for ``guard.body_timeout_s`` is refused with 408. Under Ray Serve,
+    the proxy reads the client's body into a queue of its own while this runs
+    (``proxy_asgi_receive`` in ray/serve/_private/proxy.py) and stops once this answers; a hard
+    cap on what it holds needs a proxy in front (the deploy guide says so)."""
     guard.check_length(request.headers.get("content-length"))
     chunks: list[bytes] = []
     size = 0
@@ -163,7 +166,9 @@ class Ingress:
     """HTTP: ``POST /v1/chat/completions``, ``POST /v1/omniplane/requests``, ``GET
     /v1/omniplane/info``, ``GET /v1/omniplane/stats``, ``GET /health``. With API keys, every
     route but ``GET /health`` needs ``Authorization: Bearer <key>`` (401); bodies and prompts
-    over the limits get 413 (``deploy/auth.py``)."""
+    over the limits get 413 (``deploy/auth.py``). Ray Serve's own ``/-/routes`` and ``/-/healthz``
+    are answered by its proxy before any application code runs, so no key can guard them; they
+    say only route prefixes and health."""
 
     def __init__(
         self, plan: ResolvedPlan, options: DeployOptions, handles: dict[str, DeploymentHandle[Any]]
