@@ -180,11 +180,14 @@ def test_deploy_beyond_loopback_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> 
     assert res.exit_code == 2
     assert res.stderr.startswith("error: --host 0.0.0.0: binding beyond loopback")
     assert "--api-key" in res.stderr and auth.API_KEY_ENV in res.stderr
-    ok = CliRunner().invoke(cli, ["deploy", str(CATALOG_PLAN), "--host", "0.0.0.0", "--dry-run", "--json"],
-                            env={auth.API_KEY_ENV: KEY})
+    ok = CliRunner().invoke(cli, ["deploy", str(CATALOG_PLAN), "--host", "0.0.0.0", "--dry-run", "--json",
+                                  "--deadline-s", "30"], env={auth.API_KEY_ENV: KEY})
     assert ok.exit_code == 0, ok.output
     summary = json.loads(ok.stdout)
     assert summary["api_key"] == "required" and KEY not in ok.stdout
+    assert summary["limits"]["deadline_s"] == 30 and summary["limits"]["work"]["tokens"] == 65_536
+    bad = CliRunner().invoke(cli, ["deploy", str(CATALOG_PLAN), "--dry-run", "--deadline-s", "0"])
+    assert bad.exit_code == 2 and "--deadline-s" in bad.stderr
 
 
 # ---- the ingress class driven as ASGI directly (no server, no Ray cluster) -----------------------

@@ -24,8 +24,9 @@ from omniplane.cli.errors import fail
 from omniplane.cli.files import Outputs, write_json
 from omniplane.cli.output import console, notice, print_json, print_table
 from omniplane.cli.slo import SloOpt, legacy_solo_policy, slo_choice
-from omniplane.deploy.auth import API_KEY_ENV, MAX_BODY_BYTES, MAX_PROMPT_TOKENS, Guard, is_loopback
+from omniplane.deploy.auth import API_KEY_ENV, MAX_BODY_BYTES, MAX_PROMPT_TOKENS, MAX_WORK, Guard, is_loopback
 from omniplane.deploy.engines import ENGINES
+from omniplane.deploy.ingress import REQUEST_DEADLINE_S
 from omniplane.errors import InputError
 from omniplane.spec import (
     LatencyTargets,
@@ -107,6 +108,9 @@ def deploy(
     max_prompt_tokens: Annotated[int, opt.int_opt(
         "--max-prompt-tokens", help="Longest prompt, tokens (longer: HTTP 413).", lo=1,
         hi=10_000_000)] = MAX_PROMPT_TOKENS,
+    deadline_s: Annotated[float, opt.float_opt(
+        "--deadline-s", help="Wall seconds a request may run before it is cancelled (HTTP 504).", lo=0,
+        hi=86_400, lo_open=True, metavar="S")] = REQUEST_DEADLINE_S,
     dashboard_host: Annotated[str | None, opt.host_opt(
         "--dashboard-host", help="Start Ray's dashboard (no authentication!) on this address; local "
                                  "clusters only (default: no dashboard).")] = None,
@@ -180,7 +184,8 @@ def deploy(
         "stage_configs": configs,
         "url": f"http://{host}:{port}",
         "api_key": "required" if guard.keyed else "none (loopback only)",
-        "limits": {"max_body_bytes": guard.max_body_bytes, "max_prompt_tokens": guard.max_prompt_tokens},
+        "limits": {"max_body_bytes": guard.max_body_bytes, "max_prompt_tokens": guard.max_prompt_tokens,
+                   "work": MAX_WORK, "deadline_s": deadline_s, "body_timeout_s": guard.body_timeout_s},
         # the targets the ingress reports to loadgen (GET /v1/omniplane/info): the plan file's slo
         "slo_ms": dict(plan.spec.slo.targets_ms) if plan.spec.slo is not None else None,
     }
@@ -204,6 +209,7 @@ def deploy(
     _serve_forever(
         plan,
         DeployOptions(engine=engine, time_scale=time_scale, max_in_flight=max_in_flight,
+                      deadline_s=deadline_s,
                       config_dir=str(Path(config_dir).resolve()), guard=guard, engine_model=engine_model),
         address, host, port, dashboard_host, summary, json_out,
     )
