@@ -192,7 +192,7 @@ def test_deploy_beyond_loopback_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> 
 
 # ---- the ingress class driven as ASGI directly (no server, no Ray cluster) -----------------------
 def _asgi(plan: ResolvedPlan, receive: Any, headers: list[tuple[bytes, bytes]] | None = None,
-          **limits: Any) -> tuple[int, dict[str, Any]]:
+          path: str = "/v1/omniplane/requests", **limits: Any) -> tuple[int, dict[str, Any]]:
     pytest.importorskip("ray")
     import asyncio
 
@@ -201,7 +201,7 @@ def _asgi(plan: ResolvedPlan, receive: Any, headers: list[tuple[bytes, bytes]] |
     from omniplane.deploy.serve_app import DeployOptions, Ingress
 
     ingress = Ingress(plan, DeployOptions(guard=Guard(**limits), epoch=time.time()), {})
-    scope = {"type": "http", "method": "POST", "path": "/v1/omniplane/requests", "headers": headers or [],
+    scope = {"type": "http", "method": "POST", "path": path, "headers": headers or [],
              "query_string": b"", "scheme": "http", "server": ("127.0.0.1", 80), "root_path": ""}
     sent: list[dict[str, Any]] = []
 
@@ -230,6 +230,11 @@ def test_asgi_413_names_the_work_field_over_its_limit(catalog_plan: ResolvedPlan
         body = json.dumps({"type": "ti2a", "work": {**TI2A, comp: {**TI2A[comp], q: 1e7}}}).encode()
         status, out = _asgi(catalog_plan, receive)
         assert status == 413 and out["error"]["param"] == f"work.{comp}.{q}"
+    parts = [{"type": "text", "text": "hi"}] + [{"type": "image_url"}] * 65  # 65 images: over 64
+    chat = {"messages": [{"role": "user", "content": parts}]}
+    body = json.dumps(chat).encode()
+    status, out = _asgi(catalog_plan, receive, path="/v1/chat/completions")
+    assert status == 413 and out["error"]["param"] == "work.image_encoder.items"
 
 
 def test_asgi_chunked_body_refused_at_the_limit_without_reading_the_rest(catalog_plan: ResolvedPlan) -> None:

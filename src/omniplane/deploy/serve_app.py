@@ -227,7 +227,9 @@ class Ingress:
         try:
             parsed = api.parse_chat(self.model, body) if chat else api.parse_typed(self.model, body)
             self.guard.check_prompt(api.usage_of(self.model, parsed.type, parsed.work)["prompt_tokens"])
-            self.guard.check_work(parsed.work, "omniplane.work" if chat else "work")
+            given = body.get("omniplane") if chat and isinstance(body, dict) else None
+            self.guard.check_work(parsed.work, "omniplane.work" if isinstance(given, dict) and "work" in given
+                                  else "work")
             run = self.core.admit(parsed)
         except Refused as exc:
             self.core.counts["too_large"] += 1
