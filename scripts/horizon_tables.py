@@ -8,7 +8,8 @@ of Poisson arrivals, drained, windowed figure over the 900 s), keyed by table, m
 ``max_num_seqs``, policy and seed; the JSON is rewritten after every run, so an interrupted
 command resumes where it stopped (finished keys are not re-run). ``--plan full`` runs every table
 at every seed; ``--plan lean`` the same, ordered so that every table gets seed 0 first;
-``--tables`` keeps only the named tables, ``--policies`` the named policies; ``--max-seqs`` is the stressed points' sweep.
+``--tables`` keeps only the named tables, ``--policies`` the named policies;
+``--max-seqs`` is the stressed points' sweep.
 Figure 10 (``fig10``) is :func:`omniplane.repro.horizon.experiment.control_trace` per GPU, signal window
 and seed. Prints markdown; runtime is printed at the end (with ``uptime``'s load average).
 """

@@ -127,7 +127,8 @@ class ClassPriority:
 
     def on_arrival(self, info: SeqInfo, now: float) -> None:
         if info.type not in self.priority:
-            raise KeyError(f"priority: no priority for request class {info.type!r}; have {sorted(self.priority)}")
+            raise KeyError(f"priority: no priority for request class {info.type!r}; "
+                           f"have {sorted(self.priority)}")
 
     def decide(self, ctx: StepContext) -> StepDecision:
         if len(ctx.waiting) < 2:
