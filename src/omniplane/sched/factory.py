@@ -66,6 +66,7 @@ ATTRIBUTION = ("static-split", "edf-split")  # fixed-split baselines (not in the
 ABLATIONS = ("no-rotation", "no-sm-throttle")
 VARIANTS = ("horizon-hide-always",)
 SHIPPED = ("static-cap", "priority")  # baselines that ship today (SGLang-Omni, vLLM); and ``edf``
+SIMULATOR_ONLY = ("static-cap",)  # its cap needs the calibration's fixed-SM sweep
 ALIASES = {"fcfs": "vanilla"}  # vLLM's name for its own scheduling order
 
 
