@@ -8,7 +8,8 @@ of Poisson arrivals, drained, windowed figure over the 900 s), keyed by table, m
 ``max_num_seqs``, policy and seed; the JSON is rewritten after every run, so an interrupted
 command resumes where it stopped (finished keys are not re-run). ``--plan full`` runs every table
 at every seed; ``--plan lean`` the same, ordered so that every table gets seed 0 first;
-``--tables`` keeps only the named tables; ``--max-seqs`` is the stressed points' sweep.
+``--tables`` keeps only the named tables, ``--policies`` the named policies;
+``--max-seqs`` is the stressed points' sweep.
 Figure 10 (``fig10``) is :func:`omniplane.repro.horizon.experiment.control_trace` per GPU, signal window
 and seed. Prints markdown; runtime is printed at the end (with ``uptime``'s load average).
 """
@@ -40,6 +41,7 @@ STRESSED = (
 PAPER_BASELINES = ("vanilla", "edf", "mps", "edf-mps")  # section 6.1
 SWEEP_POLICIES = ("mps", "edf-mps", "static-split", "horizon", "no-rotation", "no-sm-throttle")
 TIMESLICE = ("vanilla", "edf")
+SHIPPED = ("priority", "static-cap")  # baselines that ship today (vLLM, SGLang-Omni)
 WINDOWS: tuple[float | None, ...] = (None, 1.0 / 6.0, 1.0)  # Figure 10: per step, NVML's two ends
 
 
@@ -77,7 +79,7 @@ def plan(name: str, seeds: tuple[int, ...], max_seqs: tuple[int, ...]) -> list[d
             f"stressed{ms}",
             QWEN_STRESSED,
             ms,
-            (*TIMESLICE, *SWEEP_POLICIES) if ms == 4 else SWEEP_POLICIES,
+            (*TIMESLICE, *SHIPPED, *SWEEP_POLICIES) if ms == 4 else SWEEP_POLICIES,
             seeds,
         )
         for ms in max_seqs
@@ -311,6 +313,7 @@ def main() -> None:
     ap.add_argument(
         "--tables", default=None, help="only these tables (comma-separated; e.g. fig10,stressed4)"
     )
+    ap.add_argument("--policies", default=None, help="only these policies (comma-separated)")
     ap.add_argument("--max-seqs", default="4,8,16,32")
     ap.add_argument("--out", type=Path, default=Path("docs/data/horizon-vllm-before-retiming.json"))
     ap.add_argument("--runtime", default="vllm",
@@ -322,13 +325,15 @@ def main() -> None:
     seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
     max_seqs = tuple(int(s) for s in a.max_seqs.split(",") if s.strip())
     tables = None if a.tables is None else {t.strip() for t in a.tables.split(",") if t.strip()}
+    pols = None if a.policies is None else {p.strip() for p in a.policies.split(",") if p.strip()}
     data = load(a.out)
     t0 = time.time()
     if not a.print:
         todo, seen = [], set(data)
         for t in plan(a.plan, tuple(seeds), max_seqs):
             t = {**t, "runtime": a.runtime}
-            if key(t) not in seen and (tables is None or t["table"] in tables):
+            if key(t) not in seen and (tables is None or t["table"] in tables) and (
+                pols is None or t.get("policy") in pols):
                 seen.add(key(t))
                 todo.append(t)
         print(f"{len(todo)} runs to do ({len(data)} done in {a.out})", flush=True)

@@ -19,6 +19,7 @@ from omniplane.repro.horizon.experiment import (
     sweep_json,
 )
 from omniplane.repro.validation.colocation import default_sweep_path
+from omniplane.sched.calibration import capacity_cap
 from omniplane.spec import load_gpus, load_model, resolve_plan
 
 
@@ -45,6 +46,16 @@ def test_every_request_is_accounted_for_under_each_policy(testbed: SingleGPU) ->
         assert r.arrived == 30 and 0.0 <= r.attainment <= 1.0
         assert set(r.p95_ms) <= set(testbed.model.type_names)
         assert r.shared_tpot_ms["p50"] > 0
+
+
+def test_the_shipped_baselines_run_in_the_testbed(testbed: SingleGPU) -> None:
+    """static-cap's cap comes from the calibration's sweep (a partition size below the whole GPU);
+    priority and static-cap account for every request like the other policies."""
+    cap = capacity_cap(testbed.calibration.sweep)
+    assert cap in {p.sms for p in testbed.calibration.sweep} and cap < testbed.gpu.sms
+    for name in ("static-cap", "priority"):
+        r = testbed.run(name, rate=0.4, long_fraction=0.5, n=30, seed=3)
+        assert r.arrived == 30 and 0.0 <= r.attainment <= 1.0 and r.policy == name
 
 
 def test_windowed_attainment_counts_only_completions_inside_the_window(testbed: SingleGPU) -> None:

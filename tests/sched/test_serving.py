@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from omniplane.policy import FCFS, PathClass, StepContext
-from omniplane.sched.baselines import EDF, FixedSplit
+from omniplane.sched.baselines import EDF, ClassPriority, FixedSplit
 from omniplane.sched.factory import POLICIES
 from omniplane.sched.horizon import HorizonServe
 from omniplane.sched.ladder import LadderSpec, build_ladder, partition_rule
@@ -45,19 +45,25 @@ def test_profiles_from_a_class_table() -> None:
     assert prof["speech"].step_s == pytest.approx(8.0 / 5)
 
 
-@pytest.mark.parametrize("name", [*POLICIES, "fcfs"])
+@pytest.mark.parametrize("name", [*(p for p in POLICIES if p != "static-cap"), "fcfs"])
 def test_every_factory_name_is_available_to_serving(name: str) -> None:
     lad = build_ladder(132, H200, LadderSpec(levels=(40, 56, 64)))
     policy, mode = policy_for_serving(name, CLASSES, 132, lad, {})
     assert mode in ("split", "timeslice", "mps")
     kind = {"vanilla": FCFS, "fcfs": FCFS, "mps": FCFS, "edf": EDF, "edf-mps": EDF,
-            "static-split": FixedSplit, "edf-split": FixedSplit}.get(name, HorizonServe)
+            "static-split": FixedSplit, "edf-split": FixedSplit,
+            "priority": ClassPriority}.get(name, HorizonServe)
     assert isinstance(policy, kind)
     if isinstance(policy, FixedSplit):  # the split is held at S_cap on every step
         assert mode == "split" and policy.sm_cap == lad.s_cap
         assert isinstance(policy.inner, EDF if name == "edf-split" else FCFS)
     if isinstance(policy, EDF):  # a class without an SLO gets a finite default deadline
         assert math.isfinite(policy.slo_s["batch"])
+
+
+def test_static_cap_needs_a_capacity_curve_serving_does_not_have() -> None:
+    with pytest.raises(ValueError, match="static-cap' needs a fixed-SM sweep"):
+        policy_for_serving("static-cap", CLASSES, 132, build_ladder(132, H200), {})
 
 
 def test_a_ladder_for_another_gpu_is_refused() -> None:

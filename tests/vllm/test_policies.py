@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from omniplane.policy import FCFS, PathClass, SeqInfo, StepContext, StepDecision
-from omniplane.sched.factory import ALIASES, POLICIES, canonical
+from omniplane.sched.factory import ALIASES, POLICIES, SIMULATOR_ONLY, canonical
 from omniplane.sched.horizon import HorizonServe
 from omniplane.sched.ladder import Ladder, LadderSpec, build_ladder, partition_rule
 from omniplane.vllm.policies import PolicyInputs, scheduler_policy
@@ -64,9 +64,10 @@ def ctx(downstream: int, waiting: tuple[SeqInfo, ...] = ()) -> StepContext:
     return StepContext(1.0, 0, waiting, (), downstream, 0.5, 132)
 
 
-@pytest.mark.parametrize("name", [*POLICIES, *ALIASES])
+@pytest.mark.parametrize("name", [*(p for p in POLICIES if p not in SIMULATOR_ONLY), *ALIASES])
 def test_every_factory_name_is_a_vllm_policy(name: str) -> None:
-    """One factory for the simulator and vLLM: every name builds inside vLLM too."""
+    """One factory for the simulator and vLLM: every name but the simulator-only ones builds
+    inside vLLM too."""
     settings = load_settings(TABLE)
     p = scheduler_policy(name, PolicyInputs.from_settings(settings, ladder(40, 56, 64)))
     assert p.name == canonical(name)
@@ -140,3 +141,12 @@ def test_horizon_bad_options_name_the_field(options: dict[str, Any], msg: str) -
 def test_bad_names(name: str, msg: str) -> None:
     with pytest.raises(ValueError, match=msg):
         scheduler_policy(name, INPUTS)
+
+
+def test_static_cap_is_simulator_only() -> None:
+    from omniplane.vllm.policies import NAMES
+
+    assert SIMULATOR_ONLY == ("static-cap",)
+    with pytest.raises(ValueError, match="unknown policy 'static-cap'"):
+        scheduler_policy("static-cap", PolicyInputs.from_settings(load_settings(TABLE), ladder(40, 56, 64)))
+    assert "static-cap" not in NAMES and "priority" in NAMES and "static-split" in NAMES

@@ -23,7 +23,8 @@ MODELS = ("qwen2.5-omni", "mimo-audio", "bagel")  # omniplane.repro.horizon.expe
 TESTBEDS = ("RTX6000Ada", "RTXPRO6000")  # omniplane.repro.horizon.experiment.GPUS values
 SWEEPS = ("rate", "long-fraction")  # omniplane.repro.horizon.experiment.SWEEPS
 POLICIES = ("horizon", "vanilla", "edf", "mps", "edf-mps", "no-rotation", "no-sm-throttle",
-            "static-split", "edf-split", "horizon-hide-always")  # omniplane.sched.factory.POLICIES
+            "static-split", "edf-split", "horizon-hide-always", "static-cap",
+            "priority")  # omniplane.sched.factory.POLICIES
 
 app = new_app("Reproduce the papers' experiments in simulation.")
 

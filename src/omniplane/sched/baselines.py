@@ -10,6 +10,18 @@
   EDF with the shared stage held at ``S_cap`` SMs on every step, the split HorizonServe's
   ladder tops out at, so that what SM *throttling* (moving the cap with memory pressure) adds
   beyond a fixed split is measured (:class:`FixedSplit`).
+
+Baselines that ship today (not in the paper):
+
+* **static-cap**: SGLang-Omni caps one stage's SMs statically with a green context (groups of 8
+  SMs on H100/H200) and picks the cap from a one-sided capacity curve (the stage's throughput
+  against its SM count). Here the shared stage is held on every step at
+  :func:`omniplane.sched.calibration.capacity_cap` of the calibration's fixed-SM sweep (the
+  smallest partition size whose modelled decode throughput reaches ``CAPACITY_FRACTION`` of the
+  whole GPU's); admission stays FCFS (:class:`FixedSplit` over FCFS).
+* **priority**: vLLM's ``--scheduling-policy priority`` with a priority per request class
+  (:class:`ClassPriority`).
+* **edf**: the paper's EDF above (vLLM-Omni has open work on EDF deadlines).
 """
 
 from __future__ import annotations
@@ -18,7 +30,7 @@ from bisect import bisect_left, insort
 from collections.abc import Mapping
 from dataclasses import replace
 
-from omniplane.policy import Policy, SeqInfo, StepContext, StepDecision, StepOutcome
+from omniplane.policy import PathClass, Policy, SeqInfo, StepContext, StepDecision, StepOutcome
 
 
 class EDF:
@@ -88,3 +100,45 @@ class FixedSplit:
 
     def on_finish(self, rid: int, now: float) -> None:
         self.inner.on_finish(rid, now)
+
+
+class ClassPriority:
+    """vLLM's priority scheduling with the priority set by request class.
+
+    vLLM v1 (``vllm/v1/core/sched/request_queue.py``, ``PriorityRequestQueue``) orders its waiting
+    queue by ``(priority, arrival_time)``: a smaller priority value first, FCFS within one value.
+    Here each class's priority is given (default: short-path classes 0, long-path classes 1, so
+    text-first requests go ahead of speech/image ones). Nothing is hidden and no SM cap is set.
+    Not modelled: vLLM's preemption of the running request with the largest ``(priority,
+    arrival_time)`` when the KV cache runs out (``vllm/v1/core/sched/scheduler.py``); the policy
+    contract has no preemption hook, so the base scheduler preempts as it does for every policy.
+    """
+
+    def __init__(self, priority: Mapping[str, int], *, name: str = "priority") -> None:
+        if not priority:
+            raise ValueError("ClassPriority needs a priority per request class, got none")
+        self.name = name
+        self.priority = dict(priority)
+
+    @classmethod
+    def by_path(cls, paths: Mapping[str, PathClass], *, name: str = "priority") -> ClassPriority:
+        """Short-path classes priority 0, long-path classes 1 (assumption: the deployer's choice)."""
+        return cls({c: 0 if p is PathClass.SHORT else 1 for c, p in paths.items()}, name=name)
+
+    def on_arrival(self, info: SeqInfo, now: float) -> None:
+        if info.type not in self.priority:
+            raise KeyError(f"priority: no priority for request class {info.type!r}; "
+                           f"have {sorted(self.priority)}")
+
+    def decide(self, ctx: StepContext) -> StepDecision:
+        if len(ctx.waiting) < 2:
+            return StepDecision()
+        prio = self.priority
+        ranked = sorted(ctx.waiting, key=lambda s: (prio[s.type], s.arrival, s.rid))
+        return StepDecision(order=tuple(s.rid for s in ranked))
+
+    def on_step(self, outcome: StepOutcome) -> None:
+        return None
+
+    def on_finish(self, rid: int, now: float) -> None:
+        return None

@@ -49,6 +49,9 @@ SCAP_TOLERANCE = 0.05  # assumption: "near-best" decode TPOT (Fig. 4b: 64 SMs wi
 # paper's Table 3 claims throttling leaves shared-stage TPOT unchanged; the issue's bound is 10%)
 S_MIN_SLOWDOWN = 0.10
 S_MIN_FRACTION = 0.40  # assumption (legacy rule, ``s_min_rule="fraction"``): Figure 7 draws 40% of SMs
+# assumption: the static-cap baseline's capacity target (SGLang-Omni picks its cap from a
+# one-sided capacity curve; the fraction it targets is ours)
+CAPACITY_FRACTION = 0.95
 LADDER_LEVELS = 4  # assumption: the paper does not give the ladder's size
 # assumption (from the perf sweep of Figure 4, data/horizonserve_fig4.json): decode batch 8 at
 # 600 tokens of context per sequence for the simulated fixed-SM sweep
@@ -197,6 +200,19 @@ def choose_s_cap(points: tuple[SweepPoint, ...], tolerance: float = SCAP_TOLERAN
         raise ValueError(f"tolerance must be >= 0, got {tolerance}")
     best = min(p.time_s for p in points)
     return min(p.sms for p in points if p.time_s <= (1.0 + tolerance) * best)
+
+
+def capacity_cap(points: tuple[SweepPoint, ...], fraction: float = CAPACITY_FRACTION) -> int:
+    """The static-cap baseline's SM cap (one-sided capacity curve, after SGLang-Omni): the smallest
+    swept SM count whose decode throughput (1 / iteration time) reaches ``fraction`` of the
+    throughput at the sweep's largest count (the uncapped stage). The sweep's counts are the GPU's
+    partition sizes (groups of 8 SMs on H100/H200)."""
+    if not points:
+        raise ValueError("capacity_cap needs a non-empty sweep")
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    full = max(points, key=lambda p: p.sms).time_s
+    return min(p.sms for p in points if fraction * p.time_s <= full)
 
 
 def choose_s_min(points: tuple[SweepPoint, ...], slowdown: float = S_MIN_SLOWDOWN) -> int:

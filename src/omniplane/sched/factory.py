@@ -15,7 +15,13 @@ name                policy                                      co-location mode
 ``edf-split``       EDF, shared stage fixed at ``S_cap`` SMs     ``split`` (fixed)
 ``horizon-hide-     HorizonServe, rotation hides non-phase      ``split`` (SM cap)
 always``            prefills even when the phase has no work
+``static-cap``      FCFS, shared stage fixed at the capacity-   ``split`` (fixed)
+                    curve cap (SGLang-Omni)
+``priority``        vLLM's priority order by request class      ``timeslice``
 ==================  ==========================================  =====================
+
+``static-cap`` and ``priority`` are baselines that ship today (:mod:`omniplane.sched.baselines`);
+``static-cap`` needs its cap (``static_cap``, from :func:`omniplane.sched.calibration.capacity_cap`).
 
 ``static-split`` and ``edf-split`` are attribution baselines (not in the paper): the split
 HorizonServe's ladder tops out at, held on every step, so the difference to HorizonServe is
@@ -46,7 +52,7 @@ from dataclasses import replace
 from typing import Literal
 
 from omniplane.policy import FCFS, Policy
-from omniplane.sched.baselines import EDF, FixedSplit
+from omniplane.sched.baselines import EDF, ClassPriority, FixedSplit
 from omniplane.sched.horizon import HorizonConfig, HorizonServe
 from omniplane.sched.ladder import Ladder
 from omniplane.sched.profiler import ClassProfile
@@ -54,11 +60,13 @@ from omniplane.sched.profiler import ClassProfile
 Mode = Literal["split", "timeslice", "mps"]
 
 POLICIES = ("horizon", "vanilla", "edf", "mps", "edf-mps", "no-rotation", "no-sm-throttle",
-            "static-split", "edf-split", "horizon-hide-always")
+            "static-split", "edf-split", "horizon-hide-always", "static-cap", "priority")
 BASELINES = ("vanilla", "edf", "mps", "edf-mps")  # the paper's (section 6.1)
 ATTRIBUTION = ("static-split", "edf-split")  # fixed-split baselines (not in the paper)
 ABLATIONS = ("no-rotation", "no-sm-throttle")
 VARIANTS = ("horizon-hide-always",)
+SHIPPED = ("static-cap", "priority")  # baselines that ship today (SGLang-Omni, vLLM); and ``edf``
+SIMULATOR_ONLY = ("static-cap",)  # its cap needs the calibration's fixed-SM sweep
 ALIASES = {"fcfs": "vanilla"}  # vLLM's name for its own scheduling order
 
 
@@ -72,8 +80,10 @@ def canonical(name: str) -> str:
 
 
 def make_policy(name: str, profiles: Mapping[str, ClassProfile], ladder: Ladder,
-                config: HorizonConfig | None = None, *, record: bool = False) -> tuple[Policy, Mode]:
-    """``(policy, co-location mode)`` for ``name`` (one of :data:`POLICIES` or an alias)."""
+                config: HorizonConfig | None = None, *, record: bool = False,
+                static_cap: int | None = None) -> tuple[Policy, Mode]:
+    """``(policy, co-location mode)`` for ``name`` (one of :data:`POLICIES` or an alias);
+    ``static_cap``: the SM cap of ``static-cap`` (required for it, ignored otherwise)."""
     name = canonical(name)
     cfg = config or HorizonConfig()
     if name in ("vanilla", "mps"):
@@ -83,6 +93,13 @@ def make_policy(name: str, profiles: Mapping[str, ClassProfile], ladder: Ladder,
         if name == "edf-split":
             return FixedSplit(EDF(slo, name="edf"), ladder.s_cap, name=name), "split"
         return EDF(slo, name=name), "timeslice" if name == "edf" else "mps"
+    if name == "static-cap":
+        if static_cap is None:
+            raise ValueError("policy 'static-cap' needs its SM cap (static_cap, from the one-sided capacity "
+                             "curve: omniplane.sched.calibration.capacity_cap of a fixed-SM sweep)")
+        return FixedSplit(FCFS("vanilla"), static_cap, name=name), "split"
+    if name == "priority":
+        return ClassPriority.by_path({c: p.path for c, p in profiles.items()}, name=name), "timeslice"
     if name == "static-split":
         return FixedSplit(FCFS("vanilla"), ladder.s_cap, name=name), "split"
     if name == "horizon-hide-always":

@@ -150,6 +150,9 @@ def policy_for_serving(name: str, classes: Mapping[str, tuple[PathClass, float |
     if ladder is None and name in ATTRIBUTION:
         raise ValueError(f"{where}: policy {name!r} holds the shared stage at S_cap SMs and needs an SM "
                          f"ladder (settings total_sms and ladder.s_max or ladder.levels)")
+    if name == "static-cap":
+        raise ValueError(f"{where}: policy 'static-cap' needs a fixed-SM sweep to choose its cap (the "
+                         f"one-sided capacity curve); serving has none: use static-split, whose cap is S_cap")
     if ladder is None and config.spatial.throttle:
         config = HorizonConfig(config.profiler, config.rotation,
                                replace(config.spatial, throttle=False))

@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from omniplane.policy import PathClass, Policy
-from omniplane.sched.factory import ALIASES, POLICIES
+from omniplane.sched.factory import ALIASES, POLICIES, SIMULATOR_ONLY
 from omniplane.sched.ladder import Ladder
 from omniplane.vllm.settings import SchedulerSettings
 
 log = logging.getLogger(__name__)
-NAMES: tuple[str, ...] = (*POLICIES, *ALIASES)
+# static-cap's cap comes from a fixed-SM sweep that serving does not have (sched.serving)
+NAMES: tuple[str, ...] = (*(p for p in POLICIES if p not in SIMULATOR_ONLY), *ALIASES)
 
 
 @dataclass(frozen=True)

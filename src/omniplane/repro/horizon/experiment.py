@@ -67,7 +67,7 @@ from omniplane.perf import CostModel
 from omniplane.perf.factors import Calibration
 from omniplane.perf.runtime import Runtime
 from omniplane.repro.horizon.testbed import colocation_for, resolve
-from omniplane.sched.calibration import OfflineCalibration, calibrate
+from omniplane.sched.calibration import OfflineCalibration, calibrate, capacity_cap
 from omniplane.sched.factory import make_policy
 from omniplane.sched.horizon import HorizonServe
 from omniplane.sched.memsignal import NVML_SAMPLE_PERIOD_S, MemoryActivity
@@ -228,7 +228,8 @@ class SingleGPU:
             record: bool = False, window_s: float | None = None) -> RunResult:
         """One drained run; ``window_s`` (default ``n / rate``) bounds the windowed figure."""
         cal = self.calibration
-        policy, mode = make_policy(policy_name, cal.profiles, cal.ladder, record=record)
+        policy, mode = make_policy(policy_name, cal.profiles, cal.ladder, record=record,
+                                   static_cap=capacity_cap(cal.sweep) if cal.sweep else None)
         loop = EventLoop()
         signal = None
         if mode != "timeslice":
