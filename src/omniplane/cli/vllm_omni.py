@@ -94,6 +94,7 @@ def config(
     found = find_catalog_model(model)
     if found is None:
         fail(f"--model: {model!r} is not a catalog model (the stock layout comes from the catalog)")
+    spec = load_model(found)
     table = load_slo_table(slo_table) if slo_table is not None else None
     kind = load_gpus().get(gpu) if gpu else None
     note = ""
@@ -105,13 +106,14 @@ def config(
         fail(f"--policy {policy}: {NO_GPU_REASON.replace('give --gpu GPU for horizon', 'give --gpu GPU')}")
     ladder: dict[str, object] | None = None
     if kind is not None:
+        from omniplane.perf import CostModel
         from omniplane.sched.deploy_defaults import model_ladder, solo_slo_table
 
-        spec = load_model(found)
+        cost = CostModel(spec)  # one profile for the ladder and the derived SLO table
         try:
-            lad, ladder_source = model_ladder(spec, kind)
+            lad, ladder_source = model_ladder(spec, kind, cost=cost)
             if table is None:
-                table = load_slo_table(solo_slo_table(spec, kind))
+                table = load_slo_table(solo_slo_table(spec, kind, cost=cost))
         except (ValueError, KeyError) as exc:
             fail(f"--gpu {kind.name}: {exc}")
         ladder = {"levels": list(lad.levels), "source": ladder_source}
@@ -130,7 +132,6 @@ def config(
         )
         memory = ""
         if kind is not None:  # each device's stages sized from what they load (omniplane.perf.stage_memory)
-            spec = load_model(find_catalog_model(model) or Path(model))
             ctx, wl_name = workload_contexts(spec, workload)
             sized = size_memory(cfg, layout, spec, kind, ctx)
             memory = (f"\nMemory sized for {kind.name} at the context lengths of workload {wl_name}:\n"

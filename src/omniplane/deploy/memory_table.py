@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from omniplane.perf.stage_memory import Context
+from omniplane.perf.stage_memory import TABLE_HEAD, Context, device_rows
 from omniplane.spec import ResolvedPlan
 
 
@@ -46,9 +46,7 @@ def render(mem: Mapping[str, Any]) -> str:
     if "note" in mem:
         return str(mem["note"])
     lines = ["memory per GPU as vLLM-Omni loads the plan (GiB; fit: sequences of the mean and",
-             "the p95 context the KV cache holds, against the max batch)",
-             f"  {'stage':<9} {'util':>5} {'weights':>7} {'reserve':>7} {'KV':>6} {'KV tokens':>9} "
-             f"{'fit mean':>8} {'fit p95':>7} {'batch':>5}"]
+             "the p95 context the KV cache holds, against the max batch)", TABLE_HEAD]
     for row in mem["nodes"]:
         head = f"{row['node']}-g{row['group']} (tp {row['tp']})"
         if "error" in row:
@@ -56,14 +54,6 @@ def render(mem: Mapping[str, Any]) -> str:
             continue
         for dev in row["devices"].values():
             lines.append(f"{head}, {dev['gpu']} ({dev['capacity_gib']:.1f} GiB):")
-            for s in dev["stages"]:
-                fit = s.get("seqs_fit")
-                seqs = f"{fit['mean']:>8} {fit['p95']:>7}" if fit else f"{'-':>8} {'-':>7}"
-                lines.append(
-                    f"  {s['stage'][:9]:<9} {s['gpu_memory_utilization']:>5.3f} {s['weights_gib']:>7.2f} "
-                    f"{sum(s['reserve_gib'].values()):>7.2f} {s['kv_gib']:>6.2f} {s['kv_tokens']:>9,} "
-                    f"{seqs} {s['max_batch']:>5}")
-            lines.append(f"  {'sum':<9} {dev['utilization_sum']:>5.3f} (vLLM-Omni admits "
-                         f"{dev['utilization_limit']:.3f})")
+            lines += device_rows(dev)
     lines.append(f"KV at the context lengths of workload {mem['workload']}")
     return "\n".join(lines)

@@ -46,6 +46,13 @@ def weights_per_gpu(shape: Shape, tp: int) -> float:
     return shape.weight_bytes / tp
 
 
+def kv_bytes_per_token(shapes: Sequence[Shape], tp: int) -> float:
+    """KV bytes per token per GPU of the LLMs among ``shapes`` (KV heads split over TP, each GPU
+    holding ``ceil(heads / tp)``); 0 when none is an LLM."""
+    return sum(s.kv_bytes_per_token * math.ceil(s.kv_heads / tp) / s.kv_heads
+               for s in shapes if s.kind is ComponentKind.LLM)
+
+
 def footprint(shapes: Sequence[Shape], cfg: ExecutorConfig, policy: MemoryPolicy) -> MemoryFootprint:
     """Per-GPU memory of an executor hosting ``shapes``; never raises (see :func:`check_fits`)."""
     names = tuple(s.name for s in shapes)
@@ -53,7 +60,7 @@ def footprint(shapes: Sequence[Shape], cfg: ExecutorConfig, policy: MemoryPolicy
     weights = sum(weights_per_gpu(s, cfg.tp) for s in shapes)
     free = capacity - weights - policy.reserve_bytes
     llms = [s for s in shapes if s.kind is ComponentKind.LLM]
-    per_token = sum(s.kv_bytes_per_token * math.ceil(s.kv_heads / cfg.tp) / s.kv_heads for s in llms)
+    per_token = kv_bytes_per_token(shapes, cfg.tp)
     tokens = int(max(free, 0.0) // per_token) if llms and per_token > 0 else 0
     return MemoryFootprint(
         components=names,
@@ -74,10 +81,7 @@ def check_fits(shapes: Sequence[Shape], cfg: ExecutorConfig, policy: MemoryPolic
                                f"weights {fp.weights_bytes / 1e9:.2f} GB + reserve "
                                f"{fp.reserve_bytes / 1e9:.2f} GB")
     if fp.kv_tokens and fp.kv_capacity_tokens < policy.min_kv_tokens:
-        llms = [s for s in shapes if s.kind is ComponentKind.LLM]
-        per_token = sum(s.kv_bytes_per_token * math.ceil(s.kv_heads / cfg.tp) / s.kv_heads
-                        for s in llms)
-        needed = fp.needed_bytes + policy.min_kv_tokens * per_token
+        needed = fp.needed_bytes + policy.min_kv_tokens * kv_bytes_per_token(shapes, cfg.tp)
         raise InfeasibleConfig(fp.components, fp.gpu, fp.tp, needed, fp.capacity_bytes,
                                f"KV cache holds {fp.kv_capacity_tokens} tokens, "
                                f"at least {policy.min_kv_tokens} needed")

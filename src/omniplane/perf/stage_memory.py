@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from omniplane.perf.memory import weights_per_gpu
+from omniplane.perf.memory import kv_bytes_per_token, weights_per_gpu
 from omniplane.perf.shapes import ACT_BYTES, Shape, shape_of
 from omniplane.spec import ComponentKind, GPUKind, ModelSpec
 from omniplane.spec.layout import VllmOmniLayout
@@ -211,7 +211,7 @@ def stage_memory(model: ModelSpec, layout: VllmOmniLayout, entry: Mapping[str, A
     tokens = int(entry.get("max_num_batched_tokens") or DEFAULT_BATCHED_TOKENS)
     act = max(activation_bytes(s, model.component(s.name).size.intermediate, tokens) for s in shapes) / tp
     llms = [s for s in shapes if s.kind is ComponentKind.LLM]
-    per_token = sum(s.kv_bytes_per_token * math.ceil(s.kv_heads / tp) / s.kv_heads for s in llms)
+    per_token = kv_bytes_per_token(shapes, tp)
     seq = [ctx[s.name] for s in llms if s.name in ctx]
     context = (Context(sum(c.mean for c in seq), sum(c.p95 for c in seq), min(c.requests for c in seq))
                if seq else None)
@@ -276,20 +276,30 @@ def _error(dev: DeviceMemory, need: list[float], avail: float) -> StageMemoryErr
     )
 
 
+TABLE_HEAD = (f"  {'stage':<9} {'util':>5} {'weights':>7} {'reserve':>7} {'KV':>6} {'KV tokens':>9} "
+              f"{'fit mean':>8} {'fit p95':>7} {'batch':>5}")
+
+
+def device_rows(dev: Mapping[str, Any]) -> list[str]:
+    """One device of the memory table, from :meth:`DeviceMemory.to_json`: a row per stage (GiB;
+    the sequences of the mean and p95 context its KV cache holds) and the shares' sum."""
+    lines = []
+    for s in dev["stages"]:
+        fit = s.get("seqs_fit")
+        seqs = f"{fit['mean']:>8} {fit['p95']:>7}" if fit else f"{'-':>8} {'-':>7}"
+        lines.append(
+            f"  {s['stage'][:9]:<9} {s['gpu_memory_utilization']:>5.3f} {s['weights_gib']:>7.2f} "
+            f"{sum(s['reserve_gib'].values()):>7.2f} {s['kv_gib']:>6.2f} {s['kv_tokens']:>9,} "
+            f"{seqs} {s['max_batch']:>5}")
+    lines.append(f"  {'sum':<9} {dev['utilization_sum']:>5.3f} (vLLM-Omni admits "
+                 f"{dev['utilization_limit']:.3f})")
+    return lines
+
+
 def render(devices: Mapping[str, DeviceMemory]) -> str:
-    """A per-GPU table: one row per stage of each (node or file) device."""
-    head = (f"{'where':<28} {'stage':<10} {'util':>5} {'weights':>8} {'reserve':>8} {'KV':>7} "
-            f"{'KV tokens':>10} {'fit@mean':>8} {'fit@p95':>8} {'max batch':>9}")
-    lines = ["memory per GPU (GiB; vLLM-Omni's stages as the runtime loads them)", head]
+    """The memory table of sized devices, keyed by where each is (a node's device, a file's)."""
+    lines = ["memory per GPU (GiB; vLLM-Omni's stages as the runtime loads them)", TABLE_HEAD]
     for where, dev in devices.items():
-        for i, s in enumerate(dev.stages):
-            label = f"{where} ({dev.gpu})" if i == 0 else ""
-            fit = (f"{s.seqs(s.context.mean):>8} {s.seqs(s.context.p95):>8}" if s.context is not None
-                   else f"{'-':>8} {'-':>8}")
-            lines.append(f"{label[:28]:<28} {s.name[:10]:<10} {s.utilization:>5.3f} "
-                         f"{s.weights_bytes / GIB:>8.2f} {s.reserve_bytes / GIB:>8.2f} "
-                         f"{s.kv_bytes / GIB:>7.2f} {s.kv_tokens:>10,} {fit} "
-                         f"{s.max_batch:>9}")
-        lines.append(f"{'':<28} {'sum':<10} {dev.utilization:>5.3f} (vLLM-Omni admits "
-                     f"{dev.limit_bytes / dev.capacity_bytes:.3f} of {dev.capacity_bytes / GIB:.1f} GiB)")
+        lines.append(f"{where} ({dev.gpu}) {dev.capacity_bytes / GIB:.1f} GiB:")
+        lines += device_rows(dev.to_json())
     return "\n".join(lines)
