@@ -168,7 +168,7 @@ CORE = [
     "omniplane.repro.horizon.experiment",
     "omniplane.repro.horizon.testbed_fit",
     "omniplane.sched.serving",
-    "omniplane.sched.deploy_defaults",
+    "omniplane.vllm.deploy_defaults",
     "omniplane.plan",
     "omniplane.plan.pipeline",
     "omniplane.cli.plan",

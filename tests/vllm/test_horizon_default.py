@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 from omniplane.cli.app import app
 from omniplane.perf import CostModel
 from omniplane.perf.solo import solo_percentiles
-from omniplane.sched.deploy_defaults import UNCALIBRATED
 from omniplane.sched.ladder import partition_rule
 from omniplane.spec import find_catalog_model, load_gpus, load_model
+from omniplane.vllm.deploy_defaults import UNCALIBRATED
 from omniplane.vllm.settings import load_settings
 
 

@@ -107,7 +107,7 @@ def config(
     ladder: dict[str, object] | None = None
     if kind is not None:
         from omniplane.perf import CostModel
-        from omniplane.sched.deploy_defaults import model_ladder, solo_slo_table
+        from omniplane.vllm.deploy_defaults import model_ladder, solo_slo_table
 
         cost = CostModel(spec)  # one profile for the ladder and the derived SLO table
         try:

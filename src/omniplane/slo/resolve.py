@@ -28,13 +28,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from omniplane.perf import CostModel
-from omniplane.perf.solo import solo_percentiles
+from omniplane.perf import CostModel, ExecutorConfig
+from omniplane.perf.solo import SOLO_SAMPLES, solo_percentiles
 from omniplane.spec import (
     ExplicitSLO,
     GPUKind,
     IsolatedPercentileSLO,
     LatencyTargets,
+    ModelSpec,
     ResolvedPlan,
     ResolvedWorkload,
     SLOChoice,
@@ -63,10 +64,10 @@ def resolve_targets(policy: SLOPolicy, table: CostTable, cost: CostModel,
                 ms[t] = policy.targets_ms[t]
                 how[t] = "explicit"
     elif isinstance(policy, SoloMultiplierSLO):
-        solo, cfg = solo_percentiles(table.model, cost, table.problem.gpu, policy.percentile, seed=seed)
+        solo, _ = solo_targets(table.model, cost, table.problem.gpu, policy, seed=seed)
         for t in types:
-            ms[t] = policy.multiplier * solo[t] * 1e3
-            how[t] = f"{policy.multiplier:g} x solo p{policy.percentile:g} (tp {cfg.tp})"
+            ms[t] = solo.targets_ms[t]
+            how[t] = solo.how[t]
     else:
         assert isinstance(policy, IsolatedPercentileSLO)
         from omniplane.plan.isolated import isolated_best, unpadded
@@ -82,6 +83,17 @@ def resolve_targets(policy: SLOPolicy, table: CostTable, cost: CostModel,
     if not ms:
         raise ValueError(f"the SLO policy gives no target for any type of {table.model.name}")
     return LatencyTargets(targets_ms=ms, derived_from=policy, how=how)
+
+
+def solo_targets(model: ModelSpec, cost: CostModel, gpu: GPUKind, policy: SoloMultiplierSLO, *,
+                 seed: int = 0, n: int = SOLO_SAMPLES) -> tuple[LatencyTargets, ExecutorConfig]:
+    """Every type's target under a ``solo_multiplier`` policy: ``multiplier`` x its solo
+    ``percentile`` first-response latency on ``gpu`` (:func:`omniplane.perf.solo.solo_percentiles`,
+    what ``omniplane perf solo`` prints), and the solo deployment it ran on; no planner needed."""
+    solo, cfg = solo_percentiles(model, cost, gpu, policy.percentile, n=n, seed=seed)
+    how = f"{policy.multiplier:g} x solo p{policy.percentile:g} (tp {cfg.tp})"
+    ms = {t: policy.multiplier * solo[t] * 1e3 for t in model.type_names}
+    return LatencyTargets(targets_ms=ms, derived_from=policy, how=dict.fromkeys(ms, how)), cfg
 
 
 def explicit_targets(policy: ExplicitSLO, types: Sequence[str]) -> LatencyTargets:

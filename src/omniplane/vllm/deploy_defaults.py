@@ -5,8 +5,9 @@ an SLO table from the performance model's solo latencies and an SM ladder the GP
   class per output modality of the model's request types (``text``, ``audio``, ``image``: the
   classes vLLM-Omni's ``final_output_type`` names, HorizonServe section 5), with the request
   types' vLLM ``priority`` and path class, and ``slo_s = 5 x solo p95`` (HorizonServe section
-  6.1). The solo p95 is :func:`omniplane.perf.solo.solo_percentiles`, what ``omniplane perf solo
-  MODEL --gpu GPU`` prints (every component on one GPU, one request at a time); a class holding
+  6.1): the ``solo_multiplier`` policy's per-type targets from the one SLO resolver
+  (:func:`omniplane.slo.resolve.solo_targets`: the solo p95 ``omniplane perf solo MODEL --gpu
+  GPU`` prints, every component on one GPU, one request at a time); a class holding
   several request types takes the largest p95 of them, so each of its types gets at least 5x
   its own solo p95. The table's ``source`` says all this: it is derived, not measured.
 * **Ladder**: :func:`omniplane.sched.calibration.sweep_ladder` over a fixed-SM sweep of the
@@ -27,10 +28,11 @@ from __future__ import annotations
 from typing import Any
 
 from omniplane.perf import CostModel
-from omniplane.perf.solo import SOLO_SAMPLES, solo_percentiles
+from omniplane.perf.solo import SOLO_SAMPLES
 from omniplane.sched.calibration import SLO_MULTIPLIER, gpu_rule, simulated_sm_sweep, sweep_ladder
 from omniplane.sched.ladder import Ladder
-from omniplane.spec import GPUKind, ModelSpec, PathClass
+from omniplane.slo.resolve import solo_targets
+from omniplane.spec import GPUKind, ModelSpec, PathClass, SoloMultiplierSLO
 from omniplane.spec.slo import HORIZON_PERCENTILE
 
 UNCALIBRATED = "uncalibrated: from the co-location model"
@@ -41,7 +43,9 @@ def solo_slo_table(model: ModelSpec, gpu: GPUKind, *, multiplier: float = SLO_MU
     """The SLO table document (``kind: omniplane-slo-table``) for ``model`` on ``gpu`` (module
     docstring); ``load_slo_table`` reads it."""
     cost = cost or CostModel(model)  # what `omniplane perf solo` uses, so the source command reproduces it
-    p95, cfg = solo_percentiles(model, cost, gpu, HORIZON_PERCENTILE, n=n, seed=seed)
+    policy = SoloMultiplierSLO(multiplier=multiplier, percentile=HORIZON_PERCENTILE)
+    targets, cfg = solo_targets(model, cost, gpu, policy, seed=seed, n=n)
+    slo_s = {t: ms / 1e3 for t, ms in targets.targets_ms.items()}
     members: dict[str, list[str]] = {}
     for t in model.type_names:
         members.setdefault(model.request_type(t).output.value, []).append(t)
@@ -53,18 +57,19 @@ def solo_slo_table(model: ModelSpec, gpu: GPUKind, *, multiplier: float = SLO_MU
             raise ValueError(f"{model.name}: request types {types} (output {cls}) carry different vLLM "
                              f"priorities {sorted(prios)}; one class needs one priority")
         long = any(rt.path_class is PathClass.LONG for rt in rts)
-        worst = max(types, key=lambda t: p95[t])
+        worst = max(types, key=slo_s.__getitem__)
         classes[cls] = {
             "priority": prios.pop() if prios else None,
             "path": (PathClass.LONG if long else PathClass.SHORT).value,
-            "slo_s": round(multiplier * p95[worst], 4),
+            "slo_s": round(slo_s[worst], 4),
         }
     missing = [c for c, v in classes.items() if v["priority"] is None]
     if missing:
         raise ValueError(f"{model.name}: no vLLM priority for the request types of class(es) {missing} "
                          "(set priority: in the model's request_types)")
-    detail = "; ".join(f"{c}: {multiplier:g} x {max(ts, key=lambda t: p95[t])} "
-                       f"{1e3 * max(p95[t] for t in ts):.1f} ms" for c, ts in members.items())
+    worst_of = {c: max(ts, key=slo_s.__getitem__) for c, ts in members.items()}
+    detail = "; ".join(f"{c}: {multiplier:g} x {t} {targets.targets_ms[t] / multiplier:.1f} ms"
+                       for c, t in worst_of.items())
     source = (f"derived: {multiplier:g} x solo p{HORIZON_PERCENTILE:g} (HorizonServe section 6.1) "
               f"from the performance model (omniplane perf solo {model.name} --gpu {gpu.name}: "
               f"TP{cfg.tp}, {n} requests per type, seed {seed}), per class the largest p95 of its request "
