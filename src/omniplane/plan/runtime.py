@@ -58,6 +58,16 @@ class BatchTooLarge(InfeasibleConfig):
         self.fits = fits
 
 
+class NotWholeStages(InfeasibleConfig):
+    """A node that is not a union of whole vLLM-Omni stages: the runtime cannot instantiate it."""
+
+    def __init__(self, components: tuple[str, ...], gpu: str, tp: int, loaded: list[str]) -> None:
+        ValueError.__init__(self, f"executor [{'+'.join(components)}] is not a union of whole vLLM-Omni "
+                                  f"stages (its stages load {loaded})")
+        self.components, self.gpu, self.tp = components, gpu, tp
+        self.needed = self.available = 0.0
+
+
 class RuntimeUnavailable(ValueError):
     """A runtime asked for a model it cannot run (the message says why)."""
 
@@ -131,8 +141,7 @@ class StageFit:
         stages = [st for st in self.layout.stages if set(st.components) & set(names)]
         loaded = {c for st in stages for c in st.components}
         if loaded != set(names):
-            raise InfeasibleConfig(names, cfg.gpu.name, cfg.tp, 0.0, 0.0,
-                                   f"not a union of whole vLLM-Omni stages (it would load {sorted(loaded)})")
+            raise NotWholeStages(names, cfg.gpu.name, cfg.tp, sorted(loaded))
         entries = [self._entry(st.stage_id, cfg) for st in stages]
         try:
             dev = size_device(self.model, self.layout, entries, cfg.gpu, self.ctx)
