@@ -160,3 +160,29 @@ def test_plan_reports_the_runtime_and_the_comparison(tmp_path) -> None:  # type:
                                "--max-simulated", "2", "--mc-samples", "24", "--runtime", "ideal"])
     assert text.exit_code == 0, text.output
     assert "not deployable on any runtime omniplane supports" in text.output
+
+
+def test_only_baselines_inside_the_runtime_space_may_seed_the_pick() -> None:
+    from omniplane.plan.baselines import full_disaggregation, monolithic, vllm_omni
+    from omniplane.plan.compare import within
+    from omniplane.plan.space import FULL
+
+    model = _model("qwen3-omni")
+    space = runtime_space(model, k_s=2)
+    stock, mono, disagg = vllm_omni(model), monolithic(model), full_disaggregation(model)
+    assert stock is not None and mono is not None and disagg is not None
+    assert within(stock, space) and within(stock, FULL) and within(mono, FULL)
+    assert not within(mono, space) and not within(disagg, space)
+
+
+def test_the_plan_file_says_which_runtime_it_was_planned_for(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from omniplane.spec import load_plan
+
+    out = tmp_path / "plan.yaml"
+    result = runner.invoke(app, ["plan", "--model", "qwen3-omni", "--gpus", "2", "--sim-requests", "80",
+                                 "--max-simulated", "2", "--mc-samples", "24", "--runtime", "ideal",
+                                 "--no-baselines", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    meta = load_plan(out).spec.meta or {}
+    assert meta["runtime"]["name"] == "ideal" and meta["runtime"]["deployable"] is False
+    assert "whole pipeline" in meta["runtime"]["why"]
