@@ -129,7 +129,8 @@ def plan(
     out: Annotated[Path | None, opt.out_opt("--out", help="Write the selected plan here (YAML).")] = None,
     figures: Annotated[Path | None, opt.out_dir_opt(
         "--figures", help="Write Figures 7, 8, 9 (PNG) into this folder.")] = None,
-    baselines: Annotated[bool, typer.Option(help="Also plan every baseline space.")] = True,
+    baselines: Annotated[bool, typer.Option(help="Also plan every baseline space (--runtime vllm-omni: "
+                                                 "its stock layout, always).")] = True,
     sweep: Annotated[bool, typer.Option(help="Report each plan's best goodput over offered rates.")] = False,
     policy: Annotated[str, opt.choice_opt("--policy", help="Selection policy.", choices=tuple(POLICIES),
                                           what="selection policy")] = "total",
