@@ -20,7 +20,7 @@ from omniplane.spec.executor import MAX_BATCH
 JsonOpt = Annotated[bool, opt.json_opt()]
 RuntimeOpt = Annotated[str | None, typer.Option(
     metavar="NAME",
-    help="Serving runtime whose host-side costs apply: roofline, vllm or cornserve "
+    help="Serving runtime whose host-side costs apply: roofline, vllm, vllm-v1 or cornserve "
          "(docs/reference/perf.md).")]
 ModelOpt = Annotated[str, opt.model_opt("--model")]
 WORK = int(MAX_WORK)  # the spec's bound on one request's tokens, steps or pixels per side
@@ -119,7 +119,7 @@ def predict(
                      ] = 1,
     cfg: Annotated[bool, typer.Option(
         "--cfg", help="denoise_step: classifier-free guidance (2 forwards).")] = False,
-    runtime: RuntimeOpt = "vllm",
+    runtime: RuntimeOpt = "vllm-v1",
     json_out: JsonOpt = False,
 ) -> None:
     """The model's time for one call of a component (docs/reference/perf.md)."""

@@ -102,7 +102,8 @@ class Runtime:
                                  f"got {v!r}")
         if self.memory is not None and not (isinstance(self.memory, int | float) and 0.0 < self.memory <= 1.0):
             raise ValueError(f"Runtime {self.name!r}: memory must be null or in (0, 1], got {self.memory!r}")
-        if self.per_seq_s is not None and not (math.isfinite(self.per_seq_s) and self.per_seq_s >= 0.0):
+        if self.per_seq_s is not None and not (math.isfinite(self.per_seq_s)
+                                               and self.per_seq_s >= 0.0):
             raise ValueError(f"Runtime {self.name!r}: per_seq_s must be null or a finite number >= 0")
         if not (isinstance(self.moe_expert_pool, int | float) and 0.0 < self.moe_expert_pool <= 1.0):
             raise ValueError(f"Runtime {self.name!r}: moe_expert_pool must be in (0, 1], "
