@@ -100,7 +100,8 @@ class Runtime:
             if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0.0):
                 raise ValueError(f"Runtime {self.name!r}: step_s_by_gpu.{gpu} must be a finite number >= 0, "
                                  f"got {v!r}")
-        if self.memory is not None and not (isinstance(self.memory, int | float) and 0.0 < self.memory <= 1.0):
+        mem = self.memory
+        if mem is not None and not (isinstance(mem, int | float) and 0.0 < mem <= 1.0):
             raise ValueError(f"Runtime {self.name!r}: memory must be null or in (0, 1], got {self.memory!r}")
         if self.per_seq_s is not None and not (math.isfinite(self.per_seq_s)
                                                and self.per_seq_s >= 0.0):

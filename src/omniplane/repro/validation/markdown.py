@@ -169,7 +169,8 @@ def vllm_omni_ci_tables(report: dict[str, Any]) -> list[str]:
         err = r["rel_error_to_target"]
         metric = r["metric"].removeprefix("mean_").removesuffix("_ms")
         out.append(f"| {r['split']} | {r['benchmark']} | {metric} | {r['load']} | {r['kind']} | "
-                   f"{r['published_ms']:g} | {r['predicted_ms']:.1f} | {'yes' if r['within_bound'] else 'NO'} | "
+                   f"{r['published_ms']:g} | {r['predicted_ms']:.1f} | "
+                   f"{'yes' if r['within_bound'] else 'NO'} | "
                    f"{'bound only' if err is None else format(err, '+.1%')} |")
     fit, chk, b = ci["fit"], ci["check_points"], ci["bounds"]
     out += ["", f"Fit: n={fit['n']}, median {fit['median_abs_err']:.1%}, max {fit['max_abs_err']:.1%}. "
