@@ -18,7 +18,7 @@ from omniplane.spec import ResolvedPlan, load_plan
 if TYPE_CHECKING:
     from omniplane.deploy.export_omni import OmniExport
 
-TARGETS = ("vllm-omni",)
+TARGETS = ("vllm-omni", "ray-serve", "kuberay")
 
 
 def _hosts(value: Any) -> str:
@@ -41,6 +41,10 @@ def export_files(plan: ResolvedPlan, target: str, hosts: str | None) -> tuple[Om
     try:
         ex = export_vllm_omni(plan, Hosts.parse(hosts), serve=target != "vllm-omni")
         files = dict(ex.files)
+        if target != "vllm-omni":
+            from omniplane.deploy.export_ray import ray_files
+
+            files.update(ray_files(plan, ex, target))
     except ValueError as exc:
         fail(str(exc))
     return ex, files
