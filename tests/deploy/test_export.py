@@ -134,3 +134,39 @@ def test_memory_that_does_not_fit_is_refused(tmp_path: Path) -> None:
     text = text.replace("gpus: 10", "gpus: 8").replace("gpu: A100-80GB", "gpu: L40S")  # 48 GB
     with pytest.raises(StageMemoryError, match=r"deployment d0, plan node 'thinker-a'.*does not fit on L40S"):
         export_vllm_omni(load_plan(_plan_text(tmp_path, text)), Hosts.parse(None))
+
+
+def test_launch_script_runs_the_commands_with_their_gpus(tmp_path: Path) -> None:
+    """The host script as bash runs it, with a stand-in ``vllm`` that records its arguments."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    assert runner.invoke(app, ["export", str(QWEN3), "--hosts", "3x4", "--out", str(out)]).exit_code == 0
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    rec = tmp_path / "calls.jsonl"
+    (bin_dir / "vllm").write_text(
+        f"#!{sys.executable}\nimport json, os, sys, time\n"
+        f"open({str(rec)!r}, 'a').write(json.dumps([os.environ['CUDA_VISIBLE_DEVICES'], sys.argv[1:]])"
+        " + '\\n')\n"
+        "time.sleep(1)\n")
+    (bin_dir / "vllm").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "HOST0_ADDR": "10.0.0.1",
+           "HOST1_ADDR": "10.0.0.2", "HOST2_ADDR": "10.0.0.3"}
+    hosts = sorted(p.name for p in out.glob("launch-*.sh"))
+    for h in hosts:
+        subprocess.run(["bash", str(out / h)], env=env, check=True, timeout=30)
+    calls = [json.loads(line) for line in rec.read_text().splitlines()]
+    head = [(cvd, a) for cvd, a in calls if "--port" in a and "--stage-id" in a and "8001" in a]
+    assert len(head) == 1 and head[0][0] == "0,1,2,3" and "10.0.0.1" in head[0][1]  # d0's head on host0
+    assert head[0][1][:4] == ["serve", "Qwen/Qwen3-Omni-30B-A3B-Instruct", "--omni", "--deploy-config"]
+    assert head[0][1][4] == str(out.resolve() / "d0.yaml")
+    d0 = [(cvd, a[a.index("--stage-id") + 1]) for cvd, a in calls
+          if "--headless" in a and a[4].endswith("d0.yaml")]
+    assert sorted(s for _, s in d0) == ["1", "2"] and d0[0][0] == d0[1][0]  # talker, code2wav: one GPU
+    bad = subprocess.run(["bash", str(out / "launch-host0.sh")], env={**env, "HOST0_ADDR": ""},
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode != 0 and "HOST0_ADDR" in bad.stderr
