@@ -65,10 +65,21 @@ def test_rayservice_has_serve_config_and_gpu_groups(tmp_path: Path) -> None:
         assert f'omniplane-{h}' in g["rayStartParams"]["resources"]
 
 
-def test_a_deployment_across_hosts_is_refused_for_ray(tmp_path: Path) -> None:
-    res = runner.invoke(app, ["export", str(QWEN3), "--target", "ray-serve", "--hosts", "3x4",
-                              "--out", str(tmp_path / "x")])
-    assert res.exit_code == 2 and "spans hosts" in res.output and "--target vllm-omni" in res.output
+def test_a_deployment_across_hosts_is_a_head_and_headless_stages(tmp_path: Path) -> None:
+    out = _export(tmp_path, "ray-serve", "3x4")
+    cfg = yaml.safe_load((out / "serve-config.yaml").read_text())
+    serve_schema.ServeDeploySchema.model_validate(cfg)
+    d0 = next(a for a in cfg["applications"] if a["name"] == "d0")
+    deps = {d["name"]: d["ray_actor_options"] for d in d0["deployments"]}
+    assert deps["OmniServer"]["num_gpus"] == 4
+    assert deps["OmniServer"]["resources"] == {"omniplane-host0": 0.001}
+    assert sorted(deps) == ["OmniServer", "stages1+2-host1"]  # talker and code2wav: one replica, one GPU
+    assert deps["stages1+2-host1"]["num_gpus"] == 1
+    assert d0["args"]["distributed"] == {"stage_id": 0, "replicas": 2, "master_port": 25001,
+                                         "lb_policy": "random", "master_resource": "omniplane-host0",
+                                         "colocated": []}
+    assert d0["args"]["stages"] == [{"name": "stages1+2-host1", "processes": [
+        {"stage_id": 1, "replicas": 1}, {"stage_id": 2, "replicas": 1}]}]
 
 
 STAND_IN = """\
@@ -120,6 +131,21 @@ def test_omni_process_starts_waits_checks_and_stops(tmp_path: Path, monkeypatch:
         proc.check()
 
 
+def test_headless_process_is_healthy_while_alive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    exe = tmp_path / "vllm"
+    exe.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(30)\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv(VLLM_ENV, str(exe))
+    proc = OmniProcess("Qwen/X", {"stages": []}, port=None, extra_args=["--stage-id", "1"])
+    try:
+        assert "--headless" in proc.argv and "--port" not in proc.argv
+        proc.wait_ready(timeout=5, poll=0.1)
+        proc.check()
+    finally:
+        proc.stop()
+    assert not proc.healthy()
+
+
 def test_omni_process_that_dies_is_reported_with_its_log(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     exe = tmp_path / "vllm"
@@ -131,12 +157,13 @@ def test_omni_process_that_dies_is_reported_with_its_log(
         proc.wait_ready(timeout=30, poll=0.1)
 
 
-def test_the_serve_config_args_build_the_omni_server_application(tmp_path: Path) -> None:
+@pytest.mark.parametrize("hosts", ["2x8", "3x4"])
+def test_the_serve_config_args_build_the_omni_server_application(tmp_path: Path, hosts: str) -> None:
     from ray.serve import Application
 
     from omniplane.deploy import omni_server
 
-    out = _export(tmp_path, "ray-serve")
+    out = _export(tmp_path, "ray-serve", hosts)
     cfg = yaml.safe_load((out / "serve-config.yaml").read_text())
     d0 = next(a for a in cfg["applications"] if a["name"] == "d0")
     assert isinstance(omni_server.app(d0["args"]), Application)  # the builder Serve calls with args

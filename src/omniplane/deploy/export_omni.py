@@ -6,8 +6,10 @@ Per deployment (:mod:`omniplane.deploy.topology`) one deploy YAML ``<dep>.yaml``
 
 - per stage ``num_replicas`` (the node's executors), ``tensor_parallel_size``, ``max_num_seqs``
   (the max batch), ``devices`` and ``gpu_memory_utilization`` sized from what the stage loads on
-  the plan's GPU with the stages sharing its GPUs (:func:`omniplane.perf.stage_memory.size_device`;
-  a device whose stages do not fit is refused with the numbers);
+  the plan's GPU with the stages sharing its GPUs, KV at the contexts of the workload the plan was
+  evaluated under (``prediction.workload``; else the model's catalog workload)
+  (:func:`omniplane.perf.stage_memory.size_device`; a device whose stages do not fit is refused
+  with the numbers);
 - ``devices`` are logical indices into the GPUs ``CUDA_VISIBLE_DEVICES`` gives the process (how
   vLLM-Omni reads them, ``vllm_omni/entrypoints/stage_utils.py`` ``set_stage_devices``): on one
   host, the deployment's GPUs there (the launch script sets ``CUDA_VISIBLE_DEVICES`` to their
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -68,6 +71,7 @@ class OmniExport:
     placement: Placement
     routing: RoutingFile
     configs: dict[str, dict[str, Any]]  # deployment -> deploy document (with the omniplane block)
+    lb_policy: str = "random"
     files: dict[str, str] = field(default_factory=dict)
 
 
@@ -252,6 +256,19 @@ def routing(plan: ResolvedPlan, layout: VllmOmniLayout, deps: list[Deployment], 
                        deployments=eps, types=types, slo_ms=slo)
 
 
+def _workload_ref(plan: ResolvedPlan) -> str | None:
+    """The workload the plan was evaluated under (KV is sized for its contexts); None: the model's
+    catalog workload."""
+    from omniplane.spec import find_catalog_workload
+
+    if plan.spec.prediction is None:
+        return None
+    ref = plan.spec.prediction.workload
+    if find_catalog_workload(ref) is None and plan.path is not None and not Path(ref).is_absolute():
+        return str(plan.path.parent / ref)
+    return ref
+
+
 def export_vllm_omni(plan: ResolvedPlan, hosts: Hosts, *, serve: bool = False) -> OmniExport:
     """Everything ``export --target vllm-omni`` writes (module docstring). Raises
     :class:`omniplane.deploy.topology.NotRealisable`, :class:`~omniplane.deploy.placement.PlacementError`
@@ -262,7 +279,7 @@ def export_vllm_omni(plan: ResolvedPlan, hosts: Hosts, *, serve: bool = False) -
     deps = deployments(plan)
     placement = place(deps, hosts)
     lb = _lb_policy(plan)
-    ctx = workload_contexts(plan.model)
+    ctx = workload_contexts(plan.model, _workload_ref(plan))
     configs = {d.name: deployment_config(plan, layout, d, placement, ctx) for d in deps}
     route = routing(plan, layout, deps, placement, serve=serve)
     procs = [p for i, d in enumerate(deps) for p in processes(d, i, placement, lb)]
@@ -274,7 +291,7 @@ def export_vllm_omni(plan: ResolvedPlan, hosts: Hosts, *, serve: bool = False) -
         if mine:
             files[f"launch-{h}.sh"] = launch_script(h, mine, layout.hf_id, procs)
     files["README.md"] = readme(plan, layout, deps, placement, procs, lb, HEURISTIC)
-    return OmniExport(deps, placement, route, configs, files)
+    return OmniExport(deps, placement, route, configs, lb, files)
 
 
 def routing_text(route: RoutingFile) -> str:

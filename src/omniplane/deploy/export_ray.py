@@ -9,11 +9,14 @@ deployment's GPUs, ``ray_actor_options.num_gpus``), which writes the deployment'
 ``/health`` and reports its URL; plus the application ``router`` (``omniplane.deploy.gateway:app``
 at ``/``, args ``routing``: the routing document, deployments given as ``serve_app``).
 
-Each deployment is pinned to the host the placement gave it (:mod:`omniplane.deploy.placement`):
+Each process is pinned to the host the placement gave it (:mod:`omniplane.deploy.placement`):
 its replica asks for a custom resource ``omniplane-<host>``, which that host's Ray node offers
 (``ray start --resources '{"omniplane-host0": 1}'``; the RayService's worker group per host sets
-it). Ray Serve runs a replica on one node, so a deployment across hosts is refused here (export
-it with ``--target vllm-omni``, whose launch scripts run vLLM-Omni's distributed mode).
+it). A deployment across hosts becomes vLLM-Omni's distributed mode, as the launch scripts of
+``--target vllm-omni`` run it: ``OmniServer`` is the head, and one ``OmniStage`` deployment
+(``stages<S>+<S'>-<host>``) per set of GPUs on a host, running the headless processes of the
+stages sharing them (each replica holds its GPUs once; stages sharing them with the head run
+beside it in ``OmniServer``).
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from typing import Any
 
 import yaml
 
-from omniplane.deploy.export_omni import API_PORT, OmniExport, loader_document
+from omniplane.deploy.export_omni import API_PORT, MASTER_PORT, OmniExport, loader_document, processes
+from omniplane.deploy.export_text import Process
 from omniplane.spec import ResolvedPlan
 
 OMNI_SERVER = "omniplane.deploy.omni_server:app"
@@ -43,30 +47,37 @@ def serve_config(plan: ResolvedPlan, ex: OmniExport) -> dict[str, Any]:
     """The ``serve deploy`` document (module docstring); ValueError for a deployment across hosts."""
     apps: list[dict[str, Any]] = []
     for i, d in enumerate(ex.deployments):
-        hosts = ex.placement.hosts_of(d.name)
-        if len(hosts) > 1:
-            raise ValueError(
-                f"deployment {d.name} spans hosts {', '.join(hosts)}: a Ray Serve replica runs on one node; "
-                "give larger hosts (--hosts) or export with --target vllm-omni (vLLM-Omni's distributed "
-                "mode)")
         doc = ex.configs[d.name]
-        apps.append({
-            "name": d.name,
-            "route_prefix": None,
-            "import_path": OMNI_SERVER,
-            "args": {"model": doc["omniplane"]["model"], "deploy_config": loader_document(doc),
-                     "port": API_PORT + i, "name": d.name},
-            "deployments": [{
-                "name": "OmniServer",
+        args: dict[str, Any] = {"model": doc["omniplane"]["model"], "deploy_config": loader_document(doc),
+                                "port": API_PORT + i, "name": d.name}
+        deps = []
+        groups: dict[tuple[str, tuple[int, ...]], list[Process]] = {}  # processes sharing GPUs
+        for p in processes(d, i, ex.placement, ex.lb_policy):
+            groups.setdefault((p.host, p.gpus), []).append(p)
+        for procs in groups.values():
+            p = procs[0]
+            head = next((q for q in procs if q.head), None)
+            mine = [{"stage_id": q.stage_id, "replicas": q.replicas} for q in procs if not q.head]
+            ids = "+".join(str(q.stage_id) for q in procs)
+            name = "OmniServer" if head else f"stages{ids}-{p.host}"
+            if head is not None and head.stage_id is not None:
+                args["distributed"] = {"stage_id": head.stage_id, "replicas": head.replicas,
+                                       "master_port": MASTER_PORT + i, "lb_policy": ex.lb_policy,
+                                       "master_resource": host_resource(p.host), "colocated": mine}
+            elif head is None:
+                args.setdefault("stages", []).append({"name": name, "processes": mine})
+            deps.append({
+                "name": name,
                 "num_replicas": 1,
                 "max_ongoing_requests": 1000,
                 "health_check_period_s": 10,
                 "health_check_timeout_s": 30,
                 "graceful_shutdown_timeout_s": 30,
-                "ray_actor_options": {"num_gpus": d.gpus, "num_cpus": CPUS_PER_GPU * d.gpus,
-                                      "resources": {host_resource(hosts[0]): 0.001}},
-            }],
-        })
+                "ray_actor_options": {"num_gpus": len(p.gpus), "num_cpus": CPUS_PER_GPU * len(p.gpus),
+                                      "resources": {host_resource(p.host): 0.001}},
+            })
+        apps.append({"name": d.name, "route_prefix": None, "import_path": OMNI_SERVER, "args": args,
+                     "deployments": deps})
     apps.append({"name": "router", "route_prefix": "/", "import_path": GATEWAY,
                  "args": {"routing": ex.routing.model_dump(mode="json", exclude_none=True)}})
     return {"proxy_location": "HeadOnly", "http_options": {"host": "0.0.0.0", "port": 8000},

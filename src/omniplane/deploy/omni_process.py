@@ -36,7 +36,9 @@ class OmniProcess:
     """A ``vllm serve ... --omni`` child process (module docstring)."""
 
     def __init__(self, model: str, deploy_config: dict[str, Any], *, host: str = "127.0.0.1",
-                 port: int = 8001, extra_args: list[str] | None = None, log: str | None = None) -> None:
+                 port: int | None = 8001, extra_args: list[str] | None = None,
+                 log: str | None = None) -> None:
+        """``port`` None: a ``--headless`` stage process (no API server; alive is healthy)."""
         self.model, self.host, self.port = model, host, port
         self.dir = Path(tempfile.mkdtemp(prefix="omniplane-omni-"))
         self.config = self.dir / "deploy.yaml"
@@ -44,8 +46,9 @@ class OmniProcess:
         exe = os.environ.get(VLLM_ENV) or shutil.which("vllm")
         if exe is None:
             raise OmniProcessError("no `vllm` executable on PATH: install vllm-omni 0.30 on this node")
-        self.argv = [exe, "serve", model, "--omni", "--deploy-config", str(self.config),
-                     "--host", host, "--port", str(port), *(extra_args or [])]
+        api = ["--host", host, "--port", str(port)] if port is not None else ["--headless"]
+        self.argv = [exe, "serve", model, "--omni", "--deploy-config", str(self.config), *api,
+                     *(extra_args or [])]
         self.log_path = Path(log) if log else self.dir / "vllm.log"
         self._log = self.log_path.open("ab")
         self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
@@ -63,6 +66,8 @@ class OmniProcess:
             return ""
 
     def healthy(self, timeout: float = 2.0) -> bool:
+        if self.port is None:
+            return self.proc is not None and self.proc.poll() is None
         try:
             with urllib.request.urlopen(f"{self.url}/health", timeout=timeout) as r:  # its own URL
                 return bool(200 <= r.status < 300)
@@ -91,7 +96,7 @@ class OmniProcess:
         if self.proc is None or self.proc.poll() is not None:
             code = None if self.proc is None else self.proc.returncode
             raise OmniProcessError(f"vllm serve exited ({code})")
-        if not self.healthy(timeout=5.0):
+        if self.port is not None and not self.healthy(timeout=5.0):
             raise OmniProcessError(f"vllm serve at {self.url} does not answer /health")
 
     def stop(self) -> None:
