@@ -20,7 +20,10 @@ each deployment's OpenAI endpoint is::
     slo_ms: {ti2t: 244.5}          # the plan's first-response targets, when it has them
 
 A request type's probabilities are the plan's route probabilities summed per deployment. Load
-with :func:`load_routing` (errors name the file and the field).
+with :func:`load_routing` (errors name the file and the field). ``export --target vllm-omni``
+writes ``routing.yaml`` with ``url`` endpoints (``hostN`` stands for the host's address); the Ray
+targets write ``serve_app`` endpoints and also pass the document inline to the router
+application as its ``args.routing`` (``import_path: omniplane.deploy.gateway:app``).
 """
 
 from __future__ import annotations
