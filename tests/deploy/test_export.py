@@ -170,3 +170,10 @@ def test_launch_script_runs_the_commands_with_their_gpus(tmp_path: Path) -> None
     bad = subprocess.run(["bash", str(out / "launch-host0.sh")], env={**env, "HOST0_ADDR": ""},
                          capture_output=True, text=True, timeout=30)
     assert bad.returncode != 0 and "HOST0_ADDR" in bad.stderr
+
+
+@pytest.mark.parametrize("bad", ["2by8", "0x8", "2x0", "x"])
+def test_bad_hosts_is_a_clear_option_error(tmp_path: Path, bad: str) -> None:
+    res = runner.invoke(app, ["export", str(QWEN3), "--hosts", bad, "--out", str(tmp_path / "x")])
+    assert res.exit_code == 2 and "--hosts" in res.output and "2x8" in res.output, res.output
+    assert not (tmp_path / "x").exists()
