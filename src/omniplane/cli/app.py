@@ -14,6 +14,7 @@ from omniplane.cli import (
     catalog,
     deploy,
     experiment,
+    export,
     fidelity,
     perf,
     perf_query,
@@ -80,6 +81,7 @@ app.command("calibrate")(calibrate.calibrate)
 app.command("deploy")(deploy.deploy)
 app.command("loadgen")(deploy.loadgen)
 app.command("rehearse")(deploy.rehearse)
+app.command("export")(export.export)
 app.command("fidelity")(fidelity.fidelity)
 
 
