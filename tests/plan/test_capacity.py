@@ -42,6 +42,13 @@ def test_bisection_finds_the_smallest_count_that_brute_force_finds(rate: float) 
     assert min(cap.attainment.values()) >= 0.9
 
 
+def test_the_reported_probes_agree_with_the_answer() -> None:
+    cap = _answer(40.0)
+    assert cap.gpus is not None and cap.gpus_used is not None and cap.gpus_used <= cap.gpus
+    for p in cap.probes:  # a count that meets at or above the answer, a miss below it
+        assert p.meets == (p.gpus >= cap.gpus), p.to_json()
+
+
 def test_one_fewer_gpu_misses_on_a_named_type() -> None:
     cap = _answer(40.0)
     fewer = cap.one_fewer

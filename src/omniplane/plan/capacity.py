@@ -12,10 +12,13 @@ attainment at an offered rate ``R`` in the simulator (docs/guides/plan.md, "Capa
   executor config along any route at full batch (the flow bound's continuous relaxation,
   :mod:`omniplane.plan.bounds`), and at least the fewest GPUs of any logical plan covering every
   type. No count below it is probed.
-* **Upper bound by doubling.** From the lower bound the step doubles (``lo + s``, ``lo + 2s``,
-  ``lo + 4s``, ... with ``s = ceil(lo / 8)``) until a count meets; then bisection between the
-  last count that missed and the first that met. This assumes that meeting is monotone in
-  ``N`` (the planner's pick at ``N + 1`` is at least as good as at ``N``); the probes are listed.
+* **Upper bound by doubling.** From the lower bound the step doubles (``lo + s``, ``lo + 3s``,
+  ``lo + 7s``, ... with ``s = ceil(lo / 8)``) until a count meets; then bisection between the
+  largest count that missed and the GPUs the meeting plan uses. Meeting is monotone in ``N`` (a
+  plan that fits ``N`` GPUs fits ``N + 1``) but each probe's search is budgeted
+  (``mc_budget``), so a probe also considers every plan found at a smaller count (same sample,
+  same rate), and a plan that met at any count answers for every count it fits. The probes
+  are listed in the output.
 * **Minimality evidence.** The best plan at ``N - 1`` simulated at ``R`` and the type that
   misses most; when ``N - 1`` is below the flow bound, the planner's ordinary pick at ``N - 1``
   (at ``alpha x R_d``) simulated at ``R``.
@@ -148,11 +151,13 @@ class CapacityPlanner:
         return planner.finish(max(res.simulated, key=key), res.simulated)
 
     def probe(self, n: int) -> Probe:
-        hit = self._probes.get(n)
-        if hit is not None:
-            return hit
+        """The pick at ``n`` GPUs. A plan that met at another budget and fits ``n`` GPUs answers
+        for ``n`` too (also over a search at ``n`` that missed: the search is budgeted)."""
         known = [p for p in self._probes.values()
                  if p.meets and p.pick is not None and p.pick.plan.total_gpus <= n]
+        hit = self._probes.get(n)
+        if hit is not None and (hit.meets or not known):
+            return hit
         if known:  # a plan found at another budget that meets and fits this one
             p = min(known, key=lambda p: p.pick.plan.total_gpus if p.pick is not None else n)
             why = f"the plan found at {p.gpus} GPUs fits"
@@ -202,29 +207,21 @@ class CapacityPlanner:
         t0 = time.perf_counter()
         lo = self.lower_bound()
         cap = Capacity(self.rate, self.base.problem.gpu.name, self.target, lo, [])
-        first = self.probe(lo)
-        if first.meets:
-            hi = lo
-        else:
-            miss, step, hi = lo, max(1, math.ceil(lo / 8)), 0
-            for _ in range(MAX_DOUBLINGS):
-                n = min(miss + step, max_gpus)
-                if self.probe(n).meets:
-                    hi = n
-                    break
-                miss, step = n, step * 2
-                if n >= max_gpus:
-                    break
-            if not hi:
-                cap.probes = sorted(self._probes.values(), key=lambda p: p.gpus)
-                cap.seconds = time.perf_counter() - t0
-                return cap
-            while hi - miss > 1:
-                mid = (miss + hi) // 2
-                if self.probe(mid).meets:
-                    hi = mid
-                else:
-                    miss = mid
+        hi = self._first_meeting(lo, max_gpus)
+        if hi is None:
+            cap.probes = sorted(self._probes.values(), key=lambda p: p.gpus)
+            cap.seconds = time.perf_counter() - t0
+            return cap
+        while True:
+            # the largest count below ``hi`` known to miss (the lower bound's count less one
+            # misses by the flow relaxation)
+            miss = max([p.gpus for p in self._probes.values() if not p.meets and p.gpus < hi],
+                       default=lo - 1)
+            if hi - miss <= 1:
+                break
+            mid = (miss + hi) // 2
+            if self.probe(mid).meets:
+                hi = self._used(mid)
         win = self.probe(hi)
         assert win.pick is not None
         cap.gpus, cap.plan, cap.attainment = hi, win.pick.plan, win.attainment
@@ -237,6 +234,25 @@ class CapacityPlanner:
         cap.probes = sorted(self._probes.values(), key=lambda p: p.gpus)
         cap.seconds = time.perf_counter() - t0
         return cap
+
+    def _used(self, n: int) -> int:
+        """GPUs the pick at ``n`` uses (a meeting plan may leave some of the budget idle)."""
+        pick = self.probe(n).pick
+        return min(n, pick.plan.total_gpus) if pick is not None else n
+
+    def _first_meeting(self, lo: int, max_gpus: int) -> int | None:
+        """A count that meets: ``lo``, then ``lo + s``, ``lo + 3s``, ... (the step doubles)."""
+        if self.probe(lo).meets:
+            return self._used(lo)
+        n, step = lo, max(1, math.ceil(lo / 8))
+        for _ in range(MAX_DOUBLINGS):
+            if n >= max_gpus:
+                return None
+            n = min(n + step, max_gpus)
+            if self.probe(n).meets:
+                return self._used(n)
+            step *= 2
+        return None
 
     def meets_at(self, spec: PlanSpec, rate: float) -> bool:
         return min_attainment(self.sim.run(spec, rate), self.active) >= self.target
