@@ -146,14 +146,15 @@ def _row(cap: Any, price: Any, mix: Any, costs: Any, seconds: float) -> dict[str
         "lower_bound": {"gpus": cap.lower, "rule": "flow relaxation: R x sum_t pi_t W_t GPUs, and the fewest "
                                                    "GPUs of any plan (omniplane.plan.capacity)"},
         "probes": [p.to_json() for p in cap.probes],
-        "plan": _describe(cap.plan), "seconds": round(seconds, 2),
+        "plan": _describe(cap.plan), "seconds": round(seconds, 2), "cpu_seconds": round(cap.cpu_seconds, 2),
         "_plan": cap.plan,
     }
 
 
 def _capacity_json(row: dict[str, Any]) -> dict[str, Any]:
     keep = ("rate", "gpu", "gpus", "gpus_used", "cost_per_hour", "cost_per_1k_requests", "attainment",
-            "headroom_rps", "headroom", "one_fewer", "lower_bound", "probes", "plan", "seconds")
+            "headroom_rps", "headroom", "one_fewer", "lower_bound", "probes", "plan", "seconds",
+            "cpu_seconds")
     return {k: row[k] for k in keep}
 
 

@@ -47,6 +47,7 @@ HEADROOM_GROWTH = 1.25  # rate factor per growth step (assumption: a coarse firs
 HEADROOM_GROWS = 4  # growth steps at most: headroom is reported up to 1.25^4 = 2.44 x R
 HEADROOM_BISECT = 5  # bisection steps inside the bracket (resolution 1/32 of it)
 MAX_DOUBLINGS = 8  # upper-bound steps from the lower bound before giving up
+MAX_GPUS = 256  # the largest count probed (assumption: bounds the time, not a limit of the method)
 
 
 @dataclass
@@ -87,6 +88,7 @@ class Capacity:
     headroom_rps: float | None = None
     headroom_note: str = ""
     seconds: float = 0.0
+    cpu_seconds: float = 0.0  # this process's CPU time (the wall time includes other processes' load)
 
     @property
     def gpus_used(self) -> int | None:
@@ -203,14 +205,14 @@ class CapacityPlanner:
                      time.perf_counter() - t0, res.best)
 
     # ---- the search --------------------------------------------------------------------------------
-    def run(self, max_gpus: int = 4096, headroom: bool = True) -> Capacity:
-        t0 = time.perf_counter()
+    def run(self, max_gpus: int = MAX_GPUS, headroom: bool = True) -> Capacity:
+        t0, c0 = time.perf_counter(), time.process_time()
         lo = self.lower_bound()
         cap = Capacity(self.rate, self.base.problem.gpu.name, self.target, lo, [])
         hi = self._first_meeting(lo, max_gpus)
         if hi is None:
             cap.probes = sorted(self._probes.values(), key=lambda p: p.gpus)
-            cap.seconds = time.perf_counter() - t0
+            cap.seconds, cap.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
             return cap
         while True:
             # the largest count below ``hi`` known to miss (the lower bound's count less one
@@ -232,7 +234,7 @@ class CapacityPlanner:
         if headroom:
             cap.headroom_rps, cap.headroom_note = self.headroom(win.pick.plan)
         cap.probes = sorted(self._probes.values(), key=lambda p: p.gpus)
-        cap.seconds = time.perf_counter() - t0
+        cap.seconds, cap.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
         return cap
 
     def _used(self, n: int) -> int:
