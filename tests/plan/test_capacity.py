@@ -149,3 +149,23 @@ def test_plan_rate_writes_a_plan_that_sim_run_reproduces(tmp_path: Path) -> None
     got = json.loads(sim.stdout[sim.stdout.index("{"):])
     for t, a in cap["attainment"].items():
         assert got["per_type"][t]["attainment"] == pytest.approx(a, abs=1e-4)
+
+
+def test_plan_rates_sweeps_and_draws_a_figure(tmp_path: Path) -> None:
+    args = ["plan", "--model", "qwen-image", "--rates", "0.5,1", "--gpu", "H100", "--mc-budget", "2000",
+            "--sim-requests", "300", "--json", "--figures", str(tmp_path)]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout[res.stdout.index("{"):])
+    rows = {r["rate"]: r for r in doc["rows"]}
+    assert set(rows) == {0.5, 1.0}
+    assert rows[0.5]["gpus"] <= rows[1.0]["gpus"]  # more traffic never needs fewer GPUs
+    assert [s["rate"] for s in doc["sweep"]] == [0.5, 1.0]
+    assert (tmp_path / "capacity-sweep.png").stat().st_size > 0
+
+
+def test_capacity_options_that_do_not_apply_fail_clearly() -> None:
+    res = CliRunner().invoke(app, ["plan", "--model", "qwen-image", "--rate", "1", "--gpus", "4"])
+    assert res.exit_code != 0 and "--gpus" in res.output
+    res = CliRunner().invoke(app, ["plan", "--model", "qwen-image", "--gpus", "4", "--gpu", "A100,H100"])
+    assert res.exit_code != 0 and "--rate" in res.output

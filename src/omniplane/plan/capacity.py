@@ -233,7 +233,8 @@ class CapacityPlanner:
             cap.one_fewer = prev if prev.pick is not None else self._fallback(hi - 1)
         if headroom:
             cap.headroom_rps, cap.headroom_note = self.headroom(win.pick.plan)
-        cap.probes = sorted(self._probes.values(), key=lambda p: p.gpus)
+        # a count whose own search missed but that a plan found later fits meets
+        cap.probes = [self.probe(n) for n in sorted(self._probes)]
         cap.seconds, cap.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
         return cap
 
