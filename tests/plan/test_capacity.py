@@ -169,3 +169,17 @@ def test_capacity_options_that_do_not_apply_fail_clearly() -> None:
     assert res.exit_code != 0 and "--gpus" in res.output
     res = CliRunner().invoke(app, ["plan", "--model", "qwen-image", "--gpus", "4", "--gpu", "A100,H100"])
     assert res.exit_code != 0 and "--rate" in res.output
+
+
+def test_objective_cost_picks_the_cheaper_kind_at_the_prices_given(tmp_path: Path) -> None:
+    cheap = tmp_path / "p.yaml"
+    cheap.write_text("kind: prices\nprices: {A100-80GB: 0.01, H100: 100}\n")
+    base = ["plan", "--model", "qwen-image", "--rate", "1", "--gpu", "A100-80GB,H100", "--mc-budget", "2000",
+            "--sim-requests", "300", "--json", "--prices", str(cheap)]
+    res = CliRunner().invoke(app, [*base, "--objective", "cost"])
+    assert res.exit_code == 0, res.output
+    by_cost = json.loads(res.stdout[res.stdout.index("{"):])
+    rows = {r["gpu"]: r for r in by_cost["rows"]}
+    assert rows["A100-80GB"]["gpus"] > rows["H100-SXM"]["gpus"]  # the H100 needs fewer GPUs ...
+    assert by_cost["capacity"]["gpu"] == "A100-80GB"  # ... but at these prices the A100 costs less
+    assert by_cost["prices"]["A100-80GB"]["source"].startswith("user file")
