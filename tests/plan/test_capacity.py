@@ -15,6 +15,7 @@ from omniplane.plan.capacity import Capacity, CapacityPlanner
 from omniplane.plan.options import PlannerOptions
 from omniplane.plan.pipeline import Planner
 from omniplane.plan.prices import Price, costs, load_prices, parse_prices
+from omniplane.spec import load_plan
 from tests.plan.conftest import problem, table, targets
 
 OPTS = PlannerOptions(mc_samples=32, sim_requests=300, mc_budget=10_000)
@@ -144,6 +145,8 @@ def test_plan_rate_writes_a_plan_that_sim_run_reproduces(tmp_path: Path) -> None
     assert set(cap["cost_per_1k_requests"]) == set(cap["attainment"])
     assert cap["one_fewer"]["gpus"] == cap["gpus"] - 1
     assert min(cap["attainment"].values()) >= 0.9
+    written = load_plan(out).spec
+    assert written.gpus == cap["gpus"] and written.total_gpus == cap["gpus_used"]
     sim = CliRunner().invoke(app, ["sim", "run", str(out), "--rate", "1", "--n", "300", "--json"])
     assert sim.exit_code == 0, sim.output
     got = json.loads(sim.stdout[sim.stdout.index("{"):])

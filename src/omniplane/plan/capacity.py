@@ -226,7 +226,8 @@ class CapacityPlanner:
                 hi = self._used(mid)
         win = self.probe(hi)
         assert win.pick is not None
-        cap.gpus, cap.plan, cap.attainment = hi, win.pick.plan, win.attainment
+        # the budget the plan file states is the answer (the plan may have been found at a larger one)
+        cap.gpus, cap.plan, cap.attainment = hi, win.pick.plan.model_copy(update={"gpus": hi}), win.attainment
         cap.gpu_seconds = gpu_seconds(win.pick, self.types)
         if hi > 1:
             prev = self._probes.get(hi - 1) or self.probe(hi - 1)
