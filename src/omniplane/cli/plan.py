@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from omniplane.cli import options as opt
+from omniplane.cli.capacity import from_plan, gpu_kinds
 from omniplane.cli.errors import fail, new_app
 from omniplane.cli.files import Outputs
 from omniplane.cli.output import console, notice, print_json, print_table
@@ -108,7 +109,23 @@ def plan(
     ctx: typer.Context,
     model: ModelOpt = None,
     gpus: GpusOpt = None,
-    gpu: Annotated[str, opt.gpu_opt("--gpu", help="GPU kind.")] = "A100-80GB",
+    gpu: Annotated[str, opt.option("--gpu", help="GPU kind (with --rate/--rates: a comma list, e.g. "
+                                    "A100-80GB,H100).", parser=gpu_kinds, metavar="GPU")] = "A100-80GB",
+    rate: Annotated[float | None, opt.rate_opt(
+        "--rate", help="Capacity planning: the fewest GPUs of each --gpu kind whose best plan meets "
+                       "--attainment at this offered rate (docs/guides/plan.md, \"Capacity\").")] = None,
+    rates: Annotated[str | None, typer.Option(
+        metavar="R1,R2,...", help="Capacity planning at each of these rates (a table; --figures: a "
+                                  "figure).")] = None,
+    attainment: Annotated[float, opt.float_opt(
+        "--attainment", help="With --rate: share of each type's requests within its target.", lo=0,
+        hi=1, lo_open=True)] = 0.9,
+    prices: Annotated[Path | None, opt.file_opt(
+        "--prices", help="With --rate: USD per GPU-hour per kind (YAML, kind: prices), over the "
+                         "catalog's.")] = None,
+    objective: Annotated[str, opt.choice_opt(
+        "--objective", help="With --rate: pick the kind with the fewest GPUs or the lowest cost.",
+        choices=("gpus", "cost"), what="objective")] = "gpus",
     workload: Annotated[str | None, opt.option(
         "--workload", help="Catalog workload or file (default: the model's base catalog workload "
                            "with a mix).", parser=opt.workload_ref(), metavar="WORKLOAD")] = None,
@@ -184,6 +201,11 @@ def plan(
     """Plan a deployment: enumerate, flow bound, Monte Carlo, simulate, select."""
     if ctx.invoked_subcommand is not None:
         return
+    if rate is not None or rates is not None:
+        from_plan(locals(), _workload, parse_mix)
+        return
+    if "," in gpu:
+        fail("--gpu: one GPU kind (a comma list needs --rate or --rates)")
     if model is None or gpus is None:
         fail("give --model and --gpus (or use `omniplane plan show PLAN`); see omniplane plan --help")
     if normalize and mix is None and replan_mix is None:

@@ -122,9 +122,15 @@ class Planner:
                  cost: CostModel | None = None, table: CostTable | None = None,
                  targets: LatencyTargets | None = None,
                  policy: str = "total", transfer_s: float = DEFAULT_TRANSFER_S,
-                 gpus: GPUCatalog | None = None, progress: Progress = NO_PROGRESS) -> None:
+                 gpus: GPUCatalog | None = None, progress: Progress = NO_PROGRESS,
+                 rate: float | None = None) -> None:
         self.problem = problem
         self.options = options or PlannerOptions()
+        # None: each plan at alpha x R_d (Cornfigurator); else every plan at this offered rate
+        # (plans whose flow bound is below it are not built: omniplane.plan.search, capacity planning)
+        self.rate = rate
+        if rate is not None:  # no headroom factor: the plans run at the rate asked
+            self.options = replace(self.options, alpha=1.0)
         self.cost = cost or (table.cost if table else CostModel(problem.model))
         self.table = table or CostTable(problem, self.cost)
         self.transfer_s = transfer_s
@@ -157,7 +163,7 @@ class Planner:
             problem = problem.with_mix(mix)
         other = Planner(problem, options=self.options, cost=self.cost, table=self.table, targets=self.targets,
                         policy=self.policy_name, transfer_s=self.transfer_s, gpus=self.gpus,
-                        progress=self.progress)
+                        progress=self.progress, rate=self.rate)
         return other.run(space, cloud=cloud)
 
     def _for(self, split: Split) -> Planner:
@@ -173,7 +179,7 @@ class Planner:
             cost = CostModel(split.model, profiles=self.cost.profiles, calibration=self.cost.calibration,
                              memory=self.cost.memory, guidance_passes=passes)
             hit = Planner(pb, options=self.options, cost=cost, targets=self.targets, policy=self.policy_name,
-                          transfer_s=self.transfer_s, gpus=self.gpus, progress=self.progress)
+                          transfer_s=self.transfer_s, gpus=self.gpus, progress=self.progress, rate=self.rate)
             hit._sim = self.simulator.derived(split.model, work, cost)
             self._derived[split.model.name] = hit
         return hit
@@ -186,7 +192,7 @@ class Planner:
         slo = target_array(self.targets, self.problem.types)
         oracle = SimOracle(self, space)
         found = Search(self.problem, self.table, space, self.options, slo, self.transfer_s, self.score,
-                       oracle, self.progress, cloud).run()
+                       oracle, self.progress, cloud, rate=self.rate).run()
         simulated = found.simulated
         for r in simulated:
             r.spec = oracle.specs[(id(r.block.cands), r.i)]
@@ -213,7 +219,10 @@ class Planner:
         good = np.stack([s.outcome.goodput for s in simulated])
         front = pareto_front(good)
         score = self.score(good[front], self.problem.pi())
-        best = simulated[int(front[int(np.argmax(score))])]
+        return self.finish(simulated[int(front[int(np.argmax(score))])], simulated)
+
+    def finish(self, best: Simulated, simulated: list[Simulated]) -> Simulated:
+        """``best`` with its plan file completed (meta, latency targets, prediction)."""
         best.spec = best.plan.model_copy(update={"meta": self._meta(best, simulated), "slo": self.targets,
                                                  "prediction": self._prediction(best)})
         return best
@@ -235,7 +244,9 @@ class Planner:
         wl = self.problem.workload
         return {
             "monte_carlo_goodput_rps": round(float(best.estimate.sum()), 4),
-            "flow_bound_rps": round(best.rate, 4),
+            # at a fixed rate R_d is clipped to it (omniplane.plan.search): the rate, not R_d
+            **({"flow_bound_rps": round(best.rate, 4)} if self.rate is None else
+               {"evaluated_at_rps": self.rate}),
             "provenance": {
                 "planner": f"omniplane {__version__} (Cornfigurator, arXiv plan pipeline)",
                 "workload": wl.spec.name,

@@ -82,8 +82,14 @@ class Search:
     def __init__(self, problem: Problem, table: CostTable, space: Space, options: PlannerOptions,
                  slo_s: np.ndarray, transfer_s: float, score: Score, oracle: Oracle,
                  progress: Progress = NO_PROGRESS, cloud: bool = False,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = time.perf_counter, rate: float | None = None) -> None:
         self.table, self.space, self.opt, self.slo = table, space, options, slo_s
+        # a fixed offered rate (capacity planning, omniplane.plan.capacity): plans whose flow
+        # bound is below it are not built (their throughput cannot reach it) and every other plan
+        # is estimated and simulated at it (its R_d clipped to ``rate``; admissible: a plan's
+        # score at rate ``rate`` is at most factor x rate)
+        self.rate = rate
+        self.floor = rate or 0.0
         self.transfer, self.score, self.oracle, self.progress = transfer_s, score, oracle, progress
         self.pi = problem.pi()
         self.gpus = problem.gpus
@@ -167,7 +173,7 @@ class Search:
         """Why the logical plan of bound ``ub`` (and all after it) is not expanded (None: it is).
         A spent time budget still expands the best logical plan: the search always answers."""
         late = self.budget.out_of_time() and self.stats.logical_expanded > 0
-        if ub < self.bound.threshold():
+        if ub < self.bound.threshold() or ub < self.floor:
             return "bound"
         if self.budget.mc_spent():
             return "Monte Carlo budget"
@@ -227,14 +233,14 @@ class Search:
         level = ub_rate * (1 - gap) if np.isfinite(ub_rate) else 0.0
         while True:
             t1 = self.clock()
-            floor = max(self.bound.threshold(), level)
+            floor = max(self.bound.threshold(), self.floor, level)
             opt, vec, top, cnt = exp.rows(floor)
             band = np.nonzero(top < ceiling)[0]
             self.counts.built += exp.rows_evaluated
             exp.rows_evaluated = 0
             self._seconds("flow", t1)
             self._band(exp, opt[band], vec[band], top[band], cnt[band])
-            if floor <= self.bound.threshold() or self.budget.mc_spent():
+            if floor <= max(self.bound.threshold(), self.floor) or self.budget.mc_spent():
                 break
             gap *= 2  # bands twice as deep each time: [1 - 2 gap, 1 - gap] of the bound
             ceiling, level = floor, ub_rate * max(0.0, 1 - gap)
@@ -251,7 +257,7 @@ class Search:
                     self.drops.rows_not_built_mc(left, exp.lp, float(top[start]))
                 break
             t1 = self.clock()
-            thr = self.bound.threshold()
+            thr = max(self.bound.threshold(), self.floor)
             sl = slice(start, start + ROWS)
             keep = np.nonzero(top[sl] >= thr)[0] + start
             if not len(keep):
@@ -263,6 +269,8 @@ class Search:
                 self._seconds("flow", t1)
                 continue
             cands = exp.elements(opt[keep], vec[keep], top[keep], cnt[keep], thr)
+            if self.rate is not None:
+                cands.rate = np.minimum(cands.rate, self.rate)
             self.counts.built += max(0, len(cands) - len(keep))
             self.counts.flow += len(cands)
             self._seconds("flow", t1)
