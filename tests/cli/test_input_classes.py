@@ -168,11 +168,12 @@ def test_a_hand_edited_plan_gets_every_problem_at_once(root: Path) -> None:
 
     text = CATALOG_PLAN.read_text()
     for old, new in (("ti2t: [{nodes: [front], p: 1.0}]", "ti2t: [{nodes: [front], p: 0.5}]"),
-                     ("max_batch: 64}", "max_batch: 100000}"), ("tp: 1, max_batch: 16", "tp: 2, max_batch: 16")):
+                     ("max_batch: 64}", "max_batch: 9999}"),
+                     ("tp: 1, max_batch: 16", "tp: 2, max_batch: 16")):
         assert old in text
         text = text.replace(old, new)
     (root / "edited.yaml").write_text(text)
     # the plan's own checks (route sums, budget) and its checks against the model (tp, batch)
     refused(["validate", "edited.yaml"], root, "routes.ti2t: route probabilities sum to 0.5",
-            "nodes[2].executors[0].max_batch: max_batch 100000", "nodes[0].executors[0].tp: tp 2",
+            "nodes[2].executors[0].max_batch: max_batch 9999", "nodes[0].executors[0].tp: tp 2",
             "plan uses 17 GPUs")
