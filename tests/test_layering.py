@@ -168,6 +168,7 @@ CORE = [
     "omniplane.repro.horizon.experiment",
     "omniplane.repro.horizon.testbed_fit",
     "omniplane.sched.serving",
+    "omniplane.sched.smsweep",
     "omniplane.vllm.deploy_defaults",
     "omniplane.plan",
     "omniplane.plan.pipeline",

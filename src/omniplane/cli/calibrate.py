@@ -122,6 +122,13 @@ def _derived(doc: dict[str, Any], where: str, spec: Any, deploy: Path | None, ou
                   f"{cal['corun']['at_cap_ms']} ms at S_cap vs {cal['corun']['full_ms']} ms on the whole GPU")
     for c, v in cal["slo_table"]["classes"].items():
         console.print(f"SLO {c}: {v['slo_s']} s (priority {v['priority']}, {v['path']} path)")
+    harness = doc.get("harness") or {}
+    for name, r in (harness.get("policies") or {}).items():
+        console.print(f"harness {name}: thinker TTFT p50 {r.get('ttft_p50_ms')} ms, p95 "
+                      f"{r.get('ttft_p95_ms')} ms over {r.get('requests')} requests; talker "
+                      f"{r.get('down_steps_per_s')} steps/s")
+    if harness.get("error"):
+        console.print(f"[yellow]harness: {harness['error']}[/]")
     for path in (out, deploy):
         if path is not None:
             console.print(f"wrote {path}")

@@ -159,21 +159,21 @@ class TorchBench:
                                  "prefill_tokens": PREFILL_TOKENS}
 
     # ---- timing --------------------------------------------------------------------------------
-    def _sync(self) -> None:
+    def sync(self) -> None:
         if not self.dry:
             self.t.cuda.synchronize()
 
-    def _on(self, stream: Any) -> Any:
+    def on(self, stream: Any) -> Any:
         return self.t.cuda.stream(stream) if stream is not None and not self.dry else nullcontext()
 
-    def _time_ms(self, fn: Any, stream: Any, repeats: int | None = None, warmup: int | None = None) -> float:
+    def time_ms(self, fn: Any, stream: Any, repeats: int | None = None, warmup: int | None = None) -> float:
         """Median ms of ``fn`` issued on ``stream`` (CUDA events; CPU wall time in a dry run)."""
         warmup = self.warmup if warmup is None else warmup
         repeats = self.repeats if repeats is None or self.dry else repeats
         times = []
-        with self.t.inference_mode(), self._on(stream):
+        with self.t.inference_mode(), self.on(stream):
             for i in range(warmup + repeats):
-                self._sync()
+                self.sync()
                 if self.dry:
                     t0 = time.perf_counter()
                     fn()
@@ -191,11 +191,11 @@ class TorchBench:
         return float(statistics.median(times))
 
     def decode_ms(self, stream: Any, sms: int) -> float:
-        ms = self._time_ms(lambda: self.shared.step(DECODE_BATCH, DECODE_CONTEXT), stream)
+        ms = self.time_ms(lambda: self.shared.step(DECODE_BATCH, DECODE_CONTEXT), stream)
         return self.fake.decode_ms(stream, sms) if self.fake else ms
 
     def prefill_ms(self, stream: Any, sms: int) -> float:
-        ms = self._time_ms(lambda: self.shared.prefill(PREFILL_TOKENS), stream, repeats=3)
+        ms = self.time_ms(lambda: self.shared.prefill(PREFILL_TOKENS), stream, repeats=3)
         return self.fake.prefill_ms(stream, sms) if self.fake else ms
 
     def corun(self, stream: Any, sms: int, down_stream: Any, down_sms: int) -> tuple[float, float | None]:
@@ -205,7 +205,7 @@ class TorchBench:
         other = down_stream if down_stream is not None or self.dry else t.cuda.Stream()
 
         def queue_down() -> None:
-            with self._on(other):
+            with self.on(other):
                 for _ in range(self.corun_steps):
                     self.down.step(DECODE_BATCH, DECODE_CONTEXT)
 
@@ -213,12 +213,13 @@ class TorchBench:
             queue_down()
             self.shared.step(DECODE_BATCH, DECODE_CONTEXT)
 
-        with t.inference_mode():
-            ms = self._time_ms(shared_under_load, stream, repeats=5) if self.dry else self._corun_ms(
-                queue_down, stream)
-            bw = self._pressure(queue_down, stream)
-        if self.fake is not None:
+        if self.fake is not None:  # a dry run: the code runs once, the timing and signal are synthetic
+            with t.inference_mode():
+                self.time_ms(shared_under_load, stream)
             return self.fake.corun(stream, sms, down_stream, down_sms)
+        with t.inference_mode():
+            ms = self._corun_ms(queue_down, stream)
+            bw = self._pressure(queue_down, stream)
         return ms, bw
 
     def _corun_ms(self, queue_down: Any, stream: Any) -> float:
@@ -226,7 +227,7 @@ class TorchBench:
         for i in range(self.warmup + 5):
             t.cuda.synchronize()
             queue_down()  # the downstream steps are queued (and running) before the timed step
-            with self._on(stream):
+            with self.on(stream):
                 cur = t.cuda.current_stream()
                 a, b = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
                 a.record(cur)
@@ -242,15 +243,15 @@ class TorchBench:
         """The sampler's memory activity over a window of co-running (None without a sampler)."""
         if self.sampler is None:
             return None
-        self._sync()
+        self.sync()
         time.sleep(getattr(self.sampler, "interval", 0.1))
         self.sampler.sample(time.monotonic())  # opens the window (GPM: the first sample)
         end = time.monotonic() + PRESSURE_WINDOW_S
         while time.monotonic() < end:
             queue_down()
-            with self._on(stream):
+            with self.on(stream):
                 self.shared.step(DECODE_BATCH, DECODE_CONTEXT)
-            self._sync()
+            self.sync()
         value = self.sampler.sample(time.monotonic())
         return None if value is None else float(value)
 
@@ -269,7 +270,7 @@ class TorchBench:
                 for i in range(down - 1):
                     self.down.step(1, prompt + out + i)
 
-        return self._time_ms(one, None, repeats=1, warmup=0)
+        return self.time_ms(one, None, repeats=1, warmup=0)
 
     def solo_ms(self, request_type: str, n: int) -> list[float]:
         self.first_response_ms(request_type)  # warm-up (a dry run: the code runs, the timing is synthetic)
