@@ -215,7 +215,10 @@ def phase_shared(args: argparse.Namespace) -> dict[str, Any]:
     with torch.inference_mode():
         solo = b.time_ms(lambda: b.shared.prefill(prompt), None)
     rate = LOAD / (solo / 1e3) if not args.dry else 20.0  # a dry run: a few requests, not a load
+    deadline = time.monotonic() + 300
     while get(ctl, DOWN_READY) != 1:
+        if time.monotonic() > deadline or get(ctl, PHASE) == STOP:
+            raise RuntimeError("the talker process did not start (see its error above)")
         time.sleep(0.05)
     out: dict[str, Any] = {"solo_ttft_ms": round(solo, 3), "rate_per_s": round(rate, 2),
                            "seconds": args.seconds, "signal": sampler.source, "policies": {}}
@@ -310,8 +313,13 @@ def run(args: argparse.Namespace) -> int:
         extra = ["--ctl", str(ctl_path), "--plan", str(tmp / "plan.json"), "--levels", *map(str, levels)]
         try:
             down = child(args, "down", tmp / "down.json", extra, env)
-            shared_rc = child(args, "shared", tmp / "harness.json", extra, env).wait()
+            shared = child(args, "shared", tmp / "harness.json", extra, env)
             ctl = open_ctl(ctl_path)
+            while shared.poll() is None:  # a talker that died before it was ready stops the thinker
+                if down.poll() not in (None, 0) and get(ctl, DOWN_READY) != 1:
+                    put(ctl, PHASE, STOP)
+                time.sleep(0.2)
+            shared_rc = shared.returncode
             put(ctl, PHASE, STOP)  # the talker stops even when the thinker failed
             try:
                 down.wait(60)
