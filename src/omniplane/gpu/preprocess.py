@@ -167,13 +167,11 @@ def derive(doc: Mapping[str, Any], model: ModelSpec, where: str = "calibration",
 
 
 def read(path: Path) -> dict[str, Any]:
-    """A calibration document from a JSON file (ValueError naming the file otherwise)."""
-    import json
+    """A calibration document (or a GPU check's sweep) from a JSON file, through the shared input
+    opener (size limit; NaN, Infinity and over-long integers refused, naming the file)."""
+    from omniplane.perf.colocation_fit import read_sweep_json
 
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not JSON ({exc})") from None
+    data = read_sweep_json(path)
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object")
     return data
