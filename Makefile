@@ -29,7 +29,7 @@ VLLM_OMNI_VERSION ?= 0.30.0
 .PHONY: run test lint typecheck pytest pytest-vllm pytest-omni vllm-extra deploy-deps sim-native sim-compiled bench fidelity clean help
 
 help:
-	@echo "make run    - set up .venv and plan Qwen3-Omni on 16 A100-80GB against every baseline"
+	@echo "make run    - set up .venv and plan Qwen3-Omni on 16 A100-80GB in vLLM-Omni's space vs its stock layout"
 	@echo "make test   - set up .venv with test extras; run ruff, mypy and pytest (building $(VVENV)"
 	@echo "              meanwhile), then the vLLM and vLLM-Omni tests in $(VVENV)"
 	@echo "make bench  - run the benchmarks in bench/ (slow, prints figures)"
@@ -59,7 +59,8 @@ $(VENV)/.deploy: pyproject.toml $(VENV)/.test
 deploy-deps: $(VENV)/.deploy
 
 # The main job: plan Qwen3-Omni on 16 A100-80GB for the ServeGen-like mix with 1/3 audio
-# output, against every baseline; writes the plan file and Figures 7-9 under out/.
+# output in what vLLM-Omni 0.30 can run (--runtime vllm-omni, the default for a model with a
+# stock layout), against its stock layout replicated; writes the plan file and Figures 7-9 under out/.
 RUN_ARGS ?= --model qwen3-omni --gpus 16 --gpu A100-80GB --workload qwen3-omni-servegen
 run: $(VENV)/.core sim-native
 	$(VENV)/bin/omniplane plan $(RUN_ARGS) --out out/plan-qwen3-omni-16xA100.yaml --figures out/figures

@@ -23,7 +23,8 @@ DOCS = ROOT / "docs"
 LAB_ROUND = re.compile("ses" + r"sion\s+[0-9]|\.\./sha" + "red", re.I)
 MACHINE_PATH = re.compile(r"(?<![\w.])/(?:work|root|home|Users)/\w")
 TEXT = {".py", ".md", ".yaml", ".yml", ".toml", ".txt", ".json", ".cfg", ".ini", ".sh", ""}
-LEARN_BYTES = 150 * 1024  # concepts, guides and reference together
+LEARN_BYTES = 120 * 1024  # concepts, guides and the written reference together
+CLI_BYTES = 40 * 1024  # the generated command-line reference (one table row per option)
 RESULTS_LINES = 400
 MODULE_LINES = 500
 
@@ -68,10 +69,12 @@ def test_every_relative_link_resolves(page: Path) -> None:
 
 
 def learning_pages() -> list[Path]:
-    """What the docs' budget counts: concepts, guides and reference (index and quick start are
-    the way in, required but not counted)."""
+    """What the docs' budget counts: concepts, guides and the written reference (index and quick
+    start are the way in, required but not counted; the generated cli.md has its own budget, as
+    it grows by a row per option, not by prose)."""
     pages = [DOCS / "concepts.md"]
-    return pages + sorted((DOCS / "guides").rglob("*.md")) + sorted((DOCS / "reference").rglob("*.md"))
+    reference = [p for p in sorted((DOCS / "reference").rglob("*.md")) if p.name != "cli.md"]
+    return pages + sorted((DOCS / "guides").rglob("*.md")) + reference
 
 
 def test_the_pages_a_newcomer_reads_are_short_enough() -> None:
@@ -79,6 +82,8 @@ def test_the_pages_a_newcomer_reads_are_short_enough() -> None:
         assert (DOCS / page).is_file(), f"docs/{page} exists"
     total = sum(p.stat().st_size for p in learning_pages())
     assert total <= LEARN_BYTES, f"concepts, guides and reference: {total} bytes > {LEARN_BYTES}"
+    cli = (DOCS / "reference" / "cli.md").stat().st_size
+    assert cli <= CLI_BYTES, f"docs/reference/cli.md: {cli} bytes > {CLI_BYTES}"
 
 
 TABLE_ROW = re.compile(r"^\|.*\|\s*$", re.M)

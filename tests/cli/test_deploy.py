@@ -12,26 +12,34 @@ from omniplane.cli.app import app
 from omniplane.spec.catalog import catalog_dir
 
 PLAN = str(catalog_dir() / "plans" / "qwen3-omni-16xa100-cornfigurator.yaml")
+EXPORTABLE = str(Path(__file__).parents[1] / "deploy" / "qwen3-omni-2dep.yaml")
 runner = CliRunner()
 
 
 def test_dry_run_lists_deployments_and_writes_vllm_omni_configs(tmp_path: Path) -> None:
     res = runner.invoke(
-        app, ["deploy", PLAN, "--engine", "vllm-omni", "--dry-run", "--config-dir", str(tmp_path), "--json"]
+        app, ["deploy", EXPORTABLE, "--engine", "vllm-omni", "--dry-run", "--config-dir", str(tmp_path),
+              "--json"]
     )
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     assert [(d["deployment"], d["replicas"], d["gpus_per_replica"]) for d in out["deployments"]] == [
-        ("aud-g0", 1, 1),
-        ("front-g0", 4, 1),
-        ("back-g0", 11, 1),
-    ]
-    assert sorted(Path(p).name for p in out["stage_configs"]) == [
-        "aud-g0.yaml",
-        "back-g0.yaml",
-        "front-g0.yaml",
-    ]
-    assert all(Path(p).is_file() for p in out["stage_configs"])
+        ("thinker-a-g0", 2, 2), ("speech-a-g0", 1, 1), ("thinker-b-g0", 2, 2), ("speech-b-g0", 1, 1)]
+    assert sorted(Path(p).name for p in out["stage_configs"]) == ["d0.yaml", "d1.yaml"]
+    # the same files as `omniplane export --target vllm-omni`
+    again = runner.invoke(app, ["export", EXPORTABLE, "--out", str(tmp_path / "export")])
+    assert again.exit_code == 0, again.output
+    exported = sorted(p.name for p in (tmp_path / "export").iterdir())
+    assert sorted(Path(p).name for p in out["export"]) == exported
+    for p in out["export"]:
+        assert Path(p).read_text() == (tmp_path / "export" / Path(p).name).read_text()
+
+
+def test_dry_run_refuses_a_plan_vllm_omni_cannot_run(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["deploy", PLAN, "--engine", "vllm-omni", "--dry-run", "--config-dir",
+                              str(tmp_path / "c")])
+    assert res.exit_code == 2 and "cannot run on vLLM-Omni" in res.output and "--runtime ideal" in res.output
+    assert not (tmp_path / "c").exists()
 
 
 def test_vllm_omni_without_the_package_is_refused_before_ray_starts(

@@ -63,3 +63,18 @@ def test_predict_errors_name_the_option() -> None:
     assert res.exit_code == 2 and "--component" in res.output
     res = runner.invoke(app, [*PREDICT, "qwen3-vl", "--component", "llm", "--gpu", "L40S", "--tp", "1"])
     assert res.exit_code == 2 and "does not fit" in res.output
+
+
+def test_bench_replays_a_closed_loop_benchmark_and_names_bad_options() -> None:
+    base = ["perf", "bench", "--model", "qwen3-omni", "--component", "thinker", "--gpu", "H100",
+            "--input-len", "1000", "--output-len", "50", "--json"]
+    one = json.loads(runner.invoke(app, base).stdout)
+    eight = json.loads(runner.invoke(app, [*base, "--concurrency", "8"]).stdout)
+    assert one["runtime"] == "vllm-v1" and one["num_prompts"] == 4 and eight["num_prompts"] == 32
+    assert 0 < one["mean_ttft_ms"] < one["mean_e2el_ms"]
+    assert one["mean_e2el_ms"] == pytest.approx(one["mean_ttft_ms"] + 49 * one["mean_tpot_ms"], rel=1e-3)
+    assert eight["mean_e2el_ms"] > one["mean_e2el_ms"]
+    res = runner.invoke(app, [*base[:4], "--component", "code2wav", *base[6:]])
+    assert res.exit_code == 2 and "--component" in res.output and "thinker" in res.output
+    res = runner.invoke(app, [*base, "--concurrency", "0"])
+    assert res.exit_code == 2 and "--concurrency" in res.output

@@ -24,8 +24,12 @@ def test_json_has_exactly_the_issue_keys_and_writes_the_plan(tmp_path: Path) -> 
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert set(doc) == {"plan", "goodput", "baselines", "counts", "estimate_error", "cuts", "baseline_cuts",
-                        "phases", "seconds", "memory"}
-    assert "no vLLM-Omni layout for qwen3-vl" in doc["memory"]["note"]  # tests/deploy/test_memory_table.py
+                        "phases", "seconds", "memory", "runtime"}
+    assert "no vLLM-Omni layout for qwen3-vl" in doc["memory"]["note"]
+    # no vLLM-Omni pipeline: the default runtime is ideal, and the plan says it is not deployable
+    assert doc["runtime"]["name"] == "ideal" and doc["runtime"]["deployable"] is False
+    assert "no pipeline for qwen3-vl" in doc["runtime"]["why"]
+    assert doc["plan"]["meta"]["runtime"] == doc["runtime"]  # tests/deploy/test_memory_table.py
     assert set(doc["goodput"]) == {"total", "per_type"}
     assert set(doc["goodput"]["per_type"]) == {"t2t", "ti2t"}
     counts = doc["counts"]

@@ -29,7 +29,7 @@ from omniplane.sim.eventloop import EventLoop
 from omniplane.sim.gpu import Colocated, TimeSliced, split_step
 from omniplane.spec import ComponentKind, GeneratorKind, GPUCatalog, GPUKind, ModelSpec
 
-RUNTIMES = ("roofline", "vllm", "cornserve")
+RUNTIMES = ("roofline", "vllm", "vllm-v1", "cornserve")
 SLACK = 1.0 + 1e-9
 SETTINGS = settings(max_examples=150, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -14,6 +14,7 @@ from omniplane.cli import (
     catalog,
     deploy,
     experiment,
+    export,
     fidelity,
     perf,
     perf_query,
@@ -70,6 +71,7 @@ perf_app.command("colocation-fit")(perf.colocation_fit)
 perf_app.command("solo")(perf.solo)
 perf_app.command("capacity")(perf_query.capacity)
 perf_app.command("predict")(perf_query.predict)
+perf_app.command("bench")(perf_query.bench)
 app.add_typer(perf_app, name="perf")
 app.command("profile")(profile.profile)
 app.add_typer(experiment.app, name="experiment")
@@ -79,6 +81,7 @@ app.command("calibrate")(calibrate.calibrate)
 app.command("deploy")(deploy.deploy)
 app.command("loadgen")(deploy.loadgen)
 app.command("rehearse")(deploy.rehearse)
+app.command("export")(export.export)
 app.command("fidelity")(fidelity.fidelity)
 
 

@@ -21,7 +21,7 @@ from rich.table import Table
 
 from omniplane.cli import options as opt
 from omniplane.cli.errors import fail
-from omniplane.cli.files import Outputs, write_json
+from omniplane.cli.files import write_json
 from omniplane.cli.output import console, notice, print_json, print_table
 from omniplane.cli.slo import SloOpt, legacy_solo_policy, slo_choice
 from omniplane.deploy.auth import API_KEY_ENV, MAX_BODY_BYTES, MAX_PROMPT_TOKENS, MAX_WORK, Guard, is_loopback
@@ -115,7 +115,8 @@ def deploy(
         "--dashboard-host", help="Start Ray's dashboard (no authentication!) on this address; local "
                                  "clusters only (default: no dashboard).")] = None,
     config_dir: Annotated[Path, opt.out_dir_opt(
-        "--config-dir", help="vllm-omni: where to write stage configs.")] = Path("vllm-omni-configs"),
+        "--config-dir", help="vllm-omni: where to write the deployment's files (as omniplane export "
+        "--target vllm-omni).")] = Path("vllm-omni-configs"),
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -167,21 +168,20 @@ def deploy(
         for g, grp in enumerate(n.executors)
     ]
     configs: list[str] = []
-    if engine == "vllm-omni":
-        from omniplane.deploy.vllm_omni import write_stage_configs
+    exported: list[str] = []
+    if engine == "vllm-omni":  # the files `omniplane export --target vllm-omni` writes
+        from omniplane.cli.export import export_files, write_files
 
-        with Outputs() as files:
-            try:
-                staged = write_stage_configs(plan, files.folder(config_dir))
-            except ValueError as exc:
-                fail(str(exc))
-            files.commit()
-        configs = [str(config_dir / p.name) for p in staged]
+        ex, files = export_files(plan, "vllm-omni", None)
+        write_files(config_dir, files)
+        configs = [str(config_dir / f"{d.name}.yaml") for d in ex.deployments]
+        exported = [str(config_dir / name) for name in sorted(files)]
     summary: dict[str, Any] = {
         "plan": plan.spec.name,
         "engine": engine,
         "deployments": deps,
         "stage_configs": configs,
+        "export": exported,
         "url": f"http://{host}:{port}",
         "api_key": "required" if guard.keyed else "none (loopback only)",
         "limits": {"max_body_bytes": guard.max_body_bytes, "max_prompt_tokens": guard.max_prompt_tokens,

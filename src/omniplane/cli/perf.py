@@ -36,8 +36,8 @@ def validate(
         help="Also simulate HorizonServe's Table 3 (20 runs, minutes).")] = True,
 ) -> None:
     """Every public measurement the catalog can express beside the model's prediction, with a
-    section per anchor set: Cornfigurator Table 2, the Qwen3-Omni report, HorizonServe Figure 4
-    and Table 3."""
+    section per anchor set: Cornfigurator Table 2, the Qwen3-Omni report, vLLM-Omni's CI files,
+    HorizonServe Figure 4 and Table 3."""
     from omniplane.perf.factors import load_calibration
     from omniplane.repro.validation.markdown import to_markdown
     from omniplane.repro.validation.report import validate as run
@@ -80,9 +80,15 @@ def _print_report(report: dict[str, Any]) -> None:
         table.add_row(p["role"], p["id"], p["gpu"], f"{p['measured']:.4g} {p['unit']}",
                       f"{p['predicted']:.4g}", _pct(p["rel_error"]), ",".join(p["flags"]))
     print_table(table)
-    from omniplane.repro.validation.markdown import report_tables, table2_tables, table3_tables
+    from omniplane.repro.validation.markdown import (
+        report_tables,
+        table2_tables,
+        table3_tables,
+        vllm_omni_ci_tables,
+    )
 
-    for lines in (table2_tables(report), report_tables(report), table3_tables(report)):
+    for lines in (table2_tables(report), report_tables(report), vllm_omni_ci_tables(report),
+                  table3_tables(report)):
         if lines:
             console.print("\n".join(lines), highlight=False)
     co = report["colocation"]

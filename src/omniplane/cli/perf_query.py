@@ -20,7 +20,7 @@ from omniplane.spec.executor import MAX_BATCH
 JsonOpt = Annotated[bool, opt.json_opt()]
 RuntimeOpt = Annotated[str | None, typer.Option(
     metavar="NAME",
-    help="Serving runtime whose host-side costs apply: roofline, vllm or cornserve "
+    help="Serving runtime whose host-side costs apply: roofline, vllm, vllm-v1 or cornserve "
          "(docs/reference/perf.md).")]
 ModelOpt = Annotated[str, opt.model_opt("--model")]
 WORK = int(MAX_WORK)  # the spec's bound on one request's tokens, steps or pixels per side
@@ -119,7 +119,7 @@ def predict(
                      ] = 1,
     cfg: Annotated[bool, typer.Option(
         "--cfg", help="denoise_step: classifier-free guidance (2 forwards).")] = False,
-    runtime: RuntimeOpt = "vllm",
+    runtime: RuntimeOpt = "vllm-v1",
     json_out: JsonOpt = False,
 ) -> None:
     """The model's time for one call of a component (docs/reference/perf.md)."""
@@ -164,3 +164,44 @@ def _config(cost: CostModel, component: str, gpu: Any, tp: int | None, batch: in
             last = exc
     assert last is not None
     fail(str(last) + (f" (--tp {tp})" if tp else f"; no TP degree in {degrees} fits"))
+
+
+def bench(
+    model: ModelOpt,
+    component: Annotated[str, typer.Option(metavar="NAME", help="LLM component of the model.")],
+    gpu: Annotated[str, opt.gpu_opt("--gpu")],
+    input_len: Annotated[int, opt.int_opt("--input-len", help="Prompt tokens per request.", lo=1, hi=WORK)],
+    output_len: Annotated[int, opt.int_opt("--output-len", help="Tokens decoded per request (ignore_eos).",
+                                           lo=1, hi=WORK)],
+    concurrency: Annotated[int, opt.int_opt("--concurrency", help="Requests in flight (--max-concurrency).",
+                                            lo=1, hi=MAX_BATCH)] = 1,
+    num_prompts: Annotated[int | None, opt.int_opt(
+        "--num-prompts", help="Requests in all (default: 4 x concurrency).", lo=1, hi=100_000)] = None,
+    tp: Annotated[int | None, opt.tp_opt("GPUs per executor (default: smallest that fits)")] = None,
+    runtime: RuntimeOpt = "vllm-v1",
+    json_out: JsonOpt = False,
+) -> None:
+    """Replay ``vllm bench serve --max-concurrency`` on one executor of an LLM component: mean
+    TTFT, TPOT and E2EL (docs/reference/perf.md, "Validation")."""
+    from omniplane.perf.replay import closed_loop
+
+    spec, kind = _load(model, gpu)
+    cost = _cost(spec, runtime)
+    llms = [c.name for c in spec.components if c.is_llm]
+    if component not in llms:
+        fail(f"--component {component!r}: model {spec.name!r} has LLM components {', '.join(llms)}")
+    config = _config(cost, component, kind, tp, max(concurrency, 256))
+    n = num_prompts or 4 * concurrency
+    r = closed_loop(cost, component, config, input_len=input_len, output_len=output_len,
+                    concurrency=concurrency, num_prompts=n)
+    doc = {"model": spec.name, "component": component, "gpu": kind.name, "tp": config.tp,
+           "runtime": cost.runtime.name, "input_len": input_len, "output_len": output_len,
+           "concurrency": concurrency, "num_prompts": n, **r.to_json()}
+    if json_out:
+        print_json(doc)
+        return
+    console.print(f"{spec.name} {component} on {kind.name} x{config.tp} ({cost.runtime.name}), "
+                  f"{input_len} in / {output_len} out, concurrency {concurrency}, {n} prompts: "
+                  f"mean TTFT [bold]{doc['mean_ttft_ms']:.4g} ms[/], "
+                  f"TPOT [bold]{doc['mean_tpot_ms']:.4g} ms[/], "
+                  f"E2EL [bold]{doc['mean_e2el_ms']:.1f} ms[/]")

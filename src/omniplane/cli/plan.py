@@ -129,7 +129,8 @@ def plan(
     out: Annotated[Path | None, opt.out_opt("--out", help="Write the selected plan here (YAML).")] = None,
     figures: Annotated[Path | None, opt.out_dir_opt(
         "--figures", help="Write Figures 7, 8, 9 (PNG) into this folder.")] = None,
-    baselines: Annotated[bool, typer.Option(help="Also plan every baseline space.")] = True,
+    baselines: Annotated[bool, typer.Option(help="Also plan every baseline space (--runtime vllm-omni: "
+                                                 "its stock layout, always).")] = True,
     sweep: Annotated[bool, typer.Option(help="Report each plan's best goodput over offered rates.")] = False,
     policy: Annotated[str, opt.choice_opt("--policy", help="Selection policy.", choices=tuple(POLICIES),
                                           what="selection policy")] = "total",
@@ -172,6 +173,12 @@ def plan(
     replan_mix: Annotated[str | None, typer.Option(
         metavar="TYPE=FRACTION,...", help="Then re-plan for this type mix (e.g. ti2t=0.5,ti2a=0.5) from "
                                           "the same profile; the rule of --mix (and --normalize).")] = None,
+    runtime: Annotated[str | None, opt.choice_opt(
+        "--runtime", help="Plan space: what this runtime can run (default: vllm-omni for a model with a "
+                          "stock vLLM-Omni layout, else ideal, which no runtime runs).",
+        choices=("vllm-omni", "ideal"), what="runtime")] = None,
+    compare_ideal: Annotated[bool, typer.Option(
+        "--compare-ideal", help="Also plan the ideal space and report what the runtime costs.")] = False,
     json_out: Annotated[bool, opt.json_opt()] = False,
 ) -> None:
     """Plan a deployment: enumerate, flow bound, Monte Carlo, simulate, select."""
@@ -187,6 +194,7 @@ def plan(
     from omniplane.plan.options import PlannerOptions
     from omniplane.plan.pipeline import Planner
     from omniplane.plan.problem import make_problem
+    from omniplane.plan.runtime import RuntimeUnavailable, default_runtime, setup
     from omniplane.slo.resolve import resolve_targets
 
     m = load_model(find_catalog_model(model) or Path(model))
@@ -217,17 +225,23 @@ def plan(
         problem = make_problem(wl, kind, gpus, samples=options.mc_samples, seed=seed, mix=mix_given)
         cost = CostModel(problem.model)
         table = CostTable(problem, cost)
+        try:
+            rt = setup(runtime or default_runtime(m), problem, cost, table, options.k_s, seed)
+        except RuntimeUnavailable as exc:
+            fail(str(exc))
         targets = resolve_targets(given or wl.spec.slo, table, cost, overrides, seed=options.seed)
-        planner = Planner(problem, options=options, cost=cost, table=table, targets=targets, policy=policy,
+        planner = Planner(problem, options=options, cost=cost, table=rt.table, targets=targets, policy=policy,
                           progress=StderrProgress("plan"))
         profile_s = time.perf_counter() - t0
-        cmp = compare(planner, baselines=None if baselines else [], sweep=sweep, cloud=figures is not None)
+        spaces = rt.baselines if rt.baselines is not None or baselines else []
+        cmp = compare(planner, baselines=spaces, sweep=sweep, cloud=figures is not None, space=rt.space)
         if cmp.planner.spec is None:
             fail(f"no plan fits the budget of {gpus} x {kind.name} (every executor config is infeasible "
                  "or over budget); try a larger --gpus or another --gpu")
         doc = to_json(cmp)
         meta = doc["plan"]["meta"]
         meta["profile_seconds"] = profile_s
+        doc["runtime"] = meta["runtime"] = _runtime_block(cmp, rt, planner, compare_ideal)
         replans: list[dict[str, Any]] = []
         if replan_gpus is not None:
             replans.append({"gpus": replan_gpus})
@@ -235,7 +249,7 @@ def plan(
             replans.append({"mix": replan_mix_given})
         for change in replans:
             t1 = time.perf_counter()
-            again = planner.replan(**change)
+            again = planner.replan(**change, space=rt.space)
             meta.setdefault("replan", []).append({
                 **change, "seconds": time.perf_counter() - t1, "goodput_total": again.total,
                 "plan": _one_line(again.best.spec) if again.best else None,
@@ -263,6 +277,34 @@ def plan(
         print_json(doc)
         return
     _print(cmp, plan_spec, meta, out, written, doc, explain)
+
+
+def _runtime_block(cmp: Any, rt: Any, planner: Any, ideal: bool) -> dict[str, Any]:
+    """``meta.runtime``: the space's runtime, deployable or not and why, and the comparison: the
+    pick, vLLM-Omni's stock layout replicated, and (``ideal``) the ideal space's best."""
+    from omniplane.plan.pipeline import Planner
+    from omniplane.plan.runtime import label
+    from omniplane.plan.space import FULL
+
+    model = planner.problem.model
+    out = label(model, rt.name, rt.space)
+    pick = cmp.planner.total
+    stock = next((e for e in cmp.baselines if e.name == "vllm-omni"), None)
+    if stock is not None:
+        out["stock_replicated_rps"] = stock.total
+        out["pick_over_stock"] = pick / stock.total if stock.total > 0 else None
+    if ideal:
+        if rt.name == "ideal":
+            out["ideal_rps"] = pick
+        else:
+            other = Planner(planner.problem, options=planner.options, cost=planner.cost, table=rt.ideal_table,
+                            targets=planner.targets, policy=planner.policy_name, progress=planner.progress)
+            res = other.run(FULL)
+            out["ideal_rps"] = res.total
+            out["ideal_plan"] = _one_line(res.best.spec) if res.best and res.best.spec else None
+            out["runtime_over_ideal"] = pick / res.total if res.total > 0 else None
+    out["pick_rps"] = pick
+    return out
 
 
 def _memory(plan_spec: Any, model: Any, wl: Any, mix: dict[str, float] | None, seed: int) -> dict[str, Any]:
@@ -302,6 +344,7 @@ def _print(cmp: Any, plan_spec: Any, meta: dict[str, Any], out: Path | None, wri
     table.add_row("estimate error", *[_pct(e.result.best.error) if e.result.best else "-"
                                       for e in cmp.entries])
     print_table(table)
+    _print_runtime(doc["runtime"])
     phases = Table(title="search (counts: docs/guides/plan.md, \"Counts\")")
     phases.add_column("phase")
     phases.add_column("plans", justify="right")
@@ -356,6 +399,25 @@ def _print(cmp: Any, plan_spec: Any, meta: dict[str, Any], out: Path | None, wri
         console.print(f"plan written to {out}", highlight=False)
     for p in written:
         console.print(f"figure {p}", highlight=False)
+
+
+def _print_runtime(rt: dict[str, Any]) -> None:
+    if not rt["deployable"]:
+        console.print(f"[bold red]{rt['why']}[/]", highlight=False)
+    else:
+        console.print(f"runtime: {rt['space']}", highlight=False)
+        if rt.get("approximation"):
+            console.print(f"[yellow]approximation:[/] {rt['approximation']}", highlight=False)
+    parts = [f"pick {rt['pick_rps']:.2f} req/s"]
+    if "stock_replicated_rps" in rt:
+        ratio = rt["pick_over_stock"]
+        parts.append(f"vLLM-Omni stock layout replicated {rt['stock_replicated_rps']:.2f} req/s "
+                     f"(pick / stock {'-' if ratio is None else f'{ratio:.2f}x'})")
+    if "runtime_over_ideal" in rt:
+        ratio = rt["runtime_over_ideal"]
+        parts.append(f"ideal space best {rt['ideal_rps']:.2f} req/s (runtime / ideal "
+                     f"{'-' if ratio is None else f'{ratio:.2f}x'}; not deployable)")
+    console.print("; ".join(parts), highlight=False)
 
 
 def _one_line(spec: Any) -> str:

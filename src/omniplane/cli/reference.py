@@ -23,7 +23,8 @@ DOC = Path("docs/reference/cli.md")
 
 # What an option accepts, named once here instead of in every row (the text --help prints).
 LEGEND = {
-    "a file to write (missing folders are created; an existing file is replaced)": "output file",
+    "a file to write (missing folders are created; an existing regular file is replaced, a link's "
+    "target written)": "output file",
     "a folder to write into (created when missing)": "output folder",
     "an existing file": "existing file",
     "a catalog GPU name or alias, any case (omniplane gpus)": "GPU name",

@@ -67,6 +67,17 @@ def layer_time(eff: Efficiency, rt: Runtime) -> float:
     return eff.layer_s if rt.layer_s is None else rt.layer_s
 
 
+def seq_time(eff: Efficiency, rt: Runtime) -> float:
+    """Time per sequence emitting a token: the runtime's, else the GPU kind's."""
+    return eff.per_seq_s if rt.per_seq_s is None else rt.per_seq_s
+
+
+def expert_pool(shape: Shape, rt: Runtime) -> float:
+    """Fraction of a MoE layer's experts one iteration's tokens route among: the runtime's
+    routing skew, never below top-k of all experts (one token reads its k experts)."""
+    return max(rt.moe_expert_pool, shape.active_experts / shape.experts)
+
+
 @dataclass(frozen=True, slots=True)
 class LLMCoeffs:
     """Constants of one autoregressive component on one executor config (per GPU), with the
@@ -178,17 +189,21 @@ def llm_coeffs(shape: Shape, gpu: GPUKind, tp: int, eff: Efficiency, rt: Runtime
     heads_per_rank = math.ceil(shape.kv_heads / tp)
     moe = shape.experts > 0
     lt = layer_time(eff, rt)
+    pool = expert_pool(shape, rt) if moe else 1.0
+    rates = Rates.of(gpu, eff)
+    if rt.memory is not None:
+        rates = Rates(rates.flops, gpu.mem_bw * rt.memory)
     return LLMCoeffs(
-        rates=Rates.of(gpu, eff),
+        rates=rates,
         flops_per_token=2.0 * shape.matmul_params / tp,
         attn_flops_per_pair=shape.attn_flops_per_pair / tp,
         shared_bytes=shape.shared_bytes / tp,
-        expert_bytes=shape.expert_bytes / tp,
-        miss=1.0 - shape.active_experts / shape.experts if moe else 0.0,
+        expert_bytes=shape.expert_bytes * pool / tp,
+        miss=1.0 - shape.active_experts / (shape.experts * pool) if moe else 0.0,
         moe=moe,
         kv_bytes_per_token=shape.kv_bytes_per_token * heads_per_rank / shape.kv_heads,
         fixed_s=lt * shape.layers + rt.step_s_on(gpu.name),
-        per_seq_s=eff.per_seq_s,
+        per_seq_s=seq_time(eff, rt),
         comm_latency_s=_collective_latency(ALLREDUCES_PER_LAYER * shape.layers, tp, eff),
         comm_s_per_token=ALLREDUCES_PER_LAYER * shape.layers * shape.hidden * ACT_BYTES
         * _allreduce_s_per_byte(gpu, tp, eff),

@@ -57,6 +57,15 @@ class Runtime:
                            (device-to-host copy and send), serial with the forward
     guidance               classifier-free guidance where the model's defaults use it
                            (``GUIDANCE_PASSES``); False: one forward per denoising step
+    memory                 LLM: fraction of peak DRAM bandwidth its iterations reach (the
+                           runtime's kernels); ``None`` keeps the GPU kind's ``memory``
+    per_seq_s              LLM: time per sequence emitting a token (sampling, detokenising,
+                           output); ``None`` keeps the GPU kind's ``per_seq_s``
+    moe_expert_pool        MoE LLMs: the fraction of a layer's experts the tokens of one
+                           iteration route among (1: uniform routing over all experts; below 1:
+                           skewed routing, the batch's tokens draw their top-k from a smaller
+                           set of popular experts, so fewer distinct experts are read); at
+                           least top-k / experts
     """
 
     name: str
@@ -74,6 +83,9 @@ class Runtime:
     encoder_s_per_audio_s: float = 0.0
     encoder_s_per_output_mb: float = 0.0
     guidance: bool = True
+    memory: float | None = None
+    per_seq_s: float | None = None
+    moe_expert_pool: float = 1.0
     factor_sources: Mapping[str, str] = field(default_factory=dict)
     fitted_to: tuple[str, ...] = ()
 
@@ -88,6 +100,15 @@ class Runtime:
             if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0.0):
                 raise ValueError(f"Runtime {self.name!r}: step_s_by_gpu.{gpu} must be a finite number >= 0, "
                                  f"got {v!r}")
+        mem = self.memory
+        if mem is not None and not (isinstance(mem, int | float) and 0.0 < mem <= 1.0):
+            raise ValueError(f"Runtime {self.name!r}: memory must be null or in (0, 1], got {self.memory!r}")
+        if self.per_seq_s is not None and not (math.isfinite(self.per_seq_s)
+                                               and self.per_seq_s >= 0.0):
+            raise ValueError(f"Runtime {self.name!r}: per_seq_s must be null or a finite number >= 0")
+        if not (isinstance(self.moe_expert_pool, int | float) and 0.0 < self.moe_expert_pool <= 1.0):
+            raise ValueError(f"Runtime {self.name!r}: moe_expert_pool must be in (0, 1], "
+                             f"got {self.moe_expert_pool!r}")
         if self.vocoder_chunk_frames < 1:
             raise ValueError(f"Runtime {self.name!r}: vocoder_chunk_frames must be >= 1")
         object.__setattr__(self, "factor_sources", MappingProxyType(dict(self.factor_sources)))

@@ -54,15 +54,27 @@ class Comparison:
 
 
 def compare(planner: Planner, *, baselines: Sequence[Space] | None = None, sweep: bool = False,
-            cloud: bool = False) -> Comparison:
+            cloud: bool = False, space: Space = FULL) -> Comparison:
+    """The planner's best in ``space`` (default: the full space) against ``baselines`` (default:
+    every baseline of the model); the planner's answer is seeded only from baselines inside ``space``."""
     t0 = time.perf_counter()
-    main = planner.run(FULL, cloud=cloud)
+    main = planner.run(space, cloud=cloud)
     spaces = baseline_spaces(planner.problem.model) if baselines is None else list(baselines)
     others = [planner.run(s) for s in spaces]
     entries = [_entry("planner", main, planner, sweep)] + [_entry(s.name, r, planner, sweep)
                                                            for s, r in zip(spaces, others, strict=True)]
-    inside = [e for s, e in zip(spaces, entries[1:], strict=True) if s.split is None]
+    inside = [e for s, e in zip(spaces, entries[1:], strict=True) if s.split is None and within(s, space)]
     return Comparison(seeded(entries[0], inside), entries[1:], time.perf_counter() - t0, sweep)
+
+
+def within(base: Space, space: Space) -> bool:
+    """Every logical plan of ``base`` is one of ``space``'s (the full space holds every one)."""
+    if space.logical is None:
+        return True
+    if base.logical is None:
+        return False
+    keys = {tuple(sp.key for sp in lp.subplans) for lp in space.logical}
+    return all(tuple(sp.key for sp in lp.subplans) in keys for lp in base.logical)
 
 
 def seeded(planner: Entry, baselines: Sequence[Entry]) -> Entry:

@@ -18,7 +18,7 @@ reaches the same key, so a table for a new GPU budget or type mix costs nothing 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -46,6 +46,8 @@ def batch_level(b: float) -> int:
     return int(BATCHES[max(i, 0)])
 
 NodeKey = frozenset[str]
+Fit = Callable[[Sequence[str], ExecutorConfig], int]
+"""A runtime's fit check: KV tokens per LLM of the executor, or :class:`InfeasibleConfig`."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,10 @@ class NodeCosts:
 class CostTable:
     """Parts and node costs of one problem's model, GPU kind and request samples."""
 
-    def __init__(self, problem: Problem, cost: CostModel, pad: bool = True) -> None:
+    def __init__(self, problem: Problem, cost: CostModel, pad: bool = True, fit: Fit | None = None,
+                 parts_of: CostTable | None = None) -> None:
+        """``fit``: the runtime's memory check (default: the cost model's, ``perf.memory``);
+        ``parts_of``: a table of the same problem and cost model whose parts this one shares."""
         self.problem = problem
         self.model = problem.model
         self.cost = cost
@@ -92,6 +97,9 @@ class CostTable:
         self.paths = {t: self.model.path_of(t) for t in self.types}
         self._part_ids: dict[tuple[str, int, str, int], int] = {}
         self._parts: list[Part] = []
+        if parts_of is not None:
+            self._part_ids, self._parts = parts_of._part_ids, parts_of._parts
+        self.fit = fit
         self.nodes: dict[NodeKey, NodeCosts] = {}
         self._frozen_n = -1
         self.calls = 0
@@ -117,7 +125,7 @@ class CostTable:
 
     def _tabulate(self, key: NodeKey) -> NodeCosts:
         model = self.model
-        comps = tuple(model.ordered(key))
+        comps = self._comps = tuple(model.ordered(key))
         et = model.executor_type_for(key)
         if et is None:
             raise ValueError(f"no executor type can host {sorted(key)}")
@@ -125,15 +133,20 @@ class CostTable:
         bad: list[Infeasible] = []
         kv: list[int] = []
         for tp in et.tp:
+            short = 0  # a runtime fit: the most sequences of the mean context a too-large batch's KV held
             for b in et.max_batch:
                 cfg = ExecutorConfig(self.problem.gpu, tp, b)
                 try:
-                    fp = self.cost.check_fits(list(comps), cfg)
+                    tokens = (self.fit(comps, cfg) if self.fit is not None
+                              else self.cost.check_fits(list(comps), cfg).kv_capacity_tokens)
                 except InfeasibleConfig as exc:
                     bad.append(Infeasible(tp, b, str(exc)))
+                    short = max(short, getattr(exc, "fits", 0))
                     continue
                 feasible.append((tp, b))
-                kv.append(fp.kv_capacity_tokens)
+                kv.append(tokens)
+            if short and self.fit is not None and not any(t == tp and b <= short for t, b in feasible):
+                self._largest_fit(tp, short, feasible, kv)
         n_o, n_t, n_l = len(feasible), len(self.types), len(FILLS)
         out = NodeCosts(comps, tuple(feasible), tuple(bad), np.array([tp for tp, _ in feasible], dtype=int),
                         np.zeros((n_o, n_t)))
@@ -157,6 +170,19 @@ class CostTable:
                         out.part[c][o, ti, k] = self._part_id(c, cfg, t, batch_level(f * bm))
                     out.s_full[o, ti] += self._parts[out.part[c][o, ti, -1]].cost
         return out
+
+    def _largest_fit(self, tp: int, start: int, feasible: list[tuple[int, int]], kv: list[int]) -> None:
+        """The runtime fit's largest max batch below the executor type's grid whose KV holds it at
+        the mean context (from ``start`` down), added to ``feasible`` (none when even 1 fails)."""
+        assert self.fit is not None
+        for b in range(start, 0, -1):
+            try:
+                tokens = self.fit(self._comps, ExecutorConfig(self.problem.gpu, tp, b))
+            except InfeasibleConfig:
+                continue
+            feasible.append((tp, b))
+            kv.append(tokens)
+            return
 
     def _part_id(self, comp: str, cfg: ExecutorConfig, t: str, batch: int) -> int:
         key = (comp, cfg.tp, t, batch)

@@ -116,10 +116,13 @@ def check_plan(spec: PlanSpec, model: ModelSpec, gpus: GPUCatalog) -> list[SpecI
             if g.tp not in et.tp:
                 issues.append(SpecIssue(("nodes", i, "executors", j, "tp"),
                                         f"tp {g.tp} not allowed for {et.name} (allowed: {et.tp})"))
-            if g.max_batch not in et.max_batch:
+            # the grid is what the planner searches; a runtime's memory fit may plan a smaller
+            # max batch (the most sequences its KV holds, omniplane.plan.runtime), never a larger one
+            if not 1 <= g.max_batch <= max(et.max_batch):
                 issues.append(SpecIssue(("nodes", i, "executors", j, "max_batch"),
                                         f"max_batch {g.max_batch} not allowed for {et.name} "
-                                        f"(allowed: {et.max_batch})"))
+                                        f"(allowed: 1 to {max(et.max_batch)}; the planner's grid "
+                                        f"{et.max_batch})"))
         for t in node.routing:
             if t not in model.type_names:
                 issues.append(SpecIssue(("nodes", i, "routing", t), f"unknown request type {t!r}"))

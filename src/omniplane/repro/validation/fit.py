@@ -118,5 +118,9 @@ def fit_all(ctx: Context, points: Sequence[Point], command: str = "omniplane per
                                             "step_s": "held: the vllm runtime's fitted step_s (the same "
                                                       "vLLM engine loop per iteration)"})
     cal = cal.with_runtime(fit_runtime(ctx, points, cal, corn))
+    # vLLM v1 as vLLM-Omni's CI runs it: fitted to the CI's ceilings (repro/data/vllm_omni_ci.json)
+    from omniplane.repro.validation.vllm_omni_ci import fit_v1
+
+    cal = cal.with_runtime(fit_v1(ctx, cal))
     return Calibration(cal.kinds, cal.default, cal.created, cal.command, cal.notes, cal.runtimes,
                        DEFAULT_RUNTIME)

@@ -155,9 +155,35 @@ def colocation_tables(report: dict[str, Any]) -> list[str]:
     return out
 
 
+def vllm_omni_ci_tables(report: dict[str, Any]) -> list[str]:
+    """vLLM-Omni's CI files beside the closed-loop replay: each ceiling or measured value, the
+    prediction, whether it is under it, and the error against the fit target."""
+    ci = report.get("vllm_omni_ci")
+    if not ci:
+        return []
+    out = [f"vLLM-Omni CI ({ci['gpu']}, runtime {ci['runtime']}; a ceiling's target is ceiling / "
+           f"{ci['ceiling_margin']:g}):", "",
+           "| split | benchmark | metric | load | kind | published ms | predicted ms | under it | "
+           "error to target |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in ci["rows"]:
+        err = r["rel_error_to_target"]
+        metric = r["metric"].removeprefix("mean_").removesuffix("_ms")
+        out.append(f"| {r['split']} | {r['benchmark']} | {metric} | {r['load']} | {r['kind']} | "
+                   f"{r['published_ms']:g} | {r['predicted_ms']:.1f} | "
+                   f"{'yes' if r['within_bound'] else 'NO'} | "
+                   f"{'bound only' if err is None else format(err, '+.1%')} |")
+    fit, chk, b = ci["fit"], ci["check_points"], ci["bounds"]
+    out += ["", f"Fit: n={fit['n']}, median {fit['median_abs_err']:.1%}, max {fit['max_abs_err']:.1%}. "
+                f"Check (the fit benchmark's other E2EL ceilings at the margin): n={chk['n']}, median "
+                f"{chk['median_abs_err']:.1%}, max {chk['max_abs_err']:.1%}. Bounds respected: "
+                f"{b['respected']} of {b['n']}."]
+    return out
+
+
 def to_markdown(report: dict[str, Any]) -> str:
     coloc = ["Co-location (HorizonServe Figure 4 and every catalog GPU):", "", *colocation_tables(report)]
-    parts = [_summary(report), table2_tables(report), report_tables(report), _splitwise(report),
+    parts = [_summary(report), table2_tables(report), report_tables(report), vllm_omni_ci_tables(report),
+             _splitwise(report),
              _vidur(report), _single(report), _rest(report), coloc]
     if report.get("table3"):
         parts.append(table3_tables(report))

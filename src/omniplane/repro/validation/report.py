@@ -22,6 +22,8 @@ from omniplane.repro.validation.points import Context, NotExpressible, Point, Ro
 from omniplane.repro.validation.published import published_points
 from omniplane.repro.validation.splitwise import splitwise_points
 from omniplane.repro.validation.vidur import vidur_points
+from omniplane.repro.validation.vllm_omni_ci import RUNTIME as CI_RUNTIME
+from omniplane.repro.validation.vllm_omni_ci import ci_section
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ def validate(calibration: Calibration | None = None, *, transfer: bool = True) -
         "split": {
             "fit": "Splitwise llama2-70b on A100-80GB and H100-SXM (TP 2/4/8, prefill and decode)",
             "runtime-fit": "Cornfigurator Table 2 (cornserve runtime); Qwen3-Omni report per-component "
-                           "table (vllm runtime)",
+                           "table (vllm runtime); vLLM-Omni CI ceilings, split fit (vllm-v1 runtime)",
             "held-out": "Splitwise bloom-176b; Vidur Llama-2-7B operators; sglang Qwen-Image, FLUX.1-dev; "
                         "Qwen3-Omni report RTF; BAGEL",
             "colocation-calibration": "HorizonServe Figure 4 (RTX 6000 Ada, Qwen2.5-Omni thinker)",
@@ -113,6 +115,7 @@ def validate(calibration: Calibration | None = None, *, transfer: bool = True) -
         "points": [r.to_json() for r in rows],
         "table2": table2_section([r.to_json() for r in rows]),
         "qwen3_omni_report": report_section([r.to_json() for r in rows]),
+        "vllm_omni_ci": ci_section(ctx, cal) if CI_RUNTIME in cal.runtimes else None,
         "colocation": coloc,
         "not_expressible": [m.__dict__ for m in missing],
     }

@@ -1,0 +1,141 @@
+"""``omniplane export --target ray-serve | kuberay``: the vLLM-Omni export as a Ray Serve
+application config (``serve deploy``) and as a KubeRay ``RayService`` (``kubectl apply``).
+
+The Serve config (Ray's ``ServeDeploySchema``) has one application per vLLM-Omni deployment,
+``<dep>``: :mod:`omniplane.deploy.omni_server`'s ``OmniServer`` (one replica holding the
+deployment's GPUs, ``ray_actor_options.num_gpus``), which writes the deployment's deploy YAML
+(inline in its ``args``), starts ``vllm serve MODEL --omni --deploy-config ...`` on those GPUs
+(Ray sets ``CUDA_VISIBLE_DEVICES``; the file's devices index into it), waits for its
+``/health`` and reports its URL; plus the application ``router`` (``omniplane.deploy.gateway:app``
+at ``/``, args ``routing``: the routing document, deployments given as ``serve_app``).
+
+Each process is pinned to the host the placement gave it (:mod:`omniplane.deploy.placement`):
+its replica asks for a custom resource ``omniplane-<host>``, which that host's Ray node offers
+(``ray start --resources '{"omniplane-host0": 1}'``; the RayService's worker group per host sets
+it). A deployment across hosts becomes vLLM-Omni's distributed mode, as the launch scripts of
+``--target vllm-omni`` run it: ``OmniServer`` is the head, and one ``OmniStage`` deployment
+(``stages<S>+<S'>-<host>``) per set of GPUs on a host, running the headless processes of the
+stages sharing them (each replica holds its GPUs once; stages sharing them with the head run
+beside it in ``OmniServer``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+from omniplane.deploy.export_omni import API_PORT, MASTER_PORT, OmniExport, loader_document, processes
+from omniplane.deploy.export_text import Process
+from omniplane.spec import ResolvedPlan
+
+OMNI_SERVER = "omniplane.deploy.omni_server:app"
+GATEWAY = "omniplane.deploy.gateway:app"
+RAY_VERSION = "2.60.0"  # the Ray the project pins (pyproject's deploy extra)
+IMAGE = "omniplane-vllm-omni:0.30.0"  # assumption: an image with ray[serve], vllm-omni 0.30.0 and omniplane
+HOST_RESOURCE = "omniplane-{host}"
+CPUS_PER_GPU = 4  # assumption: CPU cores per GPU for a replica (tokenisation, stage processes)
+MEMORY_PER_GPU_GI = 64  # assumption: host memory per GPU (checkpoint loading, shared-memory connectors)
+
+
+def host_resource(host: str) -> str:
+    return HOST_RESOURCE.format(host=host)
+
+
+def serve_config(plan: ResolvedPlan, ex: OmniExport) -> dict[str, Any]:
+    """The ``serve deploy`` document (module docstring); ValueError for a deployment across hosts."""
+    apps: list[dict[str, Any]] = []
+    for i, d in enumerate(ex.deployments):
+        doc = ex.configs[d.name]
+        args: dict[str, Any] = {"model": doc["omniplane"]["model"], "deploy_config": loader_document(doc),
+                                "port": API_PORT + i, "name": d.name}
+        deps = []
+        groups: dict[tuple[str, tuple[int, ...]], list[Process]] = {}  # processes sharing GPUs
+        for p in processes(d, i, ex.placement, ex.lb_policy):
+            groups.setdefault((p.host, p.gpus), []).append(p)
+        for procs in groups.values():
+            p = procs[0]
+            head = next((q for q in procs if q.head), None)
+            mine = [{"stage_id": q.stage_id, "replicas": q.replicas} for q in procs if not q.head]
+            ids = "+".join(str(q.stage_id) for q in procs)
+            name = "OmniServer" if head else f"stages{ids}-{p.host}"
+            if head is not None and head.stage_id is not None:
+                args["distributed"] = {"stage_id": head.stage_id, "replicas": head.replicas,
+                                       "master_port": MASTER_PORT + i, "lb_policy": ex.lb_policy,
+                                       "master_resource": host_resource(p.host), "colocated": mine}
+            elif head is None:
+                args.setdefault("stages", []).append({"name": name, "processes": mine})
+            deps.append({
+                "name": name,
+                "num_replicas": 1,
+                "max_ongoing_requests": 1000,
+                "health_check_period_s": 10,
+                "health_check_timeout_s": 30,
+                "graceful_shutdown_timeout_s": 30,
+                "ray_actor_options": {"num_gpus": len(p.gpus), "num_cpus": CPUS_PER_GPU * len(p.gpus),
+                                      "resources": {host_resource(p.host): 0.001}},
+            })
+        apps.append({"name": d.name, "route_prefix": None, "import_path": OMNI_SERVER, "args": args,
+                     "deployments": deps})
+    apps.append({"name": "router", "route_prefix": "/", "import_path": GATEWAY,
+                 "args": {"routing": ex.routing.model_dump(mode="json", exclude_none=True)}})
+    return {"proxy_location": "HeadOnly", "http_options": {"host": "0.0.0.0", "port": 8000},
+            "applications": apps}
+
+
+def _k8s_name(text: str) -> str:
+    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:50] or "plan"
+
+
+def ray_service(plan: ResolvedPlan, ex: OmniExport, serve: dict[str, Any]) -> dict[str, Any]:
+    """The KubeRay ``RayService`` (apiVersion ray.io/v1): ``serveConfigV2`` is ``serve``; a head
+    group without GPUs (the router and Serve's controller) and one worker group per host of the
+    placement, each a pod with the host's GPUs and its ``omniplane-<host>`` resource."""
+    G = ex.placement.host_gpus
+    used = [h for h in ex.placement.hosts if any(e.host == h for e in ex.placement.executors)]
+
+    def pod(name: str, gpus: int) -> dict[str, Any]:
+        limits = {"cpu": str(max(4, CPUS_PER_GPU * gpus + 4)),
+                  "memory": f"{max(16, MEMORY_PER_GPU_GI * gpus)}Gi"}
+        if gpus:
+            limits["nvidia.com/gpu"] = str(gpus)
+        return {"spec": {"containers": [{
+            "name": name, "image": IMAGE, "resources": {"limits": limits, "requests": dict(limits)},
+            **({"ports": [{"containerPort": 6379, "name": "gcs"},
+                          {"containerPort": 8265, "name": "dashboard"},
+                          {"containerPort": 8000, "name": "serve"}]} if name == "ray-head" else {}),
+        }]}}
+
+    workers = [{
+        "groupName": h, "replicas": 1, "minReplicas": 1, "maxReplicas": 1,
+        "rayStartParams": {"num-gpus": str(G), "resources": f'"{{\\"{host_resource(h)}\\": 1}}"'},
+        "template": pod("ray-worker", G),
+    } for h in used]
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayService",
+        "metadata": {"name": f"omniplane-{_k8s_name(plan.spec.name or plan.spec.model)}"},
+        "spec": {
+            "serveConfigV2": yaml.safe_dump(serve, sort_keys=False, width=110),
+            "rayClusterConfig": {
+                "rayVersion": RAY_VERSION,
+                "headGroupSpec": {"rayStartParams": {"num-gpus": "0", "dashboard-host": "127.0.0.1"},
+                                  "template": pod("ray-head", 0)},
+                "workerGroupSpecs": workers,
+            },
+        },
+    }
+
+
+def ray_files(plan: ResolvedPlan, ex: OmniExport, target: str) -> dict[str, str]:
+    """``serve-config.yaml`` (ray-serve) or ``rayservice.yaml`` (kuberay), with a header."""
+    serve = serve_config(plan, ex)
+    if target == "ray-serve":
+        head = ("# Ray Serve config (serve deploy serve-config.yaml) written by omniplane export; start\n"
+                "# each host's Ray node with --resources '{\"omniplane-hostN\": 1}' (README.md)\n")
+        return {"serve-config.yaml": head + yaml.safe_dump(serve, sort_keys=False, width=110)}
+    head = ("# KubeRay RayService (kubectl apply -f rayservice.yaml) written by omniplane export; image: "
+            "assumption,\n# replace with one that has ray[serve], vllm-omni 0.30.0 and omniplane\n")
+    text = yaml.safe_dump(ray_service(plan, ex, serve), sort_keys=False, width=110)
+    return {"rayservice.yaml": head + text}

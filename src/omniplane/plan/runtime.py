@@ -1,0 +1,220 @@
+"""Runtime profiles: the plan space is what the runtime can instantiate (Cornfigurator 3.1: "the
+set of all executor types the runtime can instantiate").
+
+=========  ===========================================================================================
+vllm-omni  vLLM-Omni 0.30 (the pinned release), for models with a stock layout in the catalog
+           (``catalog/layouts/vllm-omni``). vLLM-Omni builds every stage of a model's pipeline in one
+           deployment (``vllm_omni/config/stage_config.py`` ``merge_pipeline_deploy``), its thinker
+           stage loads every encoder, and a text-output request ends at the thinker stage. A plan is
+           1..k_s deployments side by side behind the router, each the WHOLE pipeline; a node is a
+           stage (its components together) or stages the layout places on shared GPUs; per node the
+           planner picks replicas (``num_replicas``), TP and max batch (``max_num_seqs``), and routes
+           each type across deployments. Memory is sized as the runtime loads it
+           (:mod:`omniplane.perf.stage_memory`): a node whose weights, runtime reserve and one p95
+           sequence do not fit, or whose KV does not hold its max batch at the workload's mean
+           context, is never searched.
+ideal      Algorithm 1's whole space (encoders apart from the thinker, any union of request paths,
+           merged executors), sized by :mod:`omniplane.perf.memory`. What-if only: no runtime
+           omniplane supports can run most of its plans, and the plan says so.
+=========  ===========================================================================================
+
+Stages that share GPUs (the stock grouping, e.g. Qwen3-Omni's talker + code2wav on one GPU) run in
+vLLM-Omni as separate processes on the device; here they are priced as one merged executor (an
+approximation the space states; the co-location model is not wired into the planner).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from omniplane.perf import CostModel, ExecutorConfig, InfeasibleConfig
+from omniplane.perf.stage_memory import Context, StageMemoryError, contexts, size_device
+from omniplane.plan.baselines import stage_unit, vllm_omni
+from omniplane.plan.costs import CostTable
+from omniplane.plan.enumerate import subplan_of
+from omniplane.plan.logical import LogicalPlan, Node, compose
+from omniplane.plan.problem import Problem
+from omniplane.plan.space import FULL, Space
+from omniplane.spec import ModelSpec, ResolvedWorkload
+from omniplane.spec.layout import VllmOmniLayout
+from omniplane.spec.load import load_layout
+
+RUNTIMES = ("vllm-omni", "ideal")
+CONTEXT_REQUESTS = 2000  # requests whose contexts size KV (as ``omniplane plan``'s memory table)
+SHARED = ("vLLM-Omni runs stages that share a GPU as separate processes on it; priced here as one "
+          "merged executor")
+
+
+class BatchTooLarge(InfeasibleConfig):
+    """The node fits, but its KV holds only ``fits`` sequences of the mean context, fewer than the
+    max batch asked (the cost table then offers the max batch ``fits``)."""
+
+    def __init__(self, components: tuple[str, ...], gpu: str, tp: int, needed: float, available: float,
+                 detail: str, fits: int) -> None:
+        super().__init__(components, gpu, tp, needed, available, detail)
+        self.fits = fits
+
+
+class NotWholeStages(InfeasibleConfig):
+    """A node that is not a union of whole vLLM-Omni stages: the runtime cannot instantiate it."""
+
+    def __init__(self, components: tuple[str, ...], gpu: str, tp: int, loaded: list[str]) -> None:
+        ValueError.__init__(self, f"executor [{'+'.join(components)}] is not a union of whole vLLM-Omni "
+                                  f"stages (its stages load {loaded})")
+        self.components, self.gpu, self.tp = components, gpu, tp
+        self.needed = self.available = 0.0
+
+
+class RuntimeUnavailable(ValueError):
+    """A runtime asked for a model it cannot run (the message says why)."""
+
+
+def default_runtime(model: ModelSpec) -> str:
+    """``vllm-omni`` for a model with a stock vLLM-Omni layout, else ``ideal``."""
+    return "vllm-omni" if load_layout(model.name) is not None else "ideal"
+
+
+def no_pipeline(model: ModelSpec) -> str:
+    return (f"vLLM-Omni 0.30 has no pipeline for {model.name} (no stock layout in the catalog's "
+            "layouts/vllm-omni)")
+
+
+def ideal_note(model: ModelSpec) -> str:
+    """Why a plan of the ideal space is not deployable."""
+    why = ("vLLM-Omni runs the whole pipeline in every deployment (thinker stage with all its "
+           "encoders, every stage), so part-pipeline nodes, encoders apart from the thinker and "
+           "merged executors across stages do not run on it")
+    if load_layout(model.name) is None:
+        why = no_pipeline(model)
+    return f"ideal plan space: not deployable on any runtime omniplane supports ({why})"
+
+
+def groupings(model: ModelSpec, layout: VllmOmniLayout) -> list[tuple[Node, ...]]:
+    """One deployment's node partitions: every stage alone, and the stock grouping (stages the
+    stock layout puts on shared GPUs as one node, where an executor type can host them)."""
+    alone = tuple(frozenset(st.components) for st in layout.stages)
+    out = [alone] if all(model.executor_type_for(n) is not None for n in alone) else []
+    unit = stage_unit(model)
+    hostable = unit is not None and all(model.executor_type_for(n) is not None for n in unit.nodes)
+    if unit is not None and hostable and set(unit.nodes) != set(alone):
+        out.append(unit.nodes)
+    return out
+
+
+def runtime_space(model: ModelSpec, k_s: int = 2) -> Space:
+    """vLLM-Omni's realisable space for ``model`` (module docstring); :class:`RuntimeUnavailable` when
+    vLLM-Omni has no pipeline for it."""
+    layout = load_layout(model.name)
+    if layout is None:
+        raise RuntimeUnavailable(f"--runtime vllm-omni: {no_pipeline(model)}; plan it with --runtime ideal")
+    groups = groupings(model, layout)
+    if not groups:
+        raise RuntimeUnavailable(f"--runtime vllm-omni: no executor type of {model.name} hosts its stages")
+    subs = [subplan_of(model, g) for g in groups]
+    n_types = len(model.type_names)
+    logical: list[LogicalPlan] = []
+    for k in range(1, k_s + 1):
+        for combo in itertools.combinations_with_replacement(range(len(subs)), k):
+            logical.append(compose(tuple(subs[i] for i in combo), n_types))
+    shared = any(len(n) > 1 and len({layout.stage_of(c).stage_id for c in n}) > 1 for g in groups for n in g)
+    desc = (f"vLLM-Omni {layout.vllm_omni}: 1..{k_s} whole-pipeline deployments of "
+            + " or ".join(" | ".join("+".join(model.ordered(n)) for n in g) for g in groups))
+    return Space("vllm-omni-runtime", desc, tuple(logical), approximation=SHARED if shared else "")
+
+
+@dataclass(frozen=True)
+class StageFit:
+    """The planner's fit check in the vLLM-Omni runtime: a node must be a union of whole stages;
+    its stages are sized on one device as vLLM-Omni loads them (:func:`size_device`), and the KV
+    of each stage must hold the max batch at the workload's mean context. Returns the KV tokens
+    per LLM (the smallest over the node's stages); raises :class:`InfeasibleConfig`."""
+
+    model: ModelSpec
+    layout: VllmOmniLayout
+    ctx: Mapping[str, Context]
+
+    def __call__(self, comps: Sequence[str], cfg: ExecutorConfig) -> int:
+        names = tuple(comps)
+        stages = [st for st in self.layout.stages if set(st.components) & set(names)]
+        loaded = {c for st in stages for c in st.components}
+        if loaded != set(names):
+            raise NotWholeStages(names, cfg.gpu.name, cfg.tp, sorted(loaded))
+        entries = [self._entry(st.stage_id, cfg) for st in stages]
+        try:
+            dev = size_device(self.model, self.layout, entries, cfg.gpu, self.ctx)
+        except StageMemoryError as exc:
+            raise InfeasibleConfig(names, cfg.gpu.name, cfg.tp, cfg.gpu.memory_bytes, cfg.gpu.memory_bytes,
+                                   str(exc)) from exc
+        kv = [s for s in dev.stages if s.kv_per_token and s.context is not None]
+        for s in kv:
+            assert s.context is not None
+            fit = s.seqs(s.context.mean)
+            if fit < cfg.max_batch:
+                need = s.fixed_bytes + cfg.max_batch * s.context.blocks(s.context.mean) * s.kv_per_token
+                raise BatchTooLarge(names, cfg.gpu.name, cfg.tp, need, s.utilization * s.capacity_bytes,
+                                    f"stage {s.name}: KV holds {fit} sequences of the mean context "
+                                    f"{s.context.mean:.0f} tokens, max batch {cfg.max_batch}", fit)
+        return min((s.kv_tokens for s in kv), default=0)
+
+    def _entry(self, stage_id: int, cfg: ExecutorConfig) -> dict[str, Any]:
+        base = {k: v for k, v in self.layout.stage_deploy(stage_id).items()
+                if k in ("max_num_batched_tokens", "enforce_eager")}
+        return {**base, "stage_id": stage_id, "tensor_parallel_size": cfg.tp, "max_num_seqs": cfg.max_batch}
+
+
+def stage_fit(model: ModelSpec, workload: ResolvedWorkload, mix: Mapping[str, float] | None,
+              seed: int = 0) -> StageFit:
+    """:class:`StageFit` with KV contexts of ``CONTEXT_REQUESTS`` requests of the workload."""
+    from omniplane.workload.generate import generate
+
+    layout = load_layout(model.name)
+    if layout is None:
+        raise RuntimeUnavailable(f"--runtime vllm-omni: {no_pipeline(model)}")
+    reqs = generate(workload, n=CONTEXT_REQUESTS, seed=seed, mix=dict(mix) if mix is not None else None)
+    return StageFit(model, layout, contexts(model, [r.work for r in reqs]))
+
+
+def label(model: ModelSpec, runtime: str, space: Space | None = None) -> dict[str, Any]:
+    """The plan's ``meta.runtime``: which runtime's space it was searched in, deployable or not."""
+    if runtime == "ideal":
+        return {"name": "ideal", "deployable": False, "why": ideal_note(model)}
+    layout = load_layout(model.name)
+    out: dict[str, Any] = {"name": "vllm-omni", "deployable": True,
+                           "release": layout.vllm_omni if layout else None,
+                           "space": space.description if space else None}
+    if space is not None and space.approximation:
+        out["approximation"] = space.approximation
+    return out
+
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What ``omniplane plan`` searches in a runtime: the cost table (its fit check), the space and
+    the baselines (None: every baseline of the model; the vLLM-Omni runtime reports its stock layout
+    replicated, the one baseline inside its space)."""
+
+    name: str
+    table: CostTable
+    space: Space
+    baselines: list[Space] | None
+    ideal_table: CostTable
+
+
+def setup(name: str, problem: Problem, cost: CostModel, ideal_table: CostTable, k_s: int,
+          seed: int = 0) -> Setup:
+    """The runtime ``name``'s :class:`Setup` (``ideal_table``: the ideal space's, whose parts a
+    runtime table shares); :class:`RuntimeUnavailable` for vllm-omni on a model without a layout."""
+    if name == "ideal":
+        return Setup(name, ideal_table, FULL, None, ideal_table)
+    if name != "vllm-omni":
+        raise RuntimeUnavailable(f"--runtime: expected one of {', '.join(RUNTIMES)}, got {name!r}")
+    model = problem.model
+    space = runtime_space(model, k_s)
+    fit = stage_fit(model, problem.workload, problem.mix, seed)
+    stock = vllm_omni(model)
+    return Setup(name, CostTable(problem, cost, fit=fit, parts_of=ideal_table), space,
+                 [stock] if stock is not None else [], ideal_table)

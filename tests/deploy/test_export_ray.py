@@ -1,0 +1,169 @@
+"""``omniplane export --target ray-serve | kuberay``: the Serve config and the RayService's
+serveConfigV2 validate against Ray's own ``serve deploy`` schema; GPUs and hosts come from the
+placement; ``OmniServer``'s process is started, checked and stopped (a stand-in ``vllm``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from omniplane.cli.app import app
+from omniplane.deploy.omni_process import VLLM_ENV, OmniProcess, OmniProcessError
+
+serve_schema = pytest.importorskip("ray.serve.schema")
+QWEN3 = Path(__file__).parent / "qwen3-omni-2dep.yaml"
+runner = CliRunner()
+
+
+def _export(tmp_path: Path, target: str, hosts: str = "2x8") -> Path:
+    out = tmp_path / target
+    res = runner.invoke(app, ["export", str(QWEN3), "--target", target, "--hosts", hosts, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def _check_serve(cfg: dict) -> None:  # type: ignore[type-arg]
+    serve_schema.ServeDeploySchema.model_validate(cfg)  # Ray's own schema for `serve deploy`
+    apps = {a["name"]: a for a in cfg["applications"]}
+    assert sorted(apps) == ["d0", "d1", "router"]
+    assert apps["router"]["import_path"] == "omniplane.deploy.gateway:app"
+    assert apps["router"]["args"]["routing"]["deployments"]["d0"] == {
+        "serve_app": "d0", "gpus": 5, "nodes": ["thinker-a", "speech-a"]}
+    for d, host in (("d0", "host0"), ("d1", "host1")):
+        [dep] = apps[d]["deployments"]
+        assert apps[d]["import_path"] == "omniplane.deploy.omni_server:app"
+        assert dep["ray_actor_options"]["num_gpus"] == 5
+        assert f"omniplane-{host}" in dep["ray_actor_options"]["resources"]
+        assert apps[d]["args"]["deploy_config"]["stages"][0]["devices"] == "0,1,2,3"
+
+
+def test_serve_config_validates_against_rays_schema(tmp_path: Path) -> None:
+    out = _export(tmp_path, "ray-serve")
+    cfg = yaml.safe_load((out / "serve-config.yaml").read_text())
+    _check_serve(cfg)
+    assert (out / "routing.yaml").is_file() and (out / "d0.yaml").is_file()
+
+
+def test_rayservice_has_serve_config_and_gpu_groups(tmp_path: Path) -> None:
+    out = _export(tmp_path, "kuberay")
+    svc = yaml.safe_load((out / "rayservice.yaml").read_text())
+    assert (svc["apiVersion"], svc["kind"]) == ("ray.io/v1", "RayService")
+    _check_serve(yaml.safe_load(svc["spec"]["serveConfigV2"]))
+    cluster = svc["spec"]["rayClusterConfig"]
+    head = cluster["headGroupSpec"]["template"]["spec"]["containers"][0]
+    assert "nvidia.com/gpu" not in head["resources"]["limits"]
+    groups = {g["groupName"]: g for g in cluster["workerGroupSpecs"]}
+    assert sorted(groups) == ["host0", "host1"]
+    for h, g in groups.items():
+        limits = g["template"]["spec"]["containers"][0]["resources"]["limits"]
+        assert limits["nvidia.com/gpu"] == "8" and g["replicas"] == 1
+        assert f'omniplane-{h}' in g["rayStartParams"]["resources"]
+
+
+def test_a_deployment_across_hosts_is_a_head_and_headless_stages(tmp_path: Path) -> None:
+    out = _export(tmp_path, "ray-serve", "3x4")
+    cfg = yaml.safe_load((out / "serve-config.yaml").read_text())
+    serve_schema.ServeDeploySchema.model_validate(cfg)
+    d0 = next(a for a in cfg["applications"] if a["name"] == "d0")
+    deps = {d["name"]: d["ray_actor_options"] for d in d0["deployments"]}
+    assert deps["OmniServer"]["num_gpus"] == 4
+    assert deps["OmniServer"]["resources"] == {"omniplane-host0": 0.001}
+    assert sorted(deps) == ["OmniServer", "stages1+2-host1"]  # talker and code2wav: one replica, one GPU
+    assert deps["stages1+2-host1"]["num_gpus"] == 1
+    assert d0["args"]["distributed"] == {"stage_id": 0, "replicas": 2, "master_port": 25001,
+                                         "lb_policy": "random", "master_resource": "omniplane-host0",
+                                         "colocated": []}
+    assert d0["args"]["stages"] == [{"name": "stages1+2-host1", "processes": [
+        {"stage_id": 1, "replicas": 1}, {"stage_id": 2, "replicas": 1}]}]
+
+
+STAND_IN = """\
+import http.server, json, os, sys
+args = sys.argv[1:]
+cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+open(os.environ["STAND_IN_ARGS"], "w").write(json.dumps({"argv": args, "cvd": cvd}))
+port = int(args[args.index("--port") + 1])
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404); self.end_headers()
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_omni_process_starts_waits_checks_and_stops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    exe = tmp_path / "vllm"
+    exe.write_text(f"#!{sys.executable}\n{STAND_IN}")
+    exe.chmod(0o755)
+    monkeypatch.setenv(VLLM_ENV, str(exe))
+    monkeypatch.setenv("STAND_IN_ARGS", str(tmp_path / "args.json"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,4")
+    port = _free_port()
+    proc = OmniProcess("Qwen/X", {"stages": [{"stage_id": 0, "devices": "0,1"}]}, port=port)
+    try:
+        proc.wait_ready(timeout=30, poll=0.1)
+        proc.check()
+        import json
+
+        rec = json.loads((tmp_path / "args.json").read_text())
+        assert rec["argv"][:5] == ["serve", "Qwen/X", "--omni", "--deploy-config", str(proc.config)]
+        assert rec["argv"][-4:] == ["--host", "127.0.0.1", "--port", str(port)] and rec["cvd"] == "3,4"
+        assert yaml.safe_load(proc.config.read_text())["stages"][0]["devices"] == "0,1"
+        pid = proc.proc.pid if proc.proc else 0
+    finally:
+        proc.stop()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    with pytest.raises(OmniProcessError, match="exited"):
+        proc.check()
+
+
+def test_headless_process_is_healthy_while_alive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    exe = tmp_path / "vllm"
+    exe.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(30)\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv(VLLM_ENV, str(exe))
+    proc = OmniProcess("Qwen/X", {"stages": []}, port=None, extra_args=["--stage-id", "1"])
+    try:
+        assert "--headless" in proc.argv and "--port" not in proc.argv
+        proc.wait_ready(timeout=5, poll=0.1)
+        proc.check()
+    finally:
+        proc.stop()
+    assert not proc.healthy()
+
+
+def test_omni_process_that_dies_is_reported_with_its_log(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    exe = tmp_path / "vllm"
+    exe.write_text(f"#!{sys.executable}\nimport sys\nprint('no GPU here')\nsys.exit(3)\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv(VLLM_ENV, str(exe))
+    proc = OmniProcess("Qwen/X", {"stages": []}, port=_free_port())
+    with pytest.raises(OmniProcessError, match=r"exited with 3 before serving:\nno GPU here"):
+        proc.wait_ready(timeout=30, poll=0.1)
+
+
+@pytest.mark.parametrize("hosts", ["2x8", "3x4"])
+def test_the_serve_config_args_build_the_omni_server_application(tmp_path: Path, hosts: str) -> None:
+    from ray.serve import Application
+
+    from omniplane.deploy import omni_server
+
+    out = _export(tmp_path, "ray-serve", hosts)
+    cfg = yaml.safe_load((out / "serve-config.yaml").read_text())
+    d0 = next(a for a in cfg["applications"] if a["name"] == "d0")
+    assert isinstance(omni_server.app(d0["args"]), Application)  # the builder Serve calls with args

@@ -1,0 +1,188 @@
+"""Runtime profiles (omniplane.plan.runtime): the vLLM-Omni space holds only what vLLM-Omni 0.30
+can run, sized as it loads it; the ideal space is labelled not deployable."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from typer.testing import CliRunner
+
+from omniplane.cli.app import app
+from omniplane.perf import CostModel, ExecutorConfig, InfeasibleConfig
+from omniplane.plan.costs import CostTable
+from omniplane.plan.pipeline import Planner
+from omniplane.plan.runtime import (
+    RuntimeUnavailable,
+    default_runtime,
+    label,
+    runtime_space,
+    setup,
+    stage_fit,
+)
+from omniplane.spec import find_catalog_model, load_gpus, load_model
+from omniplane.spec.load import load_layout
+from tests.plan.conftest import problem, targets
+
+runner = CliRunner()
+LAYOUT_MODELS = ("qwen3-omni", "qwen2.5-omni", "bagel", "mimo-audio", "qwen-image")
+
+
+def _model(name: str):  # type: ignore[no-untyped-def]
+    path = find_catalog_model(name)
+    assert path is not None
+    return load_model(path)
+
+
+@pytest.mark.parametrize("name", LAYOUT_MODELS)
+def test_every_deployment_is_the_whole_pipeline_of_whole_stages(name: str) -> None:
+    model = _model(name)
+    layout = load_layout(name)
+    assert layout is not None
+    stages = [frozenset(st.components) for st in layout.stages]
+    everything = frozenset(c.name for c in model.components)
+    space = runtime_space(model, k_s=2)
+    assert space.logical
+    for lp in space.logical:
+        for sp in lp.subplans:
+            assert frozenset().union(*sp.nodes) == everything  # every stage in every deployment
+            for node in sp.nodes:  # a node is a union of whole stages
+                assert node == frozenset().union(*(s for s in stages if s & node))
+            # every type runs to its final stage inside each deployment
+            assert sp.covered == frozenset(range(len(model.type_names)))
+    # each stage alone is always one of the groupings
+    assert any(set(sp.nodes) == set(stages) for lp in space.logical for sp in lp.subplans)
+
+
+def test_qwen3_omni_has_each_stage_alone_and_the_stock_grouping() -> None:
+    space = runtime_space(_model("qwen3-omni"), k_s=2)
+    assert space.logical is not None
+    shapes = {tuple(sorted(len(n) for n in lp.subplans[0].nodes)) for lp in space.logical}
+    assert shapes == {(1, 1, 4), (2, 4)}  # thinker stage (4 components), talker | code2wav or together
+    assert len(space.logical) == 5  # 2 single deployments + 3 pairs
+    assert "separate processes" in space.approximation
+
+
+def test_default_runtime_per_model_and_no_pipeline_is_a_clear_error() -> None:
+    for name in LAYOUT_MODELS:
+        assert default_runtime(_model(name)) == "vllm-omni"
+    vl = _model("qwen3-vl")
+    assert default_runtime(vl) == "ideal"
+    with pytest.raises(RuntimeUnavailable, match="no pipeline for qwen3-vl"):
+        runtime_space(vl)
+    result = runner.invoke(app, ["plan", "--model", "qwen3-vl", "--gpus", "2", "--runtime", "vllm-omni"])
+    assert result.exit_code != 0 and "no pipeline for qwen3-vl" in result.output
+    ideal = label(_model("qwen3-omni"), "ideal")
+    assert ideal["deployable"] is False and "not deployable" in ideal["why"]
+
+
+THINKER_STAGE = ("audio_encoder", "image_encoder", "video_encoder", "thinker")
+
+
+def test_an_oversize_stage_is_never_offered() -> None:
+    """The thinker stage loads every encoder: about 59 GiB at TP 1, over a 24 GB GPU (and a 48 GB
+    L40S); only TP degrees where weights, reserve and KV of one sequence fit are offered."""
+    pb = problem("qwen3-omni-servegen", 4)
+    l40s = load_gpus().get("L40S")
+    small = l40s.model_copy(update={"name": "24GB", "memory_gb": 24.0})
+    fit = stage_fit(pb.model, pb.workload, pb.mix)
+    with pytest.raises(InfeasibleConfig, match="does not fit on 24GB"):
+        fit(THINKER_STAGE, ExecutorConfig(small, 1, 1))
+    with pytest.raises(InfeasibleConfig, match="whole vLLM-Omni stages"):
+        fit(("thinker",), ExecutorConfig(small, 4, 32))
+    cost = CostModel(pb.model)
+    for gpu, smallest_tp in ((small, None), (l40s, 2)):
+        table = CostTable(replace(pb, gpu=gpu), cost, fit=fit)
+        node = table.node(THINKER_STAGE)
+        assert any(i.tp == 1 for i in node.infeasible)
+        if smallest_tp is None:
+            assert node.options == ()  # never searched, never emitted
+        else:
+            assert node.options and min(tp for tp, _ in node.options) == smallest_tp
+
+
+def test_the_max_batch_fits_at_the_mean_context() -> None:
+    """On an A100-80GB the thinker stage at TP 1 holds fewer sequences than the type's smallest
+    grid batch (32): the table offers the largest max batch it holds, and never a larger one."""
+    pb = problem("qwen3-omni-servegen", 4)
+    fit = stage_fit(pb.model, pb.workload, pb.mix)
+    table = CostTable(pb, CostModel(pb.model), fit=fit)
+    node = table.node(THINKER_STAGE)
+    tp1 = [b for tp, b in node.options if tp == 1]
+    assert len(tp1) == 1 and 1 <= tp1[0] < 32
+    with pytest.raises(InfeasibleConfig, match="mean context"):
+        fit(THINKER_STAGE, ExecutorConfig(pb.gpu, 1, tp1[0] + 1))
+
+
+def test_a_runtime_plan_is_whole_stages_and_never_below_the_stock_layout() -> None:
+    pb = problem("qwen3-omni-servegen", 4)
+    cost = CostModel(pb.model)
+    ideal = CostTable(pb, cost)
+    rt = setup("vllm-omni", pb, cost, ideal, k_s=2)
+    planner = Planner(pb, cost=cost, table=rt.table, targets=targets("qwen3-omni-servegen"))
+    from omniplane.plan.compare import compare
+
+    cmp = compare(planner, baselines=rt.baselines, space=rt.space)
+    assert [e.name for e in cmp.baselines] == ["vllm-omni"]
+    assert cmp.planner.spec is not None
+    assert cmp.planner.total >= cmp.baselines[0].total - 1e-9
+    layout = load_layout("qwen3-omni")
+    assert layout is not None
+    stages = [set(st.components) for st in layout.stages]
+    for node in cmp.planner.spec.nodes:
+        comps = set(node.components)
+        assert comps == set().union(*(s for s in stages if s & comps))
+
+
+def test_plan_reports_the_runtime_and_the_comparison(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "plan.yaml"
+    result = runner.invoke(app, ["plan", "--model", "qwen3-omni", "--gpus", "2", "--sim-requests", "80",
+                                 "--max-simulated", "2", "--mc-samples", "24", "--compare-ideal", "--json",
+                                 "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    rt = doc["runtime"]
+    assert rt["name"] == "vllm-omni" and rt["deployable"] is True
+    assert set(doc["baselines"]) == {"vllm-omni"}
+    assert rt["pick_rps"] == pytest.approx(doc["goodput"]["total"])
+    assert rt["stock_replicated_rps"] == pytest.approx(doc["baselines"]["vllm-omni"])
+    assert rt["ideal_rps"] > 0 and rt["runtime_over_ideal"] == pytest.approx(rt["pick_rps"] / rt["ideal_rps"])
+    assert "runtime" in doc["plan"]["meta"]
+    # memory as vLLM-Omni loads it: every stage fits, and holds its max batch at the mean context
+    for row in doc["memory"]["nodes"]:
+        assert "error" not in row, row
+        for dev in row["devices"].values():
+            for st in dev["stages"]:
+                if "seqs_fit" in st:
+                    assert st["seqs_fit"]["mean"] >= st["max_batch"]
+    text = runner.invoke(app, ["plan", "--model", "qwen3-omni", "--gpus", "2", "--sim-requests", "80",
+                               "--max-simulated", "2", "--mc-samples", "24", "--runtime", "ideal"])
+    assert text.exit_code == 0, text.output
+    assert "not deployable on any runtime omniplane supports" in text.output
+
+
+def test_only_baselines_inside_the_runtime_space_may_seed_the_pick() -> None:
+    from omniplane.plan.baselines import full_disaggregation, monolithic, vllm_omni
+    from omniplane.plan.compare import within
+    from omniplane.plan.space import FULL
+
+    model = _model("qwen3-omni")
+    space = runtime_space(model, k_s=2)
+    stock, mono, disagg = vllm_omni(model), monolithic(model), full_disaggregation(model)
+    assert stock is not None and mono is not None and disagg is not None
+    assert within(stock, space) and within(stock, FULL) and within(mono, FULL)
+    assert not within(mono, space) and not within(disagg, space)
+
+
+def test_the_plan_file_says_which_runtime_it_was_planned_for(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from omniplane.spec import load_plan
+
+    out = tmp_path / "plan.yaml"
+    result = runner.invoke(app, ["plan", "--model", "qwen3-omni", "--gpus", "2", "--sim-requests", "80",
+                                 "--max-simulated", "2", "--mc-samples", "24", "--runtime", "ideal",
+                                 "--no-baselines", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    meta = load_plan(out).spec.meta or {}
+    assert meta["runtime"]["name"] == "ideal" and meta["runtime"]["deployable"] is False
+    assert "whole pipeline" in meta["runtime"]["why"]
