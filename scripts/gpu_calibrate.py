@@ -305,6 +305,9 @@ def run(args: argparse.Namespace) -> int:
         plan = caps(doc)
         print(f"ladder {plan['levels']}, static cap {plan['static_cap']}, B_sat {plan['b_sat']} "
               f"({time.monotonic() - t_start:.0f} s)", file=sys.stderr, flush=True)
+        # the harness fits what is left of --budget-s (its processes start in about a minute)
+        left = args.budget_s - (time.monotonic() - t_start) - 90.0
+        args.seconds = min(args.seconds, max(3.0, left / len(POLICIES)))
         levels = sorted(set(plan["levels"]) | ({plan["static_cap"]} if plan["static_cap"] else set()))
         (tmp / "plan.json").write_text(json.dumps(plan))
         ctl_path = tmp / "ctl"
@@ -352,6 +355,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--dry", action="store_true", help="CPU, tiny shapes, synthetic timings (marked)")
     ap.add_argument("--solo-requests", type=int, default=10, help="requests per type for the solo p95")
     ap.add_argument("--seconds", type=float, default=20.0, help="harness seconds per policy")
+    ap.add_argument("--budget-s", type=float, default=450.0,
+                    help="wall-time target: the harness shortens to fit what the sweep left")
     ap.add_argument("--mps", choices=("auto", "on", "off"), default="auto")
     ap.add_argument("--phase", choices=("all", "sweep", "shared", "down"), default="all",
                     help=argparse.SUPPRESS)

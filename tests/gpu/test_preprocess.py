@@ -138,3 +138,11 @@ def test_run_without_a_gpu_says_so(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "no GPU to calibrate on here" in res.output and "--dry" in res.output
     assert run("calibrate", "--dry", "--from", str(tmp_path)).exit_code == 2
     assert "give one of --run" in run("calibrate").output
+
+
+def test_the_local_device_is_recognised_as_a_catalog_gpu() -> None:
+    from omniplane.gpu.localrun import catalog_kind
+
+    got = catalog_kind("NVIDIA H200 (132 SMs, cc 9.0)", 132)
+    assert got is not None and got.name == "H200"
+    assert catalog_kind("NVIDIA H200", 114) is None and catalog_kind("Some GPU", 132) is None

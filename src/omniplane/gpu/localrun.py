@@ -70,8 +70,22 @@ def run_local(model: ModelSpec, *, gpu: GPUKind | None, device: int = 0, dry: bo
         tb = TorchBench(model_shapes(model), work_from_model(model), device=device,
                         sampler=sampler if sampler.source != "null" else None)
         bench, name = tb, tb.device_name
+        gpu = gpu or catalog_kind(name, shared.ladder.total_sms)
     return measure(bench, shared, down, model=model.name, gpu=gpu.name if gpu else None, device=name,
                    types=types, solo_requests=solo_requests, log=log)
+
+
+def catalog_kind(device_name: str, sms: int) -> GPUKind | None:
+    """The catalog GPU kind whose name or alias is in the device's name and whose SM count
+    matches (None if none does)."""
+    from omniplane.spec import catalog_gpus_path, load_gpus
+
+    name = device_name.lower().replace(" ", "").replace("-", "")
+    for kind in load_gpus(catalog_gpus_path()).gpus:
+        keys = [kind.name, *getattr(kind, "aliases", [])]
+        if kind.sms == sms and any(k.lower().replace(" ", "").replace("-", "") in name for k in keys):
+            return kind
+    return None
 
 
 def work_from_model(model: ModelSpec) -> dict[str, dict[str, Any]]:
