@@ -47,6 +47,9 @@ from omniplane.workload import Request, generate
 
 SCHEDULER_CLS = "omniplane.vllm.scheduler.OmniplaneScheduler"
 POLICIES = ("bare", "fcfs", "horizon")
+# also accepted: omniplane's `priority` baseline (vLLM's priority order by request class, the policy
+# vLLM ships as --scheduling-policy priority, run through the same wrapper)
+LIVE_POLICIES = (*POLICIES, "priority")
 WARMUP = 4  # requests sent (and awaited) after start-up, before the measured stream
 
 
@@ -78,8 +81,8 @@ def scheduler_args(policy: str, table: Mapping[str, Any], options: Mapping[str, 
     """``(scheduler_cls, additional_config)`` of one policy (``bare``: vLLM's own scheduler).
     With ``control_dir`` the scheduler publishes every step in a control record there
     (``omniplane-live-<policy>``, slot 0: its pid, step count, requests active)."""
-    if policy not in POLICIES:
-        raise ValueError(f"unknown policy {policy!r} (expected one of {', '.join(POLICIES)})")
+    if policy not in LIVE_POLICIES:
+        raise ValueError(f"unknown policy {policy!r} (expected one of {', '.join(LIVE_POLICIES)})")
     if policy == "bare":
         return None, None
     settings: dict[str, Any] = {

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from omniplane.gpu.preprocess import class_table
 from omniplane.perf import CostModel
 from omniplane.perf.solo import SOLO_SAMPLES
 from omniplane.sched.calibration import SLO_MULTIPLIER, gpu_rule, simulated_sm_sweep, sweep_ladder
 from omniplane.sched.ladder import Ladder
 from omniplane.slo.resolve import solo_targets
-from omniplane.spec import GPUKind, ModelSpec, PathClass, SoloMultiplierSLO
+from omniplane.spec import GPUKind, ModelSpec, SoloMultiplierSLO
 from omniplane.spec.slo import HORIZON_PERCENTILE
 
 UNCALIBRATED = "uncalibrated: from the co-location model"
@@ -45,29 +46,8 @@ def solo_slo_table(model: ModelSpec, gpu: GPUKind, *, multiplier: float = SLO_MU
     cost = cost or CostModel(model)  # what `omniplane perf solo` uses, so the source command reproduces it
     policy = SoloMultiplierSLO(multiplier=multiplier, percentile=HORIZON_PERCENTILE)
     targets, cfg = solo_targets(model, cost, gpu, policy, seed=seed, n=n)
-    slo_s = {t: ms / 1e3 for t, ms in targets.targets_ms.items()}
-    members: dict[str, list[str]] = {}
-    for t in model.type_names:
-        members.setdefault(model.request_type(t).output.value, []).append(t)
-    classes: dict[str, dict[str, Any]] = {}
-    for cls, types in members.items():
-        rts = [model.request_type(t) for t in types]
-        prios = {rt.priority for rt in rts if rt.priority is not None}
-        if len(prios) > 1:
-            raise ValueError(f"{model.name}: request types {types} (output {cls}) carry different vLLM "
-                             f"priorities {sorted(prios)}; one class needs one priority")
-        long = any(rt.path_class is PathClass.LONG for rt in rts)
-        worst = max(types, key=slo_s.__getitem__)
-        classes[cls] = {
-            "priority": prios.pop() if prios else None,
-            "path": (PathClass.LONG if long else PathClass.SHORT).value,
-            "slo_s": round(slo_s[worst], 4),
-        }
-    missing = [c for c, v in classes.items() if v["priority"] is None]
-    if missing:
-        raise ValueError(f"{model.name}: no vLLM priority for the request types of class(es) {missing} "
-                         "(set priority: in the model's request_types)")
-    worst_of = {c: max(ts, key=slo_s.__getitem__) for c, ts in members.items()}
+    # the targets already carry the multiplier: the classes take them as they are
+    classes, worst_of = class_table(model, {t: ms / 1e3 for t, ms in targets.targets_ms.items()}, 1.0)
     detail = "; ".join(f"{c}: {multiplier:g} x {t} {targets.targets_ms[t] / multiplier:.1f} ms"
                        for c, t in worst_of.items())
     source = (f"derived: {multiplier:g} x solo p{HORIZON_PERCENTILE:g} (HorizonServe section 6.1) "
@@ -88,3 +68,30 @@ def model_ladder(model: ModelSpec, gpu: GPUKind, *, cost: CostModel | None = Non
               f"of at least {rule.min_sms} SMs in multiples of {rule.align}, {rule.source}); calibrate "
               "S_cap with a GPU sweep (omniplane calibrate --from)")
     return ladder, source
+
+
+def apply_calibration(config: dict[str, Any], cal: dict[str, Any], where: str = "deploy config") -> int:
+    """Write a calibration (``omniplane calibrate``: :func:`omniplane.gpu.preprocess.derive`) into
+    a deploy document from ``vllm-omni config``: every omniplane stage gets the calibrated ladder
+    and SLO table, the shared stage ``B_sat`` (``policy_options.b_sat``) when one was measured.
+    Returns the number of stages changed; ValueError when the GPU does not match or no stage runs
+    omniplane's scheduler."""
+    total = int(cal["ladder"]["total_sms"])
+    changed = 0
+    for i, stage in enumerate(config.get("stages") or []):
+        om = ((stage or {}).get("additional_config") or {}).get("omniplane")
+        if not isinstance(om, dict):
+            continue
+        if om.get("total_sms") not in (None, 0, total):
+            raise ValueError(f"{where}: stages[{i}].additional_config.omniplane.total_sms: {om['total_sms']} "
+                             f"SMs, the calibration's GPU has {total}")
+        om["total_sms"] = total
+        om["ladder"] = {"levels": list(cal["ladder"]["levels"]), "source": cal["ladder"]["source"]}
+        om["slo_table"] = dict(cal["slo_table"])
+        if om.get("role", "shared") == "shared" and cal.get("b_sat") is not None:
+            om["policy_options"] = {**dict(om.get("policy_options") or {}), "b_sat": cal["b_sat"]}
+        changed += 1
+    if not changed:
+        raise ValueError(f"{where}: stages: no stage has additional_config.omniplane (write it with "
+                         "omniplane vllm-omni config)")
+    return changed
