@@ -263,3 +263,32 @@ def test_the_plan_file_says_which_runtime_it_was_planned_for(tmp_path) -> None: 
     meta = load_plan(out).spec.meta or {}
     assert meta["runtime"]["name"] == "ideal" and meta["runtime"]["deployable"] is False
     assert "whole pipeline" in meta["runtime"]["why"]
+
+
+def test_a_shared_gpu_node_simulates_one_process_per_stage_on_one_gpu_slot() -> None:
+    from omniplane.sim.build import build_topology
+    from omniplane.sim.eventloop import EventLoop
+    from omniplane.sim.gpu import TimeSliced
+    from omniplane.sim.processes import Processes
+
+    model = _model("qwen2.5-omni")
+    layout = load_layout("qwen2.5-omni")
+    assert layout is not None
+    comps = [c.name for c in model.components]
+    doc = {"kind": "plan", "model": model.name, "gpu": "H100-SXM", "gpus": 1,
+           "nodes": [{"name": "all", "components": comps,
+                      "executors": [{"count": 1, "tp": 1, "max_batch": 8}]}],
+           "routes": {t: [{"nodes": ["all"], "p": 1.0}] for t in model.type_names}}
+    merged = build_topology(model, PlanSpec.model_validate(doc), load_gpus().get("H100-SXM"),
+                            CostModel(model), EventLoop())
+    assert len(merged.executors) == 1 and merged.executors[0].gpu is None
+    doc["nodes"][0]["sharing"] = "timeslice"
+    topo = build_topology(model, PlanSpec.model_validate(doc), load_gpus().get("H100-SXM"), CostModel(model),
+                          EventLoop())
+    assert len(topo.executors) == len(layout.stages)  # one process per stage
+    slots = {id(ex.gpu) for ex in topo.executors}
+    assert len(slots) == 1 and isinstance(topo.executors[0].gpu, TimeSliced)
+    for ex in topo.executors:  # each process runs exactly one stage's components
+        assert {layout.stage_of(c).stage_id for c in ex.by_comp} == {int(ex.name.rsplit(":", 1)[1])}
+    seat = topo.nodes["all"].groups[0].executors[0]
+    assert isinstance(seat, Processes) and set(seat.by_comp) == set(comps)

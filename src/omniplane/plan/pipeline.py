@@ -106,8 +106,13 @@ class SimOracle:
 
     def spec(self, cands: Candidates, i: int) -> PlanSpec:
         pl = self.planner
-        return to_spec(cands, i, pl.problem.model, pl.problem.gpu.name, pl.problem.gpus, pl.transfer_s * 1e3,
+        spec = to_spec(cands, i, pl.problem.model, pl.problem.gpu.name, pl.problem.gpus, pl.transfer_s * 1e3,
                        name=f"{pl.problem.model.name}-{self.space.name}")
+        if self.space.name == "vllm-omni-runtime":  # stages sharing a GPU run as separate processes
+            from omniplane.plan.runtime import mark_shared
+
+            spec = mark_shared(spec, pl.problem.model)
+        return spec
 
     def simulate(self, cands: Candidates, i: int) -> SimOutcome:
         spec = self.spec(cands, i)

@@ -23,11 +23,13 @@ same GPU, each stage its own process): a deployment's nodes are any set partitio
 (:func:`groupings`; 3 stages: 5 partitions), kept when the stages of each node fit one device as
 the runtime loads them (:func:`setup`; the per-device sum of weights, reserve and KV within what
 vLLM allows). A node of several stages is a shared GPU: the plan says its sharing mode and
-scheduler (:data:`SHARING`, :data:`SHARED_SCHEDULER`; :func:`mark_shared`). The planner prices it
-as one executor whose stages take turns on the GPU, one step at a time: CUDA time slicing
-between the stage processes with no overlap of one stage's host time with another's GPU time
-(conservative: the simulator's :class:`omniplane.sim.gpu.TimeSliced` overlaps them) and no
-context-switch cost; MPS and omniplane's horizon scheduler are not priced, so the plan never picks them.
+scheduler (:data:`SHARING`, :data:`SHARED_SCHEDULER`; :func:`mark_shared`). Pricing: the
+simulator, which picks the plan, runs the node's stages as separate processes on one GPU under
+that mode (:mod:`omniplane.sim.processes`: CUDA time slicing, one stage's host time leaving the
+GPU to the others); the search's flow and Monte Carlo estimates before it still price the node
+as one executor whose stages take turns one step at a time (no overlap: conservative). MPS and
+omniplane's horizon scheduler are not searched: the plan always says ``timeslice`` and
+vLLM-Omni's own scheduler.
 """
 
 from __future__ import annotations
@@ -51,9 +53,9 @@ from omniplane.spec.load import load_layout
 
 RUNTIMES = ("vllm-omni", "ideal")
 CONTEXT_REQUESTS = 2000  # requests whose contexts size KV (as ``omniplane plan``'s memory table)
-SHARED = ("stages that share a GPU run as separate processes, CUDA time-sliced (the default, no MPS); "
-          "priced as their steps taking turns on the GPU (one at a time; no overlap of host and GPU time "
-          "across stages, no context-switch cost); MPS and the horizon scheduler are not priced")
+SHARED = ("stages that share a GPU run as separate processes, CUDA time-sliced (the default, no MPS), "
+          "as simulated; the search's estimates before simulation price them as taking turns one step at "
+          "a time; MPS and the horizon scheduler are not searched")
 SHARING = "timeslice"  # the sharing mode a shared-GPU node is priced under (CUDA's default)
 SHARED_SCHEDULER = "vLLM-Omni's own (FCFS)"  # the scheduler priced (a plan node's policy unset)
 
