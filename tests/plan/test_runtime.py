@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -292,3 +293,40 @@ def test_a_shared_gpu_node_simulates_one_process_per_stage_on_one_gpu_slot() -> 
         assert {layout.stage_of(c).stage_id for c in ex.by_comp} == {int(ex.name.rsplit(":", 1)[1])}
     seat = topo.nodes["all"].groups[0].executors[0]
     assert isinstance(seat, Processes) and set(seat.by_comp) == set(comps)
+
+
+def test_stage_processes_sharing_one_gpu_are_slower_than_each_stage_on_its_own_gpu() -> None:
+    """Simulated, same requests: the three stages time-sliced on one H100 answer later than each
+    on its own H100, and sooner than the same stages taking turns in one executor (no overlap of
+    one stage's host time with another's GPU time)."""
+    from omniplane.plan.refine import SampleRunner
+
+    pb = replace(problem("qwen2.5-omni-horizon", 3, samples=8), gpu=load_gpus().get("H100-SXM"))
+    layout = load_layout("qwen2.5-omni")
+    assert layout is not None
+    model = pb.model
+    groups = [list(st.components) for st in layout.stages]
+
+    def ex(cs: list[str]) -> list[dict[str, int]]:  # the vocoder's grid stops at 8
+        return [{"count": 1, "tp": 1, "max_batch": 8 if cs == ["token2wav"] else 64}]
+
+    def plan(nodes: list[list[str]], sharing: str | None) -> PlanSpec:
+        names = ["n" + str(i) for i in range(len(nodes))]
+        routes = {t: [{"nodes": [n for n, cs in zip(names, nodes, strict=True)
+                                 if set(cs) & set(model.path_of(t))], "p": 1.0}] for t in model.type_names}
+        return PlanSpec.model_validate({
+            "kind": "plan", "model": model.name, "gpu": "H100-SXM", "gpus": len(nodes), "routes": routes,
+            "nodes": [{"name": n, "components": cs, "executors": ex(cs),
+                       **({"sharing": sharing} if sharing else {})}
+                      for n, cs in zip(names, nodes, strict=True)]})
+
+    tg = targets("qwen2.5-omni-horizon")
+    sim = SampleRunner(pb.workload, pb.mix, 120, 0, CostModel(model), load_gpus(), tg.seconds)
+    every = [c for cs in groups for c in cs]
+
+    def latency(spec: PlanSpec) -> float:  # mean first-response latency over the requests answered
+        lat = np.concatenate(sim.run(spec, 6.0).latencies)
+        return float(lat[np.isfinite(lat)].mean())
+
+    alone, sliced = latency(plan(groups, None)), latency(plan([every], "timeslice"))
+    assert alone < sliced < latency(plan([every], None))
