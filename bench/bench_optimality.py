@@ -191,9 +191,6 @@ def run(workload: str, gpus: int, k_c: int, k_s: int, redundant: bool, mc_sample
         spec = to_spec(cands, i, pb.model, pb.gpu.name, gpus, planner.transfer_s * 1e3)
         if rt_space is not None:  # stage processes on shared GPUs, as the planner simulates them
             spec = mark_shared(spec, pb.model)
-        if max_simulated is not None and rt_space is not None and k >= max_simulated:
-            rest = max(rest, f_bound * rate)
-            break
         got = float(planner.simulator.run(spec, opts.alpha * rate).goodput.sum())
         ratio = max(ratio, got / (f_bound * rate))
         rows.append((got, float(est[i]), rate, describe(spec)))
