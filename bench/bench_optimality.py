@@ -9,6 +9,12 @@ sample, smaller than the planner's 1,200 so that the whole space can be simulate
     PYTHONPATH=. .venv/bin/python bench/bench_optimality.py --workload qwen3-vl-servegen --gpus 4 [--json]
         [--k-c 2 --k-s 2] [--margin 1.03] [--no-prune [--non-redundant]] [--routing-step 0.1]
         [--mc-samples 128 --sim-requests 150 --max-simulated 12] [--top 10] [--confirm-requests 1200]
+        [--gpu H100-SXM --runtime vllm-omni]
+
+``--runtime vllm-omni`` checks the runtime's plan space (``omniplane.plan.runtime``: whole-pipeline
+deployments of the stage groupings that fit the GPU): every plan of its logical plans (each config,
+count vector and routing vector), simulated in order of R_d down to the same exact cut (no plan
+skipped can beat the pick by more than ``margin - 1``; ``--no-prune`` simulates them all).
 
 Default (pruned): the whole space of ``omniplane.repro.exhaust`` (k_c/k_s logical plans with
 compound subplans composed side by side, every config, every count vector, the planner's
@@ -38,7 +44,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from omniplane.perf import CostModel
 from omniplane.plan import montecarlo as mc
+from omniplane.plan.costs import CostTable
 from omniplane.plan.emit import to_spec
 from omniplane.plan.enumerate import compound_subplans, logical_plans, simple_subplans
 from omniplane.plan.flow import Candidates, Expansion, exhaustive
@@ -47,9 +55,11 @@ from omniplane.plan.pipeline import Planner
 from omniplane.plan.problem import make_problem
 from omniplane.plan.refine import SampleRunner
 from omniplane.plan.routing import routing_vectors
+from omniplane.plan.runtime import mark_shared, setup
 from omniplane.plan.select import bound_factor
+from omniplane.plan.space import Space
 from omniplane.repro.exhaust import Tally, WholeSpace
-from omniplane.slo.resolve import target_array
+from omniplane.slo.resolve import resolve_targets, target_array
 from omniplane.spec import find_catalog_workload, load_gpus, load_workload
 
 
@@ -104,17 +114,36 @@ def space(planner: Planner, k_c: int, k_s: int, redundant: bool) -> tuple[list[C
     return out, n_lp
 
 
+def runtime_blocks(planner: Planner, space_: Space) -> tuple[list[Candidates], int]:
+    """Every physical plan of a runtime space's logical plans (each config, count vector within
+    the budget and routing vector; ``exhaustive``): the runtime spaces are small at 1-2 GPUs."""
+    pb, opts = planner.problem, planner.options
+    logical = space_.logical or ()
+    return [exhaustive(lp, planner.table, routing_vectors(lp, opts.grid_steps, opts.max_routings), pb.pi(),
+                       pb.gpus) for lp in logical], len(logical)
+
+
 def run(workload: str, gpus: int, k_c: int, k_s: int, redundant: bool, mc_samples: int,
         sim_requests: int, max_simulated: int | None, routing_step: float = 0.1, top: int = 0,
         prune: bool = True, margin: float = 1.03, groups: bool = True,
-        time_limit: float | None = None, confirm_requests: int = 0, confirm_top: int = 3) -> Outcome:
+        time_limit: float | None = None, confirm_requests: int = 0, confirm_top: int = 3,
+        gpu: str = "A100-80GB", runtime: str | None = None) -> Outcome:
     wl = load_workload(find_catalog_workload(workload) or workload)
-    pb = make_problem(wl, load_gpus().get("A100-80GB"), gpus, samples=mc_samples)
+    pb = make_problem(wl, load_gpus().get(gpu), gpus, samples=mc_samples)
     opts = PlannerOptions(k_c=k_c, k_s=k_s, mc_samples=mc_samples, sim_requests=sim_requests,
                           max_simulated=max_simulated, routing_step=routing_step)
-    planner = Planner(pb, options=opts)
+    rt_space: Space | None = None
+    if runtime == "vllm-omni":  # the runtime's space and fit check; targets from the ideal table, as `plan`
+        cost = CostModel(pb.model)
+        ideal = CostTable(pb, cost)
+        rt = setup(runtime, pb, cost, ideal, k_s)
+        rt_space = rt.space
+        planner = Planner(pb, options=opts, cost=cost, table=rt.table,
+                          targets=resolve_targets(wl.spec.slo, ideal, cost, seed=opts.seed))
+    else:
+        planner = Planner(pb, options=opts)
     t0 = time.perf_counter()
-    picked = planner.run()
+    picked = planner.run(rt_space) if rt_space is not None else planner.run()
     plan_s = time.perf_counter() - t0
     per_type = planner.simulator.arrival_factor()
     factor = bound_factor("total", np.array([per_type.get(t, 0.0) for t in pb.types]), pb.pi())
@@ -125,9 +154,12 @@ def run(workload: str, gpus: int, k_c: int, k_s: int, redundant: bool, mc_sample
     print(f"pick {picked.total:.3f} in {plan_s:.0f} s; {how}", file=sys.stderr, flush=True)
     t1 = time.perf_counter()
     whole: WholeSpace | None = None
-    if prune:
+    blocks: Iterable[Candidates]
+    if rt_space is not None:
+        blocks, n_lp = runtime_blocks(planner, rt_space)
+    elif prune:
         whole = WholeSpace(planner.table, pb.pi(), gpus, k_c, k_s, opts.grid_steps, opts.max_routings, groups)
-        blocks: Iterable[Candidates] = (c for _, c in whole.plans(cut / f_bound))
+        blocks = (c for _, c in whole.plans(cut / f_bound))
         n_lp = whole.tally.logical_total
     else:
         blocks, n_lp = space(planner, k_c, k_s, redundant)
@@ -139,8 +171,11 @@ def run(workload: str, gpus: int, k_c: int, k_s: int, redundant: bool, mc_sample
         if time_limit is not None and whole is not None and time.perf_counter() - t1 > time_limit / 2:
             rest = f_bound * whole.current  # logical plans not reached: their loose bound (half the time)
             break
+        if not len(cands):
+            continue
         est = mc.evaluate(cands, planner.table, pb.pi(), slo, opts.alpha, planner.transfer_s)[0].sum(axis=1)
-        items += [(float(cands.rate[i]), len(built), i) for i in range(len(cands))]
+        items += [(float(cands.rate[i]), len(built), i) for i in range(len(cands))
+                  if not (prune and rt_space is not None and f_bound * float(cands.rate[i]) <= cut)]
         built.append((cands, est))
     items.sort(key=lambda x: -x[0])
     print(f"{len(items)} plans {'above the cut' if prune else 'built'} ({time.perf_counter() - t1:.0f} s)",
@@ -154,6 +189,8 @@ def run(workload: str, gpus: int, k_c: int, k_s: int, redundant: bool, mc_sample
             break
         cands, est = built[b]
         spec = to_spec(cands, i, pb.model, pb.gpu.name, gpus, planner.transfer_s * 1e3)
+        if rt_space is not None:  # stage processes on shared GPUs, as the planner simulates them
+            spec = mark_shared(spec, pb.model)
         got = float(planner.simulator.run(spec, opts.alpha * rate).goodput.sum())
         ratio = max(ratio, got / (f_bound * rate))
         rows.append((got, float(est[i]), rate, describe(spec)))
@@ -173,6 +210,8 @@ def run(workload: str, gpus: int, k_c: int, k_s: int, redundant: bool, mc_sample
         for k in order[:confirm_top]:
             cands, _ = built[where[k][0]]
             spec = to_spec(cands, where[k][1], pb.model, pb.gpu.name, gpus, planner.transfer_s * 1e3)
+            if rt_space is not None:
+                spec = mark_shared(spec, pb.model)
             checks.append((rows[k][3], rows[k][0],
                            float(again.run(spec, opts.alpha * rows[k][2]).goodput.sum())))
         confirmed = tuple(checks)
@@ -213,19 +252,24 @@ def main(argv: list[str] | None = None) -> int:
                     help="re-simulate the pick and the --confirm-top best plans on a sample of this many "
                          "requests (the planner's default is 1,200): does the ranking hold?")
     ap.add_argument("--confirm-top", type=int, default=3)
+    ap.add_argument("--gpu", default="A100-80GB", help="GPU kind (catalog name)")
+    ap.add_argument("--runtime", choices=("vllm-omni",), default=None,
+                    help="check the runtime's plan space instead (every plan of its logical plans, in "
+                         "order of R_d, pruned at margin x pick unless --no-prune)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--top", type=int, default=0, help="list the N best simulated plans with their estimates")
     a = ap.parse_args(argv)
     out = run(a.workload, a.gpus, a.k_c, a.k_s, not a.non_redundant, a.mc_samples, a.sim_requests,
               a.max_simulated, a.routing_step, a.top, not a.no_prune, a.margin, not a.no_groups, a.time_limit,
-              a.confirm_requests, a.confirm_top)
-    doc = {"workload": a.workload, "gpus": a.gpus, "k_c": a.k_c, "k_s": a.k_s, "routing_step": a.routing_step,
+              a.confirm_requests, a.confirm_top, a.gpu, a.runtime)
+    doc = {"workload": a.workload, "gpus": a.gpus, "gpu": a.gpu, "runtime": a.runtime,
+           "k_c": a.k_c, "k_s": a.k_s, "routing_step": a.routing_step,
            "sim_requests": a.sim_requests, "mc_samples": a.mc_samples, "max_simulated": a.max_simulated,
            "pick_estimate": out.pick_estimate,
            "space": ("whole space, exact pruning at margin x pick" + (", no groups" if a.no_groups else ""))
            if not a.no_prune else ("non-redundant" if a.non_redundant else "every count vector"),
            "logical_plans": out.logical, "raw_space_formula": out.raw_space,
-           "counts": asdict(out.tally) if not a.no_prune else None,
+           "counts": asdict(out.tally) if not a.no_prune and a.runtime is None else None,
            "bound_factor": out.factor, "prune_cut": out.cut if not a.no_prune else None,
            "complete": out.uncovered_bound == 0.0, "uncovered_goodput_bound": out.uncovered_bound,
            "plans_simulated": out.plans, "max_sim_over_bound": out.max_ratio,

@@ -216,7 +216,7 @@ def plan(
     from omniplane.plan.options import PlannerOptions
     from omniplane.plan.pipeline import Planner
     from omniplane.plan.problem import make_problem
-    from omniplane.plan.runtime import RuntimeUnavailable, default_runtime, setup
+    from omniplane.plan.runtime import RuntimeUnavailable, default_runtime, mark_shared, setup
     from omniplane.slo.resolve import resolve_targets
 
     m = load_model(find_catalog_model(model) or Path(model))
@@ -260,6 +260,8 @@ def plan(
         if cmp.planner.spec is None:
             fail(f"no plan fits the budget of {gpus} x {kind.name} (every executor config is infeasible "
                  "or over budget); try a larger --gpus or another --gpu")
+        if rt.name == "vllm-omni" and cmp.planner.result.best is not None:  # shared GPUs: their mode
+            cmp.planner.result.best.spec = mark_shared(cmp.planner.spec, m)
         doc = to_json(cmp)
         meta = doc["plan"]["meta"]
         meta["profile_seconds"] = profile_s

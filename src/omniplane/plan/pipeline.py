@@ -89,6 +89,9 @@ class PlanResult:
                 "median_abs_error": float(np.median(errs))}
 
 
+VLLM_OMNI_SPACES = ("vllm-omni-runtime", "vllm-omni")  # the runtime space and its stock layout
+
+
 class SimOracle:
     """The simulator as the search calls it: plan candidate ``i`` at ``alpha x R_d``."""
 
@@ -106,8 +109,13 @@ class SimOracle:
 
     def spec(self, cands: Candidates, i: int) -> PlanSpec:
         pl = self.planner
-        return to_spec(cands, i, pl.problem.model, pl.problem.gpu.name, pl.problem.gpus, pl.transfer_s * 1e3,
+        spec = to_spec(cands, i, pl.problem.model, pl.problem.gpu.name, pl.problem.gpus, pl.transfer_s * 1e3,
                        name=f"{pl.problem.model.name}-{self.space.name}")
+        if self.space.name in VLLM_OMNI_SPACES:  # stages sharing a GPU run as separate processes
+            from omniplane.plan.runtime import mark_shared
+
+            spec = mark_shared(spec, pl.problem.model)
+        return spec
 
     def simulate(self, cands: Candidates, i: int) -> SimOutcome:
         spec = self.spec(cands, i)

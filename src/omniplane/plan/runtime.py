@@ -18,34 +18,46 @@ ideal      Algorithm 1's whole space (encoders apart from the thinker, any union
            omniplane supports can run most of its plans, and the plan says so.
 =========  ===========================================================================================
 
-Stages that share GPUs (the stock grouping, e.g. Qwen3-Omni's talker + code2wav on one GPU) run in
-vLLM-Omni as separate processes on the device; here they are priced as one merged executor (an
-approximation the space states; the co-location model is not wired into the planner).
+Stages may share GPUs in every way vLLM-Omni expresses (several stages' ``devices`` naming the
+same GPU, each stage its own process): a deployment's nodes are any set partition of its stages
+(:func:`groupings`; 3 stages: 5 partitions), kept when the stages of each node fit one device as
+the runtime loads them (:func:`setup`; the per-device sum of weights, reserve and KV within what
+vLLM allows). A node of several stages is a shared GPU: the plan says its sharing mode and
+scheduler (:data:`SHARING`, :data:`SHARED_SCHEDULER`; :func:`mark_shared`). Pricing: the
+simulator, which picks the plan, runs the node's stages as separate processes on one GPU under
+that mode (:mod:`omniplane.sim.processes`: CUDA time slicing, one stage's host time leaving the
+GPU to the others); the search's flow and Monte Carlo estimates before it still price the node
+as one executor whose stages take turns one step at a time (no overlap: conservative). MPS and
+omniplane's horizon scheduler are not searched: the plan always says ``timeslice`` and
+vLLM-Omni's own scheduler.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from omniplane.perf import CostModel, ExecutorConfig, InfeasibleConfig
 from omniplane.perf.stage_memory import Context, StageMemoryError, contexts, size_device
-from omniplane.plan.baselines import stage_unit, vllm_omni
+from omniplane.plan.baselines import vllm_omni
 from omniplane.plan.costs import CostTable
 from omniplane.plan.enumerate import subplan_of
 from omniplane.plan.logical import LogicalPlan, Node, compose
 from omniplane.plan.problem import Problem
 from omniplane.plan.space import FULL, Space
-from omniplane.spec import ModelSpec, ResolvedWorkload
+from omniplane.spec import ModelSpec, PlanSpec, ResolvedWorkload
 from omniplane.spec.layout import VllmOmniLayout
 from omniplane.spec.load import load_layout
 
 RUNTIMES = ("vllm-omni", "ideal")
 CONTEXT_REQUESTS = 2000  # requests whose contexts size KV (as ``omniplane plan``'s memory table)
-SHARED = ("vLLM-Omni runs stages that share a GPU as separate processes on it; priced here as one "
-          "merged executor")
+SHARED = ("stages that share a GPU run as separate processes, CUDA time-sliced (the default, no MPS), "
+          "as simulated; the search's estimates before simulation price them as taking turns one step at "
+          "a time; MPS and the horizon scheduler are not searched")
+SHARING = "timeslice"  # the sharing mode a shared-GPU node is priced under (CUDA's default)
+SHARED_SCHEDULER = "vLLM-Omni's own (FCFS)"  # the scheduler priced (a plan node's policy unset)
 
 
 class BatchTooLarge(InfeasibleConfig):
@@ -92,37 +104,74 @@ def ideal_note(model: ModelSpec) -> str:
     return f"ideal plan space: not deployable on any runtime omniplane supports ({why})"
 
 
-def groupings(model: ModelSpec, layout: VllmOmniLayout) -> list[tuple[Node, ...]]:
-    """One deployment's node partitions: every stage alone, and the stock grouping (stages the
-    stock layout puts on shared GPUs as one node, where an executor type can host them)."""
-    alone = tuple(frozenset(st.components) for st in layout.stages)
-    out = [alone] if all(model.executor_type_for(n) is not None for n in alone) else []
-    unit = stage_unit(model)
-    hostable = unit is not None and all(model.executor_type_for(n) is not None for n in unit.nodes)
-    if unit is not None and hostable and set(unit.nodes) != set(alone):
-        out.append(unit.nodes)
+def set_partitions(items: Sequence[int]) -> list[list[tuple[int, ...]]]:
+    """Every set partition of ``items`` (Bell number many: 1, 2, 5, 15 for 1..4 items), blocks in
+    order of their first item."""
+    if not items:
+        return [[]]
+    first, rest = items[0], items[1:]
+    out: list[list[tuple[int, ...]]] = []
+    for part in set_partitions(rest):
+        out.append([(first,), *part])
+        for k in range(len(part)):
+            out.append([*part[:k], (first, *part[k]), *part[k + 1:]])
     return out
 
 
-def runtime_space(model: ModelSpec, k_s: int = 2) -> Space:
-    """vLLM-Omni's realisable space for ``model`` (module docstring); :class:`RuntimeUnavailable` when
-    vLLM-Omni has no pipeline for it."""
+def groupings(model: ModelSpec, layout: VllmOmniLayout) -> list[tuple[Node, ...]]:
+    """One deployment's node partitions: every set partition of the layout's stages whose nodes
+    (the union of their stages' components) an executor type hosts; each stage alone first.
+    Memory is checked where the GPU is known (:func:`setup`)."""
+    stages = [frozenset(st.components) for st in layout.stages]
+    out: list[tuple[Node, ...]] = []
+    for part in sorted(set_partitions(list(range(len(stages)))), key=len, reverse=True):
+        nodes = tuple(frozenset().union(*(stages[i] for i in block)) for block in part)
+        if all(model.executor_type_for(n) is not None for n in nodes):
+            out.append(nodes)
+    return out
+
+
+def shared_gpu(layout: VllmOmniLayout, node: Iterable[str]) -> bool:
+    """Whether ``node`` holds several stages (separate processes on one GPU)."""
+    return len({layout.stage_of(c).stage_id for c in node}) > 1
+
+
+def runtime_space(model: ModelSpec, k_s: int = 2, fits: Callable[[Node], bool] | None = None) -> Space:
+    """vLLM-Omni's realisable space for ``model`` (module docstring): deployments of the
+    :func:`groupings` whose every node ``fits`` (default: all); :class:`RuntimeUnavailable` when
+    vLLM-Omni has no pipeline for it or no grouping fits."""
     layout = load_layout(model.name)
     if layout is None:
         raise RuntimeUnavailable(f"--runtime vllm-omni: {no_pipeline(model)}; plan it with --runtime ideal")
     groups = groupings(model, layout)
     if not groups:
         raise RuntimeUnavailable(f"--runtime vllm-omni: no executor type of {model.name} hosts its stages")
+    if fits is not None:
+        groups = [g for g in groups if all(fits(n) for n in g)]
+        if not groups:
+            raise RuntimeUnavailable(f"--runtime vllm-omni: no grouping of {model.name}'s stages fits "
+                                     "the GPU (every node's weights, reserve and KV exceed its memory)")
     subs = [subplan_of(model, g) for g in groups]
     n_types = len(model.type_names)
     logical: list[LogicalPlan] = []
     for k in range(1, k_s + 1):
         for combo in itertools.combinations_with_replacement(range(len(subs)), k):
             logical.append(compose(tuple(subs[i] for i in combo), n_types))
-    shared = any(len(n) > 1 and len({layout.stage_of(c).stage_id for c in n}) > 1 for g in groups for n in g)
+    shared = any(shared_gpu(layout, n) for g in groups for n in g)
     desc = (f"vLLM-Omni {layout.vllm_omni}: 1..{k_s} whole-pipeline deployments of "
             + " or ".join(" | ".join("+".join(model.ordered(n)) for n in g) for g in groups))
     return Space("vllm-omni-runtime", desc, tuple(logical), approximation=SHARED if shared else "")
+
+
+def mark_shared(spec: PlanSpec, model: ModelSpec) -> PlanSpec:
+    """``spec`` with ``sharing`` (:data:`SHARING`) on every node that holds several vLLM-Omni
+    stages; ``policy`` stays unset: vLLM-Omni's own schedulers (FCFS), the scheduler priced."""
+    layout = load_layout(model.name)
+    if layout is None:
+        return spec
+    nodes = [n.model_copy(update={"sharing": SHARING})
+             if shared_gpu(layout, n.components) and n.sharing is None else n for n in spec.nodes]
+    return spec.model_copy(update={"nodes": nodes})
 
 
 @dataclass(frozen=True)
@@ -187,6 +236,7 @@ def label(model: ModelSpec, runtime: str, space: Space | None = None) -> dict[st
                            "space": space.description if space else None}
     if space is not None and space.approximation:
         out["approximation"] = space.approximation
+        out["shared_gpu"] = {"sharing": SHARING, "scheduler": SHARED_SCHEDULER}
     return out
 
 
@@ -213,8 +263,8 @@ def setup(name: str, problem: Problem, cost: CostModel, ideal_table: CostTable, 
     if name != "vllm-omni":
         raise RuntimeUnavailable(f"--runtime: expected one of {', '.join(RUNTIMES)}, got {name!r}")
     model = problem.model
-    space = runtime_space(model, k_s)
     fit = stage_fit(model, problem.workload, problem.mix, seed)
+    table = CostTable(problem, cost, fit=fit, parts_of=ideal_table)
+    space = runtime_space(model, k_s, fits=lambda n: bool(table.node(n).options))
     stock = vllm_omni(model)
-    return Setup(name, CostTable(problem, cost, fit=fit, parts_of=ideal_table), space,
-                 [stock] if stock is not None else [], ideal_table)
+    return Setup(name, table, space, [stock] if stock is not None else [], ideal_table)

@@ -3,7 +3,8 @@
 Everything about how a plan becomes executors is decided here, at construction: the run's
 :class:`RunSetup` carries the scheduling policy per LLM engine, the token budget, a cap on
 every LLM's running sequences (vLLM's ``max_num_seqs``), GPU sharing between executors
-(:class:`omniplane.sim.colocate.SharedGPU`), CPU preprocessing times, whether decode spans are
+(:class:`omniplane.sim.colocate.SharedGPU`; a plan node's stages as processes on one GPU,
+:mod:`omniplane.sim.processes`), CPU preprocessing times, whether decode spans are
 used, and whether steps are traced. Nothing is changed on a topology after it is built.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from omniplane.policy import Policy
+from omniplane.sim import processes
 from omniplane.sim.colocate import SharedGPU, share
 from omniplane.sim.costs import CostSource, PriceBook
 from omniplane.sim.engines import DiTEngine, EncoderEngine, Engine, VAEEngine, VocoderEngine
@@ -83,16 +85,26 @@ def build_topology(model: ModelSpec, plan: PlanSpec, gpu: GPUKind | None, cost: 
     executors: list[Executor] = []
     for pnode in plan.nodes:
         comps = tuple(model.ordered(pnode.components))
+        stage_of = _stages(model, comps) if pnode.sharing is not None else None
         groups = []
         for gi, g in enumerate(pnode.executors):
             shared: dict[str, deque[Job]] = {c: deque() for c in comps} if len(comps) == 1 else {}
-            members = []
+            members: list[Any] = []
             for k in range(g.count):
                 name = f"{pnode.name}/{gi}.{k}"
                 cfg = setup.make_cfg(gpu, g.tp, g.max_batch)
                 engines = _engines(model, comps, cfg, g.max_batch, cost, shared, name, setup, cpu)
-                ex = Executor(name, pnode.name, engines, loop, ExecutorStats(name, setup.trace),
-                              can_span=setup.spans)
+
+                def make(n: str, engs: list[Engine], node: str = pnode.name) -> Executor:
+                    return Executor(n, node, engs, loop, ExecutorStats(n, setup.trace), can_span=setup.spans)
+
+                if stage_of is not None and pnode.sharing is not None:  # stage processes on one GPU
+                    seat, procs = processes.split(name, pnode.name, engines, stage_of, pnode.sharing, cfg,
+                                                  cost, make)
+                    members.append(seat)
+                    executors.extend(procs)
+                    continue
+                ex = make(name, engines)
                 members.append(ex)
                 executors.append(ex)
             groups.append(Group(members, shared[comps[0]] if shared else None))
@@ -114,6 +126,18 @@ def build_topology(model: ModelSpec, plan: PlanSpec, gpu: GPUKind | None, cost: 
         raise ValueError(f"{model.name}: {kv[0].name}'s KV-cache edge needs a GPU kind (its link bandwidth)")
     kv_s = {c.name: c.size.kv_bytes_per_token() / gpu.link_bw for c in kv} if gpu is not None else {}
     return Topology(nodes, routes, plan.transfer_ms / 1e3, executors, kv_s)
+
+
+def _stages(model: ModelSpec, comps: tuple[str, ...]) -> dict[str, int] | None:
+    """vLLM-Omni stage of each component (its catalog layout); None when the node is one stage
+    or the model has no layout (its components then take turns in one executor)."""
+    from omniplane.spec.load import load_layout
+
+    layout = load_layout(model.name)
+    if layout is None:
+        return None
+    out = {c: layout.stage_of(c).stage_id for c in comps}
+    return out if len(set(out.values())) > 1 else None
 
 
 def _engines(model: ModelSpec, comps: tuple[str, ...], cfg: Any, max_batch: int, cost: CostSource,

@@ -37,6 +37,17 @@ command reads (``sim run``, ``rehearse``, ``loadgen`` through ``deploy``)::
       seed: 0
       goodput_rps: {total: 6.1, per_type: {ti2t: 1.2, ti2a: 0.6}}
 
+A node whose components are several vLLM-Omni stages runs them as separate processes on each of
+its GPUs; ``sharing`` says how they share it and ``policy`` which scheduler runs them (optional:
+files without them load as before)::
+
+    nodes:
+      - name: enc+thinker+talker+token2wav
+        components: [vision_encoder, audio_encoder, thinker, talker, token2wav]
+        executors: [{count: 1, tp: 1, max_batch: 32}]
+        sharing: timeslice     # CUDA time slicing between the processes (default CUDA, no MPS); or mps
+        # policy: unset        # vLLM-Omni's own schedulers (FCFS), what the planner priced
+
 A plan file from before these fields kept the same numbers in ``meta`` (``latency_targets_ms``,
 ``predicted_goodput_rps``, ``evaluated_at_rps``, ``provenance``); they are read into the typed
 fields when such a file loads. A plan without ``slo`` (hand-written, like the catalog's) is
@@ -66,6 +77,7 @@ from omniplane.spec.workload import check_fractions
 
 Probability = Fraction
 _TOL = 1e-6
+Sharing = Literal["timeslice", "mps"]  # a shared-GPU node's sharing mode (module docstring)
 
 
 class ExecutorGroup(SpecModel):
@@ -86,6 +98,9 @@ class PlanNode(SpecModel):
     # ``deploy --engine vllm-omni``: the omniplane policy for the node's vLLM-Omni stages (fcfs,
     # horizon, import:MODULE:NAME; docs/reference/vllm.md); None runs vLLM-Omni's own schedulers
     policy: str | None = Field(default=None, min_length=1)
+    # several vLLM-Omni stages on each of the node's GPUs (separate processes): how they share it
+    # (module docstring); None: one stage per GPU, or a plan from before this field
+    sharing: Sharing | None = None
 
     @property
     def gpus(self) -> int:
