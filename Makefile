@@ -60,10 +60,14 @@ deploy-deps: $(VENV)/.deploy
 
 # The main job: plan Qwen3-Omni on 16 A100-80GB for the ServeGen-like mix with 1/3 audio
 # output in what vLLM-Omni 0.30 can run (--runtime vllm-omni, the default for a model with a
-# stock layout), against its stock layout replicated; writes the plan file and Figures 7-9 under out/.
+# stock layout), against its stock layout replicated; writes the plan file and Figures 7-9 under out/,
+# and the plan's vLLM-Omni deployment (deploy YAMLs, launch scripts, placement, routing) next to it,
+# for hosts of 8 GPUs.
 RUN_ARGS ?= --model qwen3-omni --gpus 16 --gpu A100-80GB --workload qwen3-omni-servegen
 run: $(VENV)/.core sim-native
 	$(VENV)/bin/omniplane plan $(RUN_ARGS) --out out/plan-qwen3-omni-16xA100.yaml --figures out/figures
+	$(VENV)/bin/omniplane export out/plan-qwen3-omni-16xA100.yaml --target vllm-omni --hosts 2x8 \
+	    --out out/export-qwen3-omni-16xA100
 
 $(VPY):
 	$(PYTHON) -m venv $(VVENV)

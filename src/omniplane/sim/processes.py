@@ -30,6 +30,11 @@ class Processes:
         self.engines: list[Engine] = [e for ex in self.stages for e in ex.engines]
         self.by_comp: dict[str, Engine] = {e.comp: e for e in self.engines}
         self.load = 0  # requests pinned here and not yet through (JSQ routing)
+        self.loop = self.stages[0].loop
+
+    @property
+    def busy(self) -> bool:
+        return any(ex.busy for ex in self.stages)
 
     def offer(self, job: Job) -> None:
         job.host.add(job, False)

@@ -14,10 +14,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from omniplane.sim.eventloop import ARRIVE, DISPATCH, EventLoop
 from omniplane.sim.executor import Executor
 from omniplane.sim.job import Job
 from omniplane.sim.metrics import ExecutorTrace, SimResult, summarise
+from omniplane.sim.processes import Processes
 from omniplane.sim.records import RequestRecords
 from omniplane.sim.request import SimRequest, TypePath
 from omniplane.sim.topology import Group, Topology
@@ -26,6 +29,7 @@ from omniplane.spec import ModelSpec
 ArrivalSource = Sequence[Any]  # objects with .id, .arrival, .type, .work (omniplane.workload.Request)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # the closed-loop client is one (sim/closedloop.py)
 class Simulation:
     """One run of a workload through a topology. Deterministic for a given ``seed``."""
 
@@ -109,7 +113,7 @@ class Simulation:
         else:
             seat.offer(job)
 
-    def _seat(self, req: SimRequest, name: str) -> Group | Executor:
+    def _seat(self, req: SimRequest, name: str) -> Group | Executor | Processes:
         """The request's seat at node ``name``: a group drawn by the plan's probabilities, and on
         a merged node the group's least-loaded executor, pinned until its last component there."""
         node = self.topo.nodes[name]
@@ -128,7 +132,7 @@ class Simulation:
         return seat
 
     @staticmethod
-    def _offer(arg: tuple[Group | Executor, Job]) -> None:
+    def _offer(arg: tuple[Group | Executor | Processes, Job]) -> None:
         seat, job = arg
         seat.offer(job)
 

@@ -17,13 +17,16 @@ from functools import partial
 from omniplane.sim.engines import Engine
 from omniplane.sim.executor import Executor
 from omniplane.sim.job import Job
+from omniplane.sim.processes import Processes
 
 
 @dataclass(eq=False)
 class Group:
-    """Executors of one configuration in a node; single-component nodes share a queue."""
+    """Executors of one configuration in a node; single-component nodes share a queue. An executor
+    whose stages run as separate processes on one GPU is a :class:`Processes` (a seat, not an
+    executor: the compiled simulator checks these types)."""
 
-    executors: list[Executor]
+    executors: list[Executor | Processes]
     shared: deque[Job] | None = None
 
     def __post_init__(self) -> None:
@@ -81,7 +84,7 @@ class Node:
             return 0
         return min(bisect.bisect_right(cum, rnd.random() * cum[-1]), len(cum) - 1)
 
-    def seat(self, type_name: str, rnd: random.Random) -> Group | Executor:
+    def seat(self, type_name: str, rnd: random.Random) -> Group | Executor | Processes:
         """Where a request arriving here sits: its group's shared queue, or (merged node) the
         least-loaded executor of its group, pinned (the caller unpins it when done here)."""
         group = self.groups[self.pick_group(type_name, rnd)]
