@@ -231,3 +231,16 @@ def test_the_lower_bound_in_the_runtime_space_is_at_least_the_ideal_one() -> Non
     lo = real.lower_bound()
     assert lo >= ideal.lower_bound() >= 2
     assert not real.probe(lo - 1).meets
+
+
+def test_runtime_ideal_is_asked_for_and_a_runtime_without_a_pipeline_fails(tmp_path: Path) -> None:
+    out = tmp_path / "cap.yaml"
+    args = ["plan", "--model", "qwen-image", "--rate", "0.5", "--gpu", "H100", "--mc-budget", "1000",
+            "--sim-requests", "200", "--json", "--runtime", "ideal", "--out", str(out)]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout[res.stdout.index("{"):])["runtime"] == "ideal"
+    assert load_plan(out).spec.meta["runtime"]["deployable"] is False
+    bad = CliRunner().invoke(app, ["plan", "--model", "qwen3-vl", "--rate", "1", "--gpu", "H100",
+                                   "--runtime", "vllm-omni"])
+    assert bad.exit_code != 0 and "no pipeline for qwen3-vl" in bad.output
