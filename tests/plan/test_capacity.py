@@ -186,3 +186,61 @@ def test_objective_cost_picks_the_cheaper_kind_at_the_prices_given(tmp_path: Pat
     assert rows["A100-80GB"]["gpus"] > rows["H100-SXM"]["gpus"]  # the H100 needs fewer GPUs ...
     assert by_cost["capacity"]["gpu"] == "A100-80GB"  # ... but at these prices the A100 costs less
     assert by_cost["prices"]["A100-80GB"]["source"].startswith("user file")
+
+
+def test_a_qwen3_omni_capacity_answer_is_a_runtime_plan_that_sim_run_reproduces(tmp_path: Path) -> None:
+    from omniplane.spec import find_catalog_model, load_model
+    from omniplane.spec.load import load_layout
+
+    out = tmp_path / "cap.yaml"
+    args = ["plan", "--model", "qwen3-omni", "--workload", "qwen3-omni-servegen", "--rate", "1", "--gpu",
+            "H100", "--mc-budget", "1000", "--sim-requests", "300", "--json", "--out", str(out)]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout[res.stdout.index("{"):])
+    cap = doc["capacity"]
+    assert doc["runtime"] == "vllm-omni" and cap["gpus"] is not None
+    written = load_plan(out).spec
+    assert written.meta["runtime"]["name"] == "vllm-omni" and written.meta["runtime"]["deployable"]
+    layout = load_layout("qwen3-omni")
+    path = find_catalog_model("qwen3-omni")
+    assert layout is not None and path is not None
+    stages = [set(st.components) for st in layout.stages]
+    nodes = [set(n.components) for n in written.nodes]
+    for comps in nodes:  # whole stages only
+        assert comps == set().union(*(s for s in stages if s & comps))
+    # the whole pipeline: every component of the model has a node (vLLM-Omni runs every stage)
+    assert set().union(*nodes) == {c.name for c in load_model(path).components}
+    sim = CliRunner().invoke(app, ["sim", "run", str(out), "--rate", "1", "--n", "300", "--json"])
+    assert sim.exit_code == 0, sim.output
+    got = json.loads(sim.stdout[sim.stdout.index("{"):])
+    for t, a in cap["attainment"].items():
+        assert got["per_type"][t]["attainment"] == pytest.approx(a, abs=1e-4)
+
+
+def test_the_lower_bound_in_the_runtime_space_is_at_least_the_ideal_one() -> None:
+    from omniplane.plan.runtime import runtime_space, setup
+
+    pb = problem("qwen3-omni-servegen", 4)
+    tab = table("qwen3-omni-servegen")
+    rt = setup("vllm-omni", pb, tab.cost, tab, k_s=2)
+    slo = targets("qwen3-omni-servegen")
+    ideal = CapacityPlanner(Planner(pb, options=OPTS, cost=tab.cost, table=tab, targets=slo), 3.0, 0.9)
+    base = Planner(pb, options=OPTS, cost=tab.cost, table=rt.table, targets=slo)
+    real = CapacityPlanner(base, 3.0, 0.9, space=runtime_space(pb.model, 2))
+    lo = real.lower_bound()
+    assert lo >= ideal.lower_bound() >= 2
+    assert not real.probe(lo - 1).meets
+
+
+def test_runtime_ideal_is_asked_for_and_a_runtime_without_a_pipeline_fails(tmp_path: Path) -> None:
+    out = tmp_path / "cap.yaml"
+    args = ["plan", "--model", "qwen-image", "--rate", "0.5", "--gpu", "H100", "--mc-budget", "1000",
+            "--sim-requests", "200", "--json", "--runtime", "ideal", "--out", str(out)]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout[res.stdout.index("{"):])["runtime"] == "ideal"
+    assert load_plan(out).spec.meta["runtime"]["deployable"] is False
+    bad = CliRunner().invoke(app, ["plan", "--model", "qwen3-vl", "--rate", "1", "--gpu", "H100",
+                                   "--runtime", "vllm-omni"])
+    assert bad.exit_code != 0 and "no pipeline for qwen3-vl" in bad.output

@@ -62,11 +62,13 @@ class Request:
     out: Path | None
     figures: Path | None
     json_out: bool
+    runtime: str = "ideal"  # the plan space searched (omniplane.plan.runtime)
 
 
 def run(req: Request, make_base: Any) -> None:
-    """``make_base(kind, targets)`` -> (Planner, workload): one base planner per GPU kind;
-    the latency targets are resolved on the first kind and used for every kind (one bar)."""
+    """``make_base(kind, targets)`` -> (Planner, workload, space): one base planner per GPU kind
+    (its cost table the runtime's) and the runtime's plan space; the latency targets are resolved
+    on the first kind and used for every kind (one bar)."""
     from omniplane.plan.capacity import CapacityPlanner
     from omniplane.plan.prices import ATTRIBUTION, costs, load_prices
 
@@ -80,18 +82,18 @@ def run(req: Request, make_base: Any) -> None:
     bases: dict[str, Any] = {}
     targets = None
     for kind in req.kinds:
-        base, wl = make_base(kind, targets)
+        base, wl, space = make_base(kind, targets)
         targets = base.targets
-        bases[kind] = (base, wl)
+        bases[kind] = (base, wl, space)
     rows: list[dict[str, Any]] = []
     chosen: dict[float, tuple[dict[str, Any], Any]] = {}
     for rate in req.rates:
         found: list[tuple[dict[str, Any], Any]] = []
         for kind in req.kinds:
-            base, _ = bases[kind]
+            base, _, space = bases[kind]
             t0 = time.perf_counter()
             say = _say(kind, rate)
-            cap = CapacityPlanner(base, rate, req.attainment, progress=say).run()
+            cap = CapacityPlanner(base, rate, req.attainment, progress=say, space=space).run()
             row = _row(cap, prices.get(kind), base.problem.mix, costs, time.perf_counter() - t0)
             rows.append(row)
             found.append((row, cap))
@@ -112,7 +114,7 @@ def run(req: Request, make_base: Any) -> None:
         "cost_attribution": ATTRIBUTION,
         "prices": {k: {"usd_per_gpu_hour": p.usd_per_gpu_hour, "source": p.source, "date": p.date}
                    for k, p in prices.items() if k in req.kinds},
-        "rows": rows, "seconds": round(time.perf_counter() - t_all, 2)}
+        "runtime": req.runtime, "rows": rows, "seconds": round(time.perf_counter() - t_all, 2)}
     if len(req.rates) == 1:
         pick = chosen.get(req.rates[0])
         doc["capacity"] = _capacity_json(pick[0]) if pick else None
@@ -168,6 +170,7 @@ def _describe(spec: Any) -> str | None:
 
 def _write(req: Request, chosen: dict[float, Any], bases: dict[str, Any],
            rows: list[dict[str, Any]]) -> list[Path]:
+    from omniplane.plan.runtime import label
     from omniplane.spec import dump, workload_ref
 
     written: list[Path] = []
@@ -178,10 +181,11 @@ def _write(req: Request, chosen: dict[float, Any], bases: dict[str, Any],
                      "not found)" if len(req.rates) == 1 else "--out: give one --rate, not --rates")
             row = chosen[req.rates[0]][0]
             spec = row["_plan"]
-            _, wl = bases[row["gpu"]]
+            base, wl, space = bases[row["gpu"]]
             ref = workload_ref(wl, req.out.parent.absolute())
             pred = spec.prediction.model_copy(update={"workload": ref})
-            spec = spec.model_copy(update={"prediction": pred})
+            meta = {**(spec.meta or {}), "runtime": label(base.problem.model, req.runtime, space)}
+            spec = spec.model_copy(update={"prediction": pred, "meta": meta})
             files.text(req.out, dump(spec))
             written.append(req.out)
         if req.figures is not None and len(req.rates) > 1:
@@ -196,7 +200,8 @@ def _write(req: Request, chosen: dict[float, Any], bases: dict[str, Any],
 
 
 def _print(req: Request, doc: dict[str, Any], chosen: dict[float, Any], written: list[Path]) -> None:
-    table = Table(title=f"capacity: every type at >= {req.attainment:.0%} attainment (simulated at the rate)")
+    table = Table(title=f"capacity: every type at >= {req.attainment:.0%} attainment (simulated at the rate; "
+                        f"{req.runtime} plan space)")
     for col in ("rate", "GPU", "GPUs", "$/h", "headroom", "N-1 misses", "plan", "s"):
         table.add_column(col, justify="right" if col not in ("GPU", "plan") else "left")
     for r in doc["rows"]:
@@ -242,20 +247,28 @@ def from_plan(a: dict[str, Any], workload: Any, parse_mix: Any) -> None:
         fail("--gpus: capacity planning (--rate/--rates) finds the GPU count; leave --gpus out")
     if a["replan_gpus"] is not None or a["replan_mix"] is not None or a["sweep"]:
         fail("--replan-gpus, --replan-mix and --sweep are not for capacity planning (--rate/--rates)")
+    from omniplane.plan.runtime import default_runtime
+    from omniplane.spec import find_catalog_model, load_model
+
+    m = load_model(find_catalog_model(a["model"]) or Path(a["model"]))
     req = Request([a["rate"]] if a["rate"] is not None else parse_rates(a["rates"]), parse_kinds(a["gpu"]),
-                  a["attainment"], a["objective"], a["prices"], a["out"], a["figures"], a["json_out"])
-    run(req, lambda kind, targets: _base_planner(a, kind, targets, workload, parse_mix))
+                  a["attainment"], a["objective"], a["prices"], a["out"], a["figures"], a["json_out"],
+                  a["runtime"] or default_runtime(m))
+    run(req, lambda kind, targets: _base_planner(a, kind, targets, workload, parse_mix, req.runtime))
 
 
 def _base_planner(a: dict[str, Any], kind_name: str, targets: Any, workload: Any,
-                  parse_mix: Any) -> tuple[Any, Any]:
-    """``workload``, ``parse_mix``: omniplane.cli.plan's (a workload file by model; --mix)."""
+                  parse_mix: Any, runtime: str) -> tuple[Any, Any, Any]:
+    """``workload``, ``parse_mix``: omniplane.cli.plan's (a workload file by model; --mix);
+    ``runtime``: the plan space (omniplane.plan.runtime.setup; targets resolved on the ideal table
+    as ``omniplane plan`` does)."""
     from omniplane.cli.slo import slo_choice
     from omniplane.perf import CostModel
     from omniplane.plan.costs import CostTable
     from omniplane.plan.options import PlannerOptions
     from omniplane.plan.pipeline import Planner
     from omniplane.plan.problem import make_problem
+    from omniplane.plan.runtime import RuntimeUnavailable, setup
     from omniplane.slo.resolve import resolve_targets
     from omniplane.spec import find_catalog_model, load_gpus, load_model, load_workload
 
@@ -273,6 +286,10 @@ def _base_planner(a: dict[str, Any], kind_name: str, targets: Any, workload: Any
                            mix=mix)
     cost = CostModel(problem.model)
     table = CostTable(problem, cost)
+    try:
+        rt = setup(runtime, problem, cost, table, options.k_s, a["seed"])
+    except RuntimeUnavailable as exc:
+        fail(str(exc))
     if targets is None:
         choice = slo_choice(a["slo"], m.type_names, None, "--slo")
         if choice is not None and choice.base == "plan":
@@ -281,4 +298,4 @@ def _base_planner(a: dict[str, Any], kind_name: str, targets: Any, workload: Any
         given = None if base is None or isinstance(base, str) else base
         overrides = dict(choice.targets_ms) if choice is not None else None
         targets = resolve_targets(given or wl.spec.slo, table, cost, overrides, seed=options.seed)
-    return Planner(problem, options=options, cost=cost, table=table, targets=targets), wl
+    return Planner(problem, options=options, cost=cost, table=rt.table, targets=targets), wl, rt.space

@@ -9,9 +9,9 @@ attainment at an offered rate ``R`` in the simulator (docs/guides/plan.md, "Capa
   least the target for every type.
 * **Lower bound (flow relaxation).** Every plan serving ``R`` needs at least
   ``R x sum_t pi_t W_t`` GPUs, ``W_t`` the fewest GPU-seconds one type-``t`` request costs on any
-  executor config along any route at full batch (the flow bound's continuous relaxation,
-  :mod:`omniplane.plan.bounds`), and at least the fewest GPUs of any logical plan covering every
-  type. No count below it is probed.
+  executor config along any route of the searched space at full batch (the flow bound's
+  continuous relaxation, :mod:`omniplane.plan.bounds`), and at least the fewest GPUs of any
+  logical plan of that space covering every type. No count below it is probed.
 * **Upper bound by doubling.** From the lower bound the step doubles (``lo + s``, ``lo + 3s``,
   ``lo + 7s``, ... with ``s = ceil(lo / 8)``) until a count meets; then bisection between the
   largest count that missed and the GPUs the meeting plan uses. Meeting is monotone in ``N`` (a
@@ -36,11 +36,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from omniplane.plan.bounds import node_floor, subplan_agg
 from omniplane.plan.order import LogicalOrder
 from omniplane.plan.pipeline import Planner, PlanResult
 from omniplane.plan.pool import Simulated
 from omniplane.plan.refine import SimOutcome
-from omniplane.plan.space import FULL
+from omniplane.plan.space import FULL, Space
 from omniplane.spec import PlanSpec
 
 HEADROOM_GROWTH = 1.25  # rate factor per growth step (assumption: a coarse first bracket)
@@ -101,15 +102,17 @@ def min_attainment(out: SimOutcome, active: list[int]) -> float:
 
 class CapacityPlanner:
     """Finds the smallest count for one problem (one model, workload and GPU kind); ``base`` is
-    a planner of that problem (any budget) whose profile, targets and options every probe reuses."""
+    a planner of that problem (any budget) whose profile, targets and options every probe reuses;
+    ``space`` the plan space every probe and the lower bound search (a runtime's, or the ideal
+    ``FULL``) -- give ``base`` that runtime's cost table too (omniplane.plan.runtime.setup)."""
 
     def __init__(self, base: Planner, rate: float, target: float,
-                 progress: Callable[[str], None] = lambda _: None) -> None:
+                 progress: Callable[[str], None] = lambda _: None, space: Space = FULL) -> None:
         if not rate > 0:
             raise ValueError(f"the offered rate must be > 0 req/s, got {rate}")
         if not 0 < target <= 1:
             raise ValueError(f"the attainment target must be in (0, 1], got {target}")
-        self.base, self.rate, self.target, self.say = base, rate, target, progress
+        self.base, self.rate, self.target, self.say, self.space = base, rate, target, progress, space
         pb = base.problem
         self.types = pb.types
         self.active = [k for k, t in enumerate(pb.types) if pb.mix.get(t, 0.0) > 0]
@@ -120,15 +123,43 @@ class CapacityPlanner:
     def lower_bound(self) -> int:
         """See the module docstring: ``max(ceil(R sum_t pi_t W_t), fewest GPUs of any plan)``."""
         pb, opt = self.base.problem, self.base.options
-        order = LogicalOrder(self.base.table, FULL, pb.pi(), 1, opt.k_c, opt.k_s, opt.grid_steps)
-        if not order.aggs:
-            return 1
-        cost = order.sides.cost  # [P, T] GPU-seconds per request, each type on its cheapest route
-        w = np.where(np.isfinite(cost), cost, np.inf).min(axis=0)
         pi = pb.pi()
+        if self.space.logical is not None:  # a fixed space (a runtime's): its own subplans
+            found = self._fixed_sides(pi)
+            if found is None:
+                return 1
+            cost, least = found
+        else:
+            order = LogicalOrder(self.base.table, self.space, pi, 1, opt.k_c, opt.k_s, opt.grid_steps)
+            if not order.aggs:
+                return 1
+            cost = order.sides.cost  # [P, T] GPU-seconds per request, each type on its cheapest route
+            least = float(order.sides.mins.min())
+        w = np.where(np.isfinite(cost), cost, np.inf).min(axis=0)
         per_request = float(np.sum(np.where(pi > 0, pi * w, 0.0)))
-        least = float(order.sides.mins.min())
+        if not math.isfinite(per_request) or not math.isfinite(least):
+            return 1
         return max(1, math.ceil(self.rate * per_request - 1e-9), math.ceil(least - 1e-9))
+
+    def _fixed_sides(self, pi: np.ndarray) -> tuple[np.ndarray, float] | None:
+        """``(cost[P, T], fewest GPUs of any logical plan)`` over a fixed space's subplans."""
+        table, space = self.base.table, self.space
+        assert space.logical is not None
+        subs = list(dict.fromkeys(sp for lp in space.logical for sp in lp.subplans))
+        if not subs:
+            return None
+
+        def floor(node: frozenset[str]) -> tuple[float, np.ndarray]:
+            nc = table.node(node)
+            tps = space.tp.get(node)
+            allowed = np.array([k for k, (tp, _) in enumerate(nc.options) if tps is None or tp in tps],
+                               dtype=int)
+            return node_floor(nc, allowed)
+
+        aggs = {sp: subplan_agg(sp, [floor(n) for n in sp.nodes], pi, 1) for sp in subs}
+        cost = np.stack([aggs[sp].route_cost for sp in subs])
+        least = min(sum(aggs[sp].min_gpus for sp in lp.subplans) for lp in space.logical)
+        return cost, float(least)
 
     # ---- probes ------------------------------------------------------------------------------------
     def _planner(self, n: int, rate: float | None) -> Planner:
@@ -167,7 +198,7 @@ class CapacityPlanner:
             return self._probes[n]
         t0 = time.perf_counter()
         planner = self._planner(n, self.rate)
-        res = planner.run(FULL)
+        res = planner.run(self.space)
         # every plan simulated at a smaller budget fits this one, on the same sample and rate:
         # the pick is the best of all of them (the search's own, budgeted, need not be monotone in n)
         seen = {id(s) for s in res.simulated}
@@ -194,7 +225,7 @@ class CapacityPlanner:
         """The planner's ordinary pick at ``n`` (alpha x R_d) simulated at ``R``: the evidence
         when no plan on ``n`` GPUs has a flow bound reaching ``R``."""
         t0 = time.perf_counter()
-        res = self._planner(n, None).run(FULL)
+        res = self._planner(n, None).run(self.space)
         if res.best is None:
             return Probe(n, False, {}, f"no plan fits {n} GPUs", time.perf_counter() - t0)
         out = self.sim.run(res.best.plan, self.rate)
