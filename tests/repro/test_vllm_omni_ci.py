@@ -33,7 +33,9 @@ def test_checked_points_are_within_the_issues_bounds(section: dict[str, Any]) ->
 
 def test_the_fit_uses_exactly_the_split_the_data_file_writes() -> None:
     shipped = load_calibration().runtime(RUNTIME)
-    fit_ids = {p.id for p in ci_points() if p.split == "fit"}
+    from omniplane.repro.validation.vllm_omni_audio import audio_points
+
+    fit_ids = {p.id for p in [*ci_points(), *audio_points()] if p.split == "fit"}
     assert set(shipped.fitted_to) == fit_ids and fit_ids
     assert all(p.split in ("fit", "check") for p in ci_points())
 
@@ -52,3 +54,34 @@ def test_every_number_names_its_file_and_commit() -> None:
         assert b["file"].startswith("tests/dfx/perf/tests/") and "multi_replicas" not in b["file"]
     for p in ci_points():
         assert p.source.startswith("vllm-project/vllm-omni ")
+
+
+# ---- audio output: the talker and code2wav ----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def audio() -> dict[str, Any]:
+    from omniplane.repro.validation.vllm_omni_audio import audio_section
+
+    return audio_section(Context(), load_calibration())
+
+
+def test_audio_checks_within_the_issues_bounds_and_bounds_respected(audio: dict[str, Any]) -> None:
+    checks = [abs(r["rel_error"]) for r in audio["rows"] if r["split"] == "check"]
+    assert len(checks) >= 2 and statistics.median(checks) <= 0.20 and max(checks) <= 0.50
+    bounds = [r for r in audio["rows"] if r["split"] == "bound"]
+    assert bounds and all(r["predicted_ms"] <= r["published_ms"] for r in bounds)
+
+
+def test_talker_fit_is_reproduced_and_uses_only_fit_points() -> None:
+    from omniplane.repro.validation.vllm_omni_audio import audio_points, fit_talker
+
+    cal = load_calibration()
+    shipped = cal.runtime(RUNTIME)
+    fresh = fit_talker(Context(), cal, shipped)
+    assert fresh.mtp_pass_s == pytest.approx(shipped.mtp_pass_s, rel=1e-2)
+    fit_ids = {p.id for p in audio_points() if p.split == "fit"}
+    assert fit_ids and fit_ids <= set(shipped.fitted_to)
+    assert not {p.id for p in audio_points() if p.split != "fit"} & set(shipped.fitted_to)
+    # the talker's factor changed from the report's, and the text side's factors did not
+    assert shipped.mtp_pass_s < cal.runtime("vllm").mtp_pass_s
+    assert shipped.step_s == pytest.approx(fit_v1(Context(), cal).step_s, rel=1e-2)
