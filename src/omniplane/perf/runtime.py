@@ -154,3 +154,15 @@ class Runtime:
 
 
 ROOFLINE = Runtime("roofline", "the GPU kind's efficiency factors alone: no runtime costs")
+
+
+def plan_pricing(meta: Mapping[str, Any] | None, where: str = "plan") -> str | None:
+    """The runtime that priced a plan: ``meta.runtime.priced_with`` as ``omniplane plan`` writes it
+    (None where absent: plans from before it were priced with the calibration's default). A
+    command that prices a plan again (simulate, rehearse, the emulated engine) uses it, so that it
+    reproduces the planner's numbers."""
+    rt = (meta or {}).get("runtime")
+    value = rt.get("priced_with") if isinstance(rt, Mapping) else None
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{where}: meta.runtime.priced_with: expected a runtime name, got {value!r}")
+    return value
