@@ -86,3 +86,17 @@ def test_talker_fit_is_reproduced_and_uses_only_fit_points() -> None:
     # the talker's factor changed from the report's, and the text side's factors did not
     assert shipped.mtp_pass_s < cal.runtime("vllm").mtp_pass_s
     assert shipped.step_s == pytest.approx(fit_v1(Context(), cal).step_s, rel=1e-2)
+
+
+def test_the_two_gpu_closed_loop_at_concurrency_1_is_the_serial_replay() -> None:
+    from dataclasses import replace
+
+    from omniplane.repro.validation.vllm_omni_audio import audio_points, predict_e2el_ms
+
+    ctx, cal = Context(), load_calibration()
+    serial = next(p for p in audio_points() if p.mode == "serial" and p.split == "fit")
+    piped = replace(serial, mode="pipeline", concurrency=1, num_prompts=2)
+    assert predict_e2el_ms(ctx, cal, piped) == pytest.approx(predict_e2el_ms(ctx, cal, serial), rel=1e-6)
+    # more clients: each request waits for the others' thinker and talker work, never less
+    busier = [predict_e2el_ms(ctx, cal, replace(piped, concurrency=c, num_prompts=2 * c)) for c in (1, 4, 16)]
+    assert busier == sorted(busier) and busier[-1] > busier[0]

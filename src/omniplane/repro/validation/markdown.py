@@ -191,6 +191,10 @@ def vllm_omni_ci_tables(report: dict[str, Any]) -> list[str]:
         c, b = au["check_points"], au["bounds"]
         out += ["", f"Fit: n={au['fit']['n']}. Check: n={c['n']}, median {c.get('median_abs_err', 0):.1%}, "
                     f"max {c.get('max_abs_err', 0):.1%}. Bounds respected: {b['respected']} of {b['n']}."]
+        late = au.get("late", {})
+        if late.get("n"):
+            out += ["", "Late checks (after the fit, outside its split; two-GPU closed loop): "
+                        f"n={late['n']}, median {late['median_abs_err']:.1%}, max {late['max_abs_err']:.1%}."]
     return out
 
 

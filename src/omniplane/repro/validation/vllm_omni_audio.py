@@ -29,8 +29,8 @@ from omniplane.perf.types import ExecutorConfig
 from omniplane.repro.validation.points import Context
 from omniplane.repro.validation.vllm_omni_ci import MAX_BATCH, MODEL, RUNTIME, ci_data
 
-SPLITS = ("fit", "check", "bound")
-MODES = ("serial", "async_chunk")
+SPLITS = ("fit", "check", "bound", "late")
+MODES = ("serial", "async_chunk", "pipeline")
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,8 @@ class AudioPoint:
     input_len: int
     output_len: int
     source: str
+    concurrency: int = 1
+    num_prompts: int = 1
 
     @property
     def audio_s(self) -> float:
@@ -70,7 +72,8 @@ def audio_points() -> list[AudioPoint]:
         out.append(AudioPoint(f"vllm-omni-ci/{b['id']}/e2el/{b['load']}", b["id"], b["mode"], b["split"],
                               b["load"], float(b["mean_e2el_ms"]), float(b["mean_audio_rtf"]),
                               int(b["random_input_len"]), int(b["random_output_len"]),
-                              f"vllm-project/vllm-omni {b['commit']} {b['file']}"))
+                              f"vllm-project/vllm-omni {b['commit']} {b['file']}",
+                              int(b.get("concurrency", 1)), int(b.get("num_prompts", 1))))
     return out
 
 
@@ -81,6 +84,12 @@ def predict_e2el_ms(ctx: Context, calibration: Calibration, p: AudioPoint, runti
     cost = CostModel(spec, calibration=calibration, runtime=runtime)
     cfg = ExecutorConfig(gpu, 1, MAX_BATCH)
     frames = max(1, round(p.audio_s * float(spec.component("code2wav").size.frame_rate_hz or 12.5)))
+    if p.mode == "pipeline":  # --no-async-chunk at concurrency c: the two-GPU closed loop
+        from omniplane.repro.validation.vllm_omni_pipeline import no_async_chunk_loop
+
+        return 1e3 * no_async_chunk_loop(cost, cfg, input_len=p.input_len, output_len=p.output_len,
+                                         frames=frames, audio_s=p.audio_s, concurrency=p.concurrency,
+                                         num_prompts=p.num_prompts).e2el_s
     think = closed_loop(cost, "thinker", cfg, input_len=p.input_len, output_len=p.output_len,
                         concurrency=1, num_prompts=1)
     talk = closed_loop(cost, "talker", cfg, input_len=p.input_len, output_len=frames,
@@ -109,6 +118,7 @@ def audio_section(ctx: Context, calibration: Calibration, runtime: str = RUNTIME
 
     bounds = [r for r in rows if r["split"] == "bound"]
     return {"runtime": runtime, "split": ci_data().get("audio_split_note", ""), "rows": rows,
+            "late": stats([r for r in rows if r["split"] == "late"]),
             "fit": stats([r for r in rows if r["split"] == "fit"]),
             "check_points": stats([r for r in rows if r["split"] == "check"]),
             "bounds": {"n": len(bounds), "respected": sum(bool(r["within_bound"]) for r in bounds)}}
