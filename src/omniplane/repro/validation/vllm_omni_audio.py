@@ -128,39 +128,47 @@ def audio_section(ctx: Context, calibration: Calibration, runtime: str = RUNTIME
 # The stock layout's code2wav chunk: vllm_omni/deploy/qwen3_omni_moe.yaml (vLLM-Omni 0.30),
 # connectors.connector_of_shared_memory.extra.codec_chunk_frames
 CODEC_CHUNK_FRAMES = 25
-MTP_PASS_BOUNDS = (0.0, 2e-3)
+# Free factors: (name, low, high, start, why)
+FREE_TALKER = (
+    ("mtp_pass_s", 0.0, 2e-3, 4e-4, "fixed time per code-predictor (MTP) pass in vLLM-Omni's talker, s"),
+    ("mtp_seq_pass_s", 0.0, 2e-3, 5e-5, "time per code-predictor pass per sequence emitting a frame "
+                                        "(sampling one codebook per sequence), s"),
+)
 
 
 def fit_talker(ctx: Context, calibration: Calibration, base: Runtime) -> Runtime:
-    """``base`` (the fitted thinker side of ``vllm-v1``) with the talker's one free factor,
-    ``mtp_pass_s`` (fixed time per code-predictor pass), solved so that the fit points' replayed
-    E2EL matches (one point: an exact root; more: the median of per-point roots), and the
-    code2wav chunk set from the stock config (not fitted)."""
-    from scipy.optimize import brentq
+    """``base`` (the fitted thinker side of ``vllm-v1``) with the talker's two free factors
+    (``FREE_TALKER``) fitted by bounded least squares on log(predicted / measured) E2EL over the
+    audio points of split ``fit``, and the code2wav chunk set from the stock config (not fitted)."""
+    import numpy as np
+    from scipy.optimize import least_squares
 
     rt0 = base.with_factors(vocoder_chunk_frames=CODEC_CHUNK_FRAMES)
     pts = [p for p in audio_points() if p.split == "fit"]
     if not pts:
         raise ValueError("repro/data/vllm_omni_ci.json: audio_benchmarks has no point of split 'fit'")
 
-    def resid(x: float, p: AudioPoint) -> float:
-        cal = calibration.with_runtime(rt0.with_factors(mtp_pass_s=x))
-        return predict_e2el_ms(ctx, cal, p) / p.e2el_ms - 1.0
+    def trial(x: Any) -> Runtime:
+        return rt0.with_factors(**{f[0]: float(v) for f, v in zip(FREE_TALKER, x, strict=True)})
 
-    roots = []
-    for p in pts:
-        lo, hi = MTP_PASS_BOUNDS
-        roots.append(lo if resid(lo, p) >= 0 else hi if resid(hi, p) <= 0 else
-                     brentq(resid, lo, hi, args=(p,), xtol=1e-8))
-    x = float(statistics.median(roots))
+    def residuals(x: Any) -> Any:
+        cal = calibration.with_runtime(trial(x))
+        return np.array([np.log(predict_e2el_ms(ctx, cal, p) / p.e2el_ms) for p in pts])
+
+    res = least_squares(residuals, np.array([f[3] for f in FREE_TALKER]),
+                        bounds=(np.array([f[1] for f in FREE_TALKER]), np.array([f[2] for f in FREE_TALKER])),
+                        x_scale=np.array([1e-4, 1e-5]), diff_step=1e-3, method="trf")
     sources = dict(rt0.factor_sources)
-    sources["mtp_pass_s"] = (f"fitted: fixed time per code-predictor (MTP) pass in vLLM-Omni's talker, s; "
-                             f"{len(pts)} vLLM-Omni CI audio-output E2EL point(s) (split fit of "
-                             f"audio_benchmarks in repro/data/vllm_omni_ci.json), bounds "
-                             f"[{MTP_PASS_BOUNDS[0]:g}, {MTP_PASS_BOUNDS[1]:g}]")
+    for f, v in zip(FREE_TALKER, res.x, strict=True):
+        hit = " (at its bound)" if np.isclose(v, f[1]) or np.isclose(v, f[2]) else ""
+        sources[f[0]] = (f"fitted: {f[4]}; {len(pts)} vLLM-Omni CI audio-output E2EL points (split fit of "
+                         f"audio_benchmarks in repro/data/vllm_omni_ci.json),"
+                         f" bounds [{f[1]:g}, {f[2]:g}]{hit}")
     sources["vocoder_chunk_frames"] = ("vLLM-Omni's stock Qwen3-Omni config: codec_chunk_frames 25 "
                                        "(vllm_omni/deploy/qwen3_omni_moe.yaml)")
     held = calibration.runtime("vllm").source_of("vocoder_call_s")
     sources["vocoder_call_s"] = f"held: the vllm runtime's ({held})"
-    return rt0.with_factors(mtp_pass_s=x, factor_sources=sources,
-                            fitted_to=tuple(base.fitted_to) + tuple(p.id for p in pts))
+    fitted = [p.id for p in pts]
+    return trial(res.x).with_factors(factor_sources=sources,
+                                     fitted_to=tuple(i for i in base.fitted_to if i not in fitted)
+                                     + tuple(fitted))
