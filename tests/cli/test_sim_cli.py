@@ -140,3 +140,14 @@ def test_bad_slo_and_missing_workload_fail_clearly(tmp_path: Path) -> None:
     res = runner.invoke(app, ["sim", "run", str(CATALOG_PLAN), "--workload", "qwen3-omni-servegen",
                               "--slo", "fast"])
     assert res.exit_code == 2 and "--slo 'fast': expected TYPE=DURATION items" in res.output
+
+
+def test_sim_run_prices_a_plan_with_the_runtime_that_planned_it(planned: Path) -> None:
+    from omniplane.perf.runtime import plan_pricing
+
+    meta = load_plan(planned).spec.meta or {}
+    assert meta["runtime"]["priced_with"] == "vllm-v1"  # Qwen3-Omni's default space is vLLM-Omni's
+    assert _sim(str(planned), "--n", "50")["priced_with"] == "vllm-v1"
+    assert plan_pricing({}) is None and plan_pricing({"runtime": {"name": "ideal"}}) is None
+    with pytest.raises(ValueError, match=r"p\.yaml: meta\.runtime\.priced_with"):
+        plan_pricing({"runtime": {"priced_with": 3}}, "p.yaml")

@@ -22,6 +22,7 @@ from omniplane.plan.runtime import (
     groupings,
     label,
     mark_shared,
+    pricing_runtime,
     runtime_space,
     set_partitions,
     setup,
@@ -221,6 +222,7 @@ def test_plan_reports_the_runtime_and_the_comparison(tmp_path) -> None:  # type:
     doc = json.loads(result.stdout)
     rt = doc["runtime"]
     assert rt["name"] == "vllm-omni" and rt["deployable"] is True
+    assert rt["priced_with"] == "vllm-v1"  # vLLM-Omni's plans are priced by the runtime it runs
     assert set(doc["baselines"]) == {"vllm-omni"}
     assert rt["pick_rps"] == pytest.approx(doc["goodput"]["total"])
     assert rt["stock_replicated_rps"] == pytest.approx(doc["baselines"]["vllm-omni"])
@@ -263,6 +265,7 @@ def test_the_plan_file_says_which_runtime_it_was_planned_for(tmp_path) -> None: 
     assert result.exit_code == 0, result.output
     meta = load_plan(out).spec.meta or {}
     assert meta["runtime"]["name"] == "ideal" and meta["runtime"]["deployable"] is False
+    assert meta["runtime"]["priced_with"] == "cornserve"  # the reproduction's stack, unchanged
     assert "whole pipeline" in meta["runtime"]["why"]
 
 
@@ -330,3 +333,13 @@ def test_stage_processes_sharing_one_gpu_are_slower_than_each_stage_on_its_own_g
 
     alone, sliced = latency(plan(groups, None)), latency(plan([every], "timeslice"))
     assert alone < sliced < latency(plan([every], None))
+def test_each_space_is_priced_by_its_runtime_and_the_prices_differ() -> None:
+    model = _model("qwen3-omni")
+    gpu = load_gpus().get("A100-80GB")
+    omni = CostModel(model, runtime=pricing_runtime("vllm-omni"))
+    ideal = CostModel(model, runtime=pricing_runtime("ideal"))
+    assert (omni.runtime.name, ideal.runtime.name) == ("vllm-v1", "cornserve")
+    cfg = ExecutorConfig(gpu, 1, 64)
+    # CUDA-graph decode and the CI-fitted talker: a talker frame is cheaper than under eager Cornserve
+    frame = {c.runtime.name: c.decode_step_time("talker", cfg, 8, 8 * 1000) for c in (omni, ideal)}
+    assert frame["vllm-v1"] < frame["cornserve"]

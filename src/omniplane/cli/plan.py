@@ -216,7 +216,13 @@ def plan(
     from omniplane.plan.options import PlannerOptions
     from omniplane.plan.pipeline import Planner
     from omniplane.plan.problem import make_problem
-    from omniplane.plan.runtime import RuntimeUnavailable, default_runtime, mark_shared, setup
+    from omniplane.plan.runtime import (
+        RuntimeUnavailable,
+        default_runtime,
+        mark_shared,
+        pricing_runtime,
+        setup,
+    )
     from omniplane.slo.resolve import resolve_targets
 
     m = load_model(find_catalog_model(model) or Path(model))
@@ -245,10 +251,11 @@ def plan(
     with Outputs() as files:
         t0 = time.perf_counter()
         problem = make_problem(wl, kind, gpus, samples=options.mc_samples, seed=seed, mix=mix_given)
-        cost = CostModel(problem.model)
+        space_name = runtime or default_runtime(m)
+        cost = CostModel(problem.model, runtime=pricing_runtime(space_name))
         table = CostTable(problem, cost)
         try:
-            rt = setup(runtime or default_runtime(m), problem, cost, table, options.k_s, seed)
+            rt = setup(space_name, problem, cost, table, options.k_s, seed)
         except RuntimeUnavailable as exc:
             fail(str(exc))
         targets = resolve_targets(given or wl.spec.slo, table, cost, overrides, seed=options.seed)
@@ -312,6 +319,7 @@ def _runtime_block(cmp: Any, rt: Any, planner: Any, ideal: bool) -> dict[str, An
 
     model = planner.problem.model
     out = label(model, rt.name, rt.space)
+    out["priced_with"] = planner.cost.runtime.name  # the perf runtime behind every price of the plan
     pick = cmp.planner.total
     stock = next((e for e in cmp.baselines if e.name == "vllm-omni"), None)
     if stock is not None:

@@ -82,6 +82,7 @@ def run(
     and the latency targets it was planned for (``prediction`` and ``slo``); the output compares
     the simulated goodput with the plan's own prediction."""
     from omniplane.perf import CostModel
+    from omniplane.perf.runtime import plan_pricing
     from omniplane.sim import RunSetup, simulate
     from omniplane.sim.trace import write_chrome_trace
     from omniplane.slo.resolve import command_targets, plan_budget
@@ -97,7 +98,10 @@ def run(
     rate = rate if rate is not None else load.rate
     if n is None and duration is None:
         duration = wl.spec.duration_s or 600.0
-    cost = CostModel(rplan.model)
+    try:
+        cost = CostModel(rplan.model, runtime=plan_pricing(rplan.spec.meta, str(plan)))
+    except (KeyError, ValueError) as exc:
+        fail(f"{plan}: meta.runtime.priced_with: {exc}")
     try:
         targets, source = command_targets(slo_choice(slo, rplan.model.type_names), wl, stored=rplan.spec.slo,
                                           gpu=rplan.gpu, gpus=plan_budget(rplan), cost=cost)
@@ -116,6 +120,7 @@ def run(
     per_type = {t: m.goodput for t, m in result.per_type.items()}
     data["goodput"] = {"total": result.goodput, "per_type": per_type}
     data.update({"slo_ms": dict(targets.targets_ms), "slo_source": source, "workload": wl.spec.name,
+                 "priced_with": cost.runtime.name,
                  "offered_rps": rate if rate is not None else len(requests) / max(result.window_s, 1e-9),
                  "mix": mix})
     if load.on_plan and pred is not None:

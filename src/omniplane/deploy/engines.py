@@ -47,6 +47,7 @@ def make_stage_engine(
     if name == "emulated":
         from omniplane.deploy.stage import StageHost
         from omniplane.perf import CostModel
+        from omniplane.perf.runtime import plan_pricing
 
         return StageHost(
             plan.model,
@@ -54,7 +55,7 @@ def make_stage_engine(
             pnode.components,
             pnode.executors[group],
             plan.gpu,
-            CostModel(plan.model),
+            CostModel(plan.model, runtime=plan_pricing(plan.spec.meta, plan.spec.name or "plan")),
             clock,
             replica=replica,
         )

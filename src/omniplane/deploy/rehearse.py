@@ -25,6 +25,7 @@ from omniplane.deploy.serve_app import DeployOptions
 from omniplane.loadgen.client import LEAD_S, LoadOptions, replay
 from omniplane.loadgen.metrics import Record, summarize
 from omniplane.perf import CostModel
+from omniplane.perf.runtime import plan_pricing
 from omniplane.sim import SimResult, simulate
 from omniplane.slo.resolve import command_targets, plan_budget
 from omniplane.spec import LatencyTargets, ResolvedPlan, ResolvedWorkload, SLOChoice
@@ -95,7 +96,7 @@ def rehearse(plan: ResolvedPlan, workload: ResolvedWorkload, cfg: RehearsalConfi
     requests = generate(workload, duration_s=cfg.duration_s, rate=cfg.rate, seed=cfg.seed, mix=cfg.mix)
     if not requests:
         raise ValueError(f"no requests arrive within {cfg.duration_s} s; lengthen --duration")
-    cost = CostModel(plan.model)
+    cost = CostModel(plan.model, runtime=plan_pricing(plan.spec.meta, plan.spec.name or "plan"))
     targets, slo_source = rehearsal_targets(plan, workload, cfg, cost)
     slo = targets.seconds
     sim: SimResult | None = None

@@ -103,6 +103,7 @@ class LLMCoeffs:
     mtp_flops: float = 0.0
     mtp_bytes: float = 0.0
     mtp_fixed_s: float = 0.0
+    mtp_seq_s: float = 0.0  # host time per pass per emitting sequence
     mtp_batched: bool = True
 
     def _mtp(self, seqs: int) -> tuple[float, float, float]:
@@ -110,9 +111,10 @@ class LLMCoeffs:
         if not self.mtp_passes or seqs <= 0:
             return 0.0, 0.0, 0.0
         p = self.mtp_passes
+        per_seq = p * seqs * self.mtp_seq_s
         if self.mtp_batched:
-            return p * seqs * self.mtp_flops, p * self.mtp_bytes, p * self.mtp_fixed_s
-        return p * seqs * self.mtp_flops, p * seqs * self.mtp_bytes, p * seqs * self.mtp_fixed_s
+            return p * seqs * self.mtp_flops, p * self.mtp_bytes, p * self.mtp_fixed_s + per_seq
+        return p * seqs * self.mtp_flops, p * seqs * self.mtp_bytes, p * seqs * self.mtp_fixed_s + per_seq
 
     def work(self, prefill_tokens: int, prefill_context: int, prefill_requests: int,
              decode_batch: int, decode_context: int) -> Work:
@@ -213,6 +215,7 @@ def llm_coeffs(shape: Shape, gpu: GPUKind, tp: int, eff: Efficiency, rt: Runtime
         mtp_flops=2.0 * shape.mtp_params / tp,
         mtp_bytes=shape.mtp_bytes / tp,
         mtp_fixed_s=lt * shape.mtp_layers + rt.mtp_pass_s,
+        mtp_seq_s=rt.mtp_seq_pass_s,
         mtp_batched=rt.mtp_batched,
     )
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
-NUMERIC = ("step_s", "prompt_token_s", "request_s", "mtp_pass_s", "vocoder_call_s",
+NUMERIC = ("step_s", "prompt_token_s", "request_s", "mtp_pass_s", "mtp_seq_pass_s", "vocoder_call_s",
            "encoder_s_per_mpx", "encoder_s_per_audio_s", "encoder_s_per_output_mb")
 
 
@@ -47,6 +47,8 @@ class Runtime:
     prompt_token_s         LLM: host time per prefilled token (e.g. embeddings handed over)
     request_s              LLM: host time per request prefilled in an iteration
     mtp_pass_s             fixed host time per MTP pass (sampling and embedding one codebook)
+    mtp_seq_pass_s         host time per MTP pass per sequence emitting a frame (sampling one
+                           codebook for each sequence), batched or not
     mtp_batched            MTP passes run over all sequences of the step at once; otherwise
                            one sequence after another
     vocoder_call_s         fixed time per vocoder call
@@ -76,6 +78,7 @@ class Runtime:
     prompt_token_s: float = 0.0
     request_s: float = 0.0
     mtp_pass_s: float = 0.0
+    mtp_seq_pass_s: float = 0.0
     mtp_batched: bool = True
     vocoder_call_s: float = 0.0
     vocoder_chunk_frames: int = 1_000_000
@@ -154,3 +157,15 @@ class Runtime:
 
 
 ROOFLINE = Runtime("roofline", "the GPU kind's efficiency factors alone: no runtime costs")
+
+
+def plan_pricing(meta: Mapping[str, Any] | None, where: str = "plan") -> str | None:
+    """The runtime that priced a plan: ``meta.runtime.priced_with`` as ``omniplane plan`` writes it
+    (None where absent: plans from before it were priced with the calibration's default). A
+    command that prices a plan again (simulate, rehearse, the emulated engine) uses it, so that it
+    reproduces the planner's numbers."""
+    rt = (meta or {}).get("runtime")
+    value = rt.get("priced_with") if isinstance(rt, Mapping) else None
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{where}: meta.runtime.priced_with: expected a runtime name, got {value!r}")
+    return value

@@ -52,6 +52,16 @@ from omniplane.spec.layout import VllmOmniLayout
 from omniplane.spec.load import load_layout
 
 RUNTIMES = ("vllm-omni", "ideal")
+# The cost model's runtime (omniplane.perf.runtime) that prices a plan space's executors: vLLM-Omni
+# runs vLLM v1 with CUDA graphs, fitted to vLLM-Omni's CI (docs/decisions/0018-plans-priced-by-
+# their-runtime.md); unlisted spaces keep the calibration's default (cornserve, the stack of
+# Cornfigurator's Table 2, which the ideal space and the reproduction are compared with)
+PRICED_WITH = {"vllm-omni": "vllm-v1"}
+
+
+def pricing_runtime(name: str) -> str | None:
+    """The perf runtime that prices runtime ``name``'s plans (None: the calibration's default)."""
+    return PRICED_WITH.get(name)
 CONTEXT_REQUESTS = 2000  # requests whose contexts size KV (as ``omniplane plan``'s memory table)
 SHARED = ("stages that share a GPU run as separate processes, CUDA time-sliced (the default, no MPS), "
           "as simulated; the search's estimates before simulation price them as taking turns one step at "

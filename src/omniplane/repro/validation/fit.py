@@ -119,8 +119,12 @@ def fit_all(ctx: Context, points: Sequence[Point], command: str = "omniplane per
                                                       "vLLM engine loop per iteration)"})
     cal = cal.with_runtime(fit_runtime(ctx, points, cal, corn))
     # vLLM v1 as vLLM-Omni's CI runs it: fitted to the CI's ceilings (repro/data/vllm_omni_ci.json)
+    from omniplane.repro.validation.vllm_omni_audio import fit_talker
+    from omniplane.repro.validation.vllm_omni_ci import RUNTIME as V1
     from omniplane.repro.validation.vllm_omni_ci import fit_v1
 
     cal = cal.with_runtime(fit_v1(ctx, cal))
+    # then its talker (one factor) to the CI's audio-output runs, the thinker's factors held
+    cal = cal.with_runtime(fit_talker(ctx, cal, cal.runtime(V1)))
     return Calibration(cal.kinds, cal.default, cal.created, cal.command, cal.notes, cal.runtimes,
                        DEFAULT_RUNTIME)

@@ -177,6 +177,24 @@ def vllm_omni_ci_tables(report: dict[str, Any]) -> list[str]:
                 f"Check (the fit benchmark's other E2EL ceilings at the margin): n={chk['n']}, median "
                 f"{chk['median_abs_err']:.1%}, max {chk['max_abs_err']:.1%}. Bounds respected: "
                 f"{b['respected']} of {b['n']}."]
+    au = report.get("vllm_omni_ci_audio")
+    if au:
+        out += ["", "vLLM-Omni CI, audio out (stock layout, one request at a time, runtime "
+                    f"{au['runtime']}):", "",
+                "| split | benchmark | mode | load | audio s | published E2EL ms | predicted ms | error |",
+                "|---|---|---|---|---|---|---|---|"]
+        for r in au["rows"]:
+            err = (("under it" if r["within_bound"] else "NOT under it") if r["rel_error"] is None
+                   else format(r["rel_error"], "+.1%"))
+            out.append(f"| {r['split']} | {r['benchmark']} | {r['mode']} | {r['load']} | {r['audio_s']:g} | "
+                       f"{r['published_ms']:g} | {r['predicted_ms']:.1f} | {err} |")
+        c, b = au["check_points"], au["bounds"]
+        out += ["", f"Fit: n={au['fit']['n']}. Check: n={c['n']}, median {c.get('median_abs_err', 0):.1%}, "
+                    f"max {c.get('max_abs_err', 0):.1%}. Bounds respected: {b['respected']} of {b['n']}."]
+        late = au.get("late", {})
+        if late.get("n"):
+            out += ["", "Late checks (after the fit, outside its split; two-GPU closed loop): "
+                        f"n={late['n']}, median {late['median_abs_err']:.1%}, max {late['max_abs_err']:.1%}."]
     return out
 
 

@@ -22,6 +22,7 @@ from omniplane.repro.validation.points import Context, NotExpressible, Point, Ro
 from omniplane.repro.validation.published import published_points
 from omniplane.repro.validation.splitwise import splitwise_points
 from omniplane.repro.validation.vidur import vidur_points
+from omniplane.repro.validation.vllm_omni_audio import audio_section
 from omniplane.repro.validation.vllm_omni_ci import RUNTIME as CI_RUNTIME
 from omniplane.repro.validation.vllm_omni_ci import ci_section
 
@@ -116,6 +117,7 @@ def validate(calibration: Calibration | None = None, *, transfer: bool = True) -
         "table2": table2_section([r.to_json() for r in rows]),
         "qwen3_omni_report": report_section([r.to_json() for r in rows]),
         "vllm_omni_ci": ci_section(ctx, cal) if CI_RUNTIME in cal.runtimes else None,
+        "vllm_omni_ci_audio": audio_section(ctx, cal) if CI_RUNTIME in cal.runtimes else None,
         "colocation": coloc,
         "not_expressible": [m.__dict__ for m in missing],
     }
