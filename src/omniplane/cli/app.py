@@ -19,6 +19,7 @@ from omniplane.cli import (
     perf_query,
     plan,
     profile,
+    route,
     sim,
     vllm_omni,
     workload,
@@ -79,6 +80,7 @@ app.command("calibrate")(calibrate.calibrate)
 app.command("deploy")(deploy.deploy)
 app.command("loadgen")(deploy.loadgen)
 app.command("rehearse")(deploy.rehearse)
+app.command("route")(route.route)
 app.command("fidelity")(fidelity.fidelity)
 
 
