@@ -25,7 +25,8 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import typer
@@ -72,6 +73,43 @@ def _on_signal(signum: int, frame: Any) -> None:
     exc = Interrupted(signum)
     _caught.append(exc)
     raise exc
+
+
+def reclaim_signals() -> None:
+    """SIGINT and SIGTERM raise :class:`Interrupted` again, after a library replaced the handlers
+    (``ray.init`` installs its own SIGTERM handler, which ends the process at once and leaves its
+    processes running). Main thread only."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                signal.signal(sig, _on_signal)
+
+
+@contextmanager
+def deferred_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the block ends, then raise :class:`Interrupted` (a second
+    signal still exits at once): for a call that must not be cut in two, such as ``ray.init``
+    starting a cluster's processes before it can shut them down. On leaving, the handlers are
+    taken back (:func:`reclaim_signals`) whatever the block installed."""
+    pending: list[int] = []
+
+    def hold(signum: int, frame: Any) -> None:
+        if pending:
+            _on_signal(signum, frame)  # the second one: at once
+        pending.append(signum)
+        _caught.append(Interrupted(signum))
+
+    main = threading.current_thread() is threading.main_thread()
+    if main:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                signal.signal(sig, hold)
+    try:
+        yield
+    finally:
+        reclaim_signals()
+    if pending:
+        raise Interrupted(pending[0])
 
 
 class _Signals:
