@@ -187,6 +187,11 @@ def summary(trial: dict[str, Any]) -> dict[str, Any]:
                            "duplicated": len(answers) - len({a["rid"] for a in answers}),
                            "same_tokens_as_direct": same, "killed_after_s": round(trial["killed_at_s"], 1),
                            "router_stop_s": round(trial["stop_s"], 2), "router_rc": trial["rc"]}
+    for line in trial["metrics"].splitlines():  # retries and failures the router counted
+        for name in ("retries_total", "deployment_failures_total"):
+            if line.startswith(f"omniplane_router_{name}{{"):
+                label = line[line.index('"') + 1:line.rindex('"')]
+                out[f"{name.removesuffix('_total')}_{label}"] = int(float(line.rsplit(" ", 1)[1]))
     for t, shares in SHARES.items():
         got = [trial["routed"][t][d] for d in shares]
         n = sum(got)
