@@ -252,7 +252,7 @@ def _serve_forever(
     summary: dict[str, Any],
     json_out: bool,
 ) -> None:
-    from omniplane.cli.errors import deferred_signals, reclaim_signals
+    from omniplane.cli.errors import reclaim_signals, signals_taken_back
     from omniplane.deploy.cluster import deploy as do_deploy
     from omniplane.deploy.cluster import ray_cluster
 
@@ -262,12 +262,11 @@ def _serve_forever(
     notice(f"starting {'a local Ray cluster' if address is None else 'on ' + address} and deploying "
            f"{replicas} replicas (a minute or two) ...")
     # SIGINT / SIGTERM raise Interrupted (cli/errors.py) from start-up to the end, and leaving the
-    # cluster context shuts down what it started. ray.init is not cut (a node half started cannot
-    # be shut down: its processes would stay) and puts in a SIGTERM handler of its own (which ends
-    # this process at once and leaves Ray's agents running): deferred_signals holds a signal until
-    # ray.init returns, then takes the handlers back.
+    # cluster context shuts down what it started (and ends what outlived that: deploy/reap.py).
+    # ray.init may replace the handlers (its core worker's, which ends this process at once and
+    # leaves Ray's agents running): they are taken back as soon as it returns.
     cluster = ray_cluster(address, port=port, host=host, dashboard_host=dashboard_host,
-                          guard_start=deferred_signals)
+                          guard_start=signals_taken_back)
     with redirect_stdout(sys.stderr), cluster:
         do_deploy(plan, options)
         reclaim_signals()

@@ -86,30 +86,13 @@ def reclaim_signals() -> None:
 
 
 @contextmanager
-def deferred_signals() -> Iterator[None]:
-    """SIGINT and SIGTERM wait until the block ends, then raise :class:`Interrupted` (a second
-    signal still exits at once): for a call that must not be cut in two, such as ``ray.init``
-    starting a cluster's processes before it can shut them down. On leaving, the handlers are
-    taken back (:func:`reclaim_signals`) whatever the block installed."""
-    pending: list[int] = []
-
-    def hold(signum: int, frame: Any) -> None:
-        if pending:
-            _on_signal(signum, frame)  # the second one: at once
-        pending.append(signum)
-        _caught.append(Interrupted(signum))
-
-    main = threading.current_thread() is threading.main_thread()
-    if main:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            if signal.getsignal(sig) is not signal.SIG_IGN:
-                signal.signal(sig, hold)
+def signals_taken_back() -> Iterator[None]:
+    """On leaving the block, however it ends, SIGINT and SIGTERM raise :class:`Interrupted` again
+    (:func:`reclaim_signals`), whatever handlers the block installed."""
     try:
         yield
     finally:
         reclaim_signals()
-    if pending:
-        raise Interrupted(pending[0])
 
 
 class _Signals:

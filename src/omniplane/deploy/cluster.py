@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from omniplane.deploy.orchestrator import deployment_name
-from omniplane.deploy.reap import descendants, end_leftovers
+from omniplane.deploy.reap import become_subreaper, descendants, end_leftovers
 from omniplane.errors import InputError
 from omniplane.spec import ResolvedPlan
 
@@ -102,6 +102,9 @@ def ray_cluster(
     from ray import serve
 
     started = not ray.is_initialized()
+    before = descendants() if started and address is None else set()  # not Ray's: never ended here
+    if started and address is None:
+        become_subreaper()
     failed = True
     try:
         if started:
@@ -124,10 +127,17 @@ def ray_cluster(
             log.warning("Ray Serve did not shut down cleanly", exc_info=True)
         finally:
             if started:
-                mine = descendants() if address is None else set()
+                mine = descendants() - before if address is None else set()
                 ray.shutdown()
-                if end_leftovers(mine, LEFTOVER_GRACE_S):
-                    log.warning("ended Ray processes that outlived ray.shutdown")
+                if address is None:  # as a subreaper, orphans stay descendants; new ones too
+                    killed = end_leftovers(mine | (descendants() - before), LEFTOVER_GRACE_S)
+                    for _ in range(3):  # what a dying process started meanwhile (Ray's agents)
+                        time.sleep(0.3)
+                        if not (late := descendants() - before):
+                            break
+                        killed += end_leftovers(late, 0.5)
+                    if killed:
+                        log.warning("ended %d Ray processes that outlived ray.shutdown", len(killed))
 
 
 def _init_local_or_join(address: str | None, quiet: bool, dashboard_host: str | None,
@@ -157,19 +167,37 @@ def _init_local_or_join(address: str | None, quiet: bool, dashboard_host: str | 
 
 
 def _init_ray(kwargs: dict[str, Any], *, retry: bool) -> None:
-    """``ray.init``; a local node that missed Ray's fixed 30 s start-up wait for its raylet to
-    register (``ray._private.node``: "timed out during startup", seen on 2 overloaded cores) is
-    started once more before the error stands."""
+    """``ray.init``, leaving this process's SIGTERM handler as it is (:func:`_keep_sigterm`); a
+    local node that missed Ray's fixed 30 s start-up wait for its raylet to register
+    (``ray._private.node``: "timed out during startup", seen on 2 overloaded cores) is started
+    once more before the error stands."""
     import ray
 
+    with _keep_sigterm():
+        try:
+            ray.init(**kwargs)
+        except Exception as exc:
+            if not retry or "timed out during startup" not in str(exc):
+                raise
+            log.warning("the local Ray node timed out during start-up; starting it once more")
+            ray.shutdown()
+            ray.init(**kwargs)
+
+
+@contextmanager
+def _keep_sigterm() -> Iterator[None]:
+    """While ``ray.init`` runs, Ray's ``set_sigterm_handler`` does nothing. Ray 2.60 installs
+    two SIGTERM handlers in the driver (ray/_private/node.py ``_register_shutdown_hooks``,
+    ray/_private/worker.py ``connect``) that end the process from inside ``ray.init``; the
+    caller's handler (omniplane.cli.errors: raise, unwind, shut the cluster down) stays."""
+    import ray._private.utils as ray_utils
+
+    saved = ray_utils.set_sigterm_handler
+    ray_utils.set_sigterm_handler = lambda handler: None
     try:
-        ray.init(**kwargs)
-    except Exception as exc:
-        if not retry or "timed out during startup" not in str(exc):
-            raise
-        log.warning("the local Ray node timed out during start-up; starting it once more")
-        ray.shutdown()
-        ray.init(**kwargs)
+        yield
+    finally:
+        ray_utils.set_sigterm_handler = saved
 
 
 def _start_serve(host: str, port: int) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -69,3 +70,21 @@ def end_leftovers(procs: set[Proc], grace_s: float) -> list[int]:
             except ProcessLookupError:
                 pass
     return killed
+
+
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
+def become_subreaper() -> bool:
+    """Orphans among this process's descendants are re-parented to it, not to init (Linux
+    ``PR_SET_CHILD_SUBREAPER``), so :func:`descendants` still finds an agent whose raylet died
+    first. False where it is not available."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
