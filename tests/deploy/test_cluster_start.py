@@ -73,19 +73,44 @@ def test_a_node_start_timeout_is_retried_once(monkeypatch: pytest.MonkeyPatch) -
     assert len(inits) == 1
 
 
-def test_a_teardown_error_does_not_hide_the_run_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+def _fake_cluster(monkeypatch: pytest.MonkeyPatch, shut: list[str], fail: str = "") -> None:
+    up = {"ray": False}
+    monkeypatch.setattr(ray, "is_initialized", lambda: up["ray"])
     monkeypatch.setattr(ray.util, "get_node_ip_address", lambda: cluster.LOOPBACK)
-    monkeypatch.setattr(cluster, "_init_ray", lambda kw, retry: None)
+    monkeypatch.setattr(cluster, "_init_ray", lambda kw, retry: up.update(ray=True))
     monkeypatch.setattr(cluster, "_start_serve", lambda host, port: None)
+    monkeypatch.setattr(cluster, "descendants", lambda: set())  # nothing of this test process is ended
+
+    def step(name: str) -> None:
+        shut.append(name)
+        if name == fail:
+            raise _actor_died()
+
+    monkeypatch.setattr(serve, "shutdown", lambda: step("serve"))
+    monkeypatch.setattr(serve, "delete", lambda app: step("delete"))
+    def ray_shutdown() -> None:
+        up["ray"] = False
+        step("ray")
+
+    monkeypatch.setattr(ray, "shutdown", ray_shutdown)
+
+
+def test_a_teardown_error_does_not_hide_the_run_error(monkeypatch: pytest.MonkeyPatch) -> None:
     shut: list[str] = []
-
-    def serve_shutdown() -> None:
-        shut.append("serve")
-        raise _actor_died()
-
-    monkeypatch.setattr(serve, "shutdown", serve_shutdown)
-    monkeypatch.setattr(ray, "shutdown", lambda: shut.append("ray"))
-    with pytest.raises(ValueError, match="the run's own error"), cluster.ray_cluster():
+    _fake_cluster(monkeypatch, shut, fail="delete")
+    with pytest.raises(ValueError, match="the run's own error"), cluster.ray_cluster("10.0.0.1:6379"):
         raise ValueError("the run's own error")
-    assert shut == ["serve", "ray"]
+    assert shut == ["delete", "ray"]  # a cluster joined: the application deleted, the driver gone
+
+
+def test_a_local_cluster_left_on_an_error_skips_serves_graceful_shutdown(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    shut: list[str] = []
+    _fake_cluster(monkeypatch, shut, fail="serve")
+    with cluster.ray_cluster():
+        pass
+    assert shut == ["serve", "ray"]  # a normal exit: Serve's shutdown (its error logged), then Ray's
+    shut.clear()
+    with pytest.raises(KeyboardInterrupt), cluster.ray_cluster():
+        raise KeyboardInterrupt  # SIGINT / SIGTERM (omniplane.cli.errors.Interrupted)
+    assert shut == ["ray"]

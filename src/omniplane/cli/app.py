@@ -20,6 +20,7 @@ from omniplane.cli import (
     perf_query,
     plan,
     profile,
+    route,
     sim,
     vllm_omni,
     workload,
@@ -82,6 +83,7 @@ app.command("deploy")(deploy.deploy)
 app.command("loadgen")(deploy.loadgen)
 app.command("rehearse")(deploy.rehearse)
 app.command("export")(export.export)
+app.command("route")(route.route)
 app.command("fidelity")(fidelity.fidelity)
 
 

@@ -9,9 +9,8 @@ import asyncio
 import importlib.util
 import json
 import os
-import signal
 import sys
-import threading
+import time
 from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Annotated, Any
@@ -253,28 +252,32 @@ def _serve_forever(
     summary: dict[str, Any],
     json_out: bool,
 ) -> None:
+    from omniplane.cli.errors import reclaim_signals, signals_taken_back
     from omniplane.deploy.cluster import deploy as do_deploy
     from omniplane.deploy.cluster import ray_cluster
 
-    stop = threading.Event()
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     real_stdout = sys.stdout
     # Ray's driver prints its processes' warnings to sys.stdout; stdout is for our document
     replicas = sum(d["replicas"] for d in summary["deployments"])
     notice(f"starting {'a local Ray cluster' if address is None else 'on ' + address} and deploying "
            f"{replicas} replicas (a minute or two) ...")
-    with redirect_stdout(sys.stderr), ray_cluster(address, port=port, host=host,
-                                                  dashboard_host=dashboard_host):
+    # SIGINT / SIGTERM raise Interrupted (cli/errors.py) from start-up to the end, and leaving the
+    # cluster context shuts down what it started (and ends what outlived that: deploy/reap.py).
+    # ray.init may replace the handlers (its core worker's, which ends this process at once and
+    # leaves Ray's agents running): they are taken back as soon as it returns.
+    cluster = ray_cluster(address, port=port, host=host, dashboard_host=dashboard_host,
+                          guard_start=signals_taken_back)
+    with redirect_stdout(sys.stderr), cluster:
         do_deploy(plan, options)
+        reclaim_signals()
         if json_out:
             real_stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
             real_stdout.flush()
         else:
             _show_deployments(summary, False)
             console.print(f"serving at {summary['url']} (Ctrl-C to stop)")
-        while not stop.wait(0.5):  # in slices: a signal handed to one of Ray's threads still stops it
-            pass
+        while True:
+            time.sleep(0.5)
 
 
 def loadgen(

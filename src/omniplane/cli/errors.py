@@ -25,7 +25,8 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import typer
@@ -72,6 +73,26 @@ def _on_signal(signum: int, frame: Any) -> None:
     exc = Interrupted(signum)
     _caught.append(exc)
     raise exc
+
+
+def reclaim_signals() -> None:
+    """SIGINT and SIGTERM raise :class:`Interrupted` again, after a library replaced the handlers
+    (``ray.init`` installs its own SIGTERM handler, which ends the process at once and leaves its
+    processes running). Main thread only."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                signal.signal(sig, _on_signal)
+
+
+@contextmanager
+def signals_taken_back() -> Iterator[None]:
+    """On leaving the block, however it ends, SIGINT and SIGTERM raise :class:`Interrupted` again
+    (:func:`reclaim_signals`), whatever handlers the block installed."""
+    try:
+        yield
+    finally:
+        reclaim_signals()
 
 
 class _Signals:

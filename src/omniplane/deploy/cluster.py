@@ -14,11 +14,12 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from omniplane.deploy.orchestrator import deployment_name
+from omniplane.deploy.reap import become_subreaper, descendants, end_leftovers
 from omniplane.errors import InputError
 from omniplane.spec import ResolvedPlan
 
@@ -73,6 +74,7 @@ SERVE_CONTROLLER_ENV = {
     "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "60",
     "RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S": "60",
 }
+LEFTOVER_GRACE_S = 3.0  # assumption: a local node's processes end within 3 s of ray.shutdown
 SERVE_START_ATTEMPTS = 3  # assumption: a proxy replaced during start-up is retried, not fatal
 
 
@@ -85,68 +87,117 @@ def ray_cluster(
     num_cpus: int | None = None,
     quiet: bool = True,
     dashboard_host: str | None = None,
+    guard_start: Callable[[], AbstractContextManager[Any]] = nullcontext,
 ) -> Iterator[None]:
     """A Ray runtime with Serve's HTTP proxy on ``host:port``: a fresh local cluster on the
     loopback address (``address=None``), an existing one (``address``), or the one this process
     is already connected to. A local cluster runs Ray's dashboard only when ``dashboard_host``
-    is given (Ray's dashboard has no authentication). On exit it shuts down what it started,
-    and otherwise only deletes the omniplane application."""
+    is given (Ray's dashboard has no authentication). ``guard_start`` wraps ``ray.init``: e.g.
+    to hold signals until Ray can be shut down, and take back the handlers it replaced
+    (omniplane.cli.errors.deferred_signals). On exit it shuts down what it started (a local
+    cluster left on an exception, such as an interruption, goes down without Serve's graceful
+    shutdown, which can take longer than a user waits), and otherwise only deletes the
+    omniplane application."""
     import ray
     from ray import serve
 
     started = not ray.is_initialized()
-    if started and address is None and ray.util.get_node_ip_address() != LOOPBACK:  # type: ignore[no-untyped-call]
-        log.warning(
-            "Ray was imported before %s=0 was set (omniplane.deploy.cluster.prefer_loopback): "
-            "the local node will use the machine's routable address, not %s",
-            SINGLE_MACHINE_ENV,
-            LOOPBACK,
-        )
-    if started:
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        kwargs: dict[str, Any] = {
-            "include_dashboard": dashboard_host is not None and address is None,
-            "log_to_driver": not quiet,
-            "logging_level": logging.WARNING if quiet else logging.INFO,
-        }
-        if address is None:
-            kwargs.update(_node_ip_address=LOOPBACK, num_cpus=num_cpus or os.cpu_count() or 2)
-            if dashboard_host is not None:
-                kwargs["dashboard_host"] = dashboard_host
-        else:
-            kwargs["address"] = address
-        _init_ray(kwargs, retry=address is None)
+    before = descendants() if started and address is None else set()  # not Ray's: never ended here
+    if started and address is None:
+        become_subreaper()
+    failed = True
     try:
+        if started:
+            with guard_start():
+                _init_local_or_join(address, quiet, dashboard_host, num_cpus)
         _start_serve(host, port)
         yield
+        failed = False
     finally:
         # A failure while tearing down is logged, never raised over the error that ended the body.
         try:
-            if started and address is None:
-                serve.shutdown()  # type: ignore[no-untyped-call]
+            if not ray.is_initialized():
+                pass
+            elif started and address is None:
+                if not failed:
+                    serve.shutdown()  # type: ignore[no-untyped-call]
             else:
                 serve.delete(APP)
         except Exception:
             log.warning("Ray Serve did not shut down cleanly", exc_info=True)
         finally:
             if started:
+                mine = descendants() - before if address is None else set()
                 ray.shutdown()
+                if address is None:  # as a subreaper, orphans stay descendants; new ones too
+                    killed = end_leftovers(mine | (descendants() - before), LEFTOVER_GRACE_S)
+                    for _ in range(3):  # what a dying process started meanwhile (Ray's agents)
+                        time.sleep(0.3)
+                        if not (late := descendants() - before):
+                            break
+                        killed += end_leftovers(late, 0.5)
+                    if killed:
+                        log.warning("ended %d Ray processes that outlived ray.shutdown", len(killed))
+
+
+def _init_local_or_join(address: str | None, quiet: bool, dashboard_host: str | None,
+                        num_cpus: int | None) -> None:
+    import ray
+
+    if address is None and ray.util.get_node_ip_address() != LOOPBACK:  # type: ignore[no-untyped-call]
+        log.warning(
+            "Ray was imported before %s=0 was set (omniplane.deploy.cluster.prefer_loopback): "
+            "the local node will use the machine's routable address, not %s",
+            SINGLE_MACHINE_ENV,
+            LOOPBACK,
+        )
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    kwargs: dict[str, Any] = {
+        "include_dashboard": dashboard_host is not None and address is None,
+        "log_to_driver": not quiet,
+        "logging_level": logging.WARNING if quiet else logging.INFO,
+    }
+    if address is None:
+        kwargs.update(_node_ip_address=LOOPBACK, num_cpus=num_cpus or os.cpu_count() or 2)
+        if dashboard_host is not None:
+            kwargs["dashboard_host"] = dashboard_host
+    else:
+        kwargs["address"] = address
+    _init_ray(kwargs, retry=address is None)
 
 
 def _init_ray(kwargs: dict[str, Any], *, retry: bool) -> None:
-    """``ray.init``; a local node that missed Ray's fixed 30 s start-up wait for its raylet to
-    register (``ray._private.node``: "timed out during startup", seen on 2 overloaded cores) is
-    started once more before the error stands."""
+    """``ray.init``, leaving this process's SIGTERM handler as it is (:func:`_keep_sigterm`); a
+    local node that missed Ray's fixed 30 s start-up wait for its raylet to register
+    (``ray._private.node``: "timed out during startup", seen on 2 overloaded cores) is started
+    once more before the error stands."""
     import ray
 
+    with _keep_sigterm():
+        try:
+            ray.init(**kwargs)
+        except Exception as exc:
+            if not retry or "timed out during startup" not in str(exc):
+                raise
+            log.warning("the local Ray node timed out during start-up; starting it once more")
+            ray.shutdown()
+            ray.init(**kwargs)
+
+
+@contextmanager
+def _keep_sigterm() -> Iterator[None]:
+    """While ``ray.init`` runs, Ray's ``set_sigterm_handler`` does nothing. Ray 2.60 installs
+    two SIGTERM handlers in the driver (ray/_private/node.py ``_register_shutdown_hooks``,
+    ray/_private/worker.py ``connect``) that end the process from inside ``ray.init``; the
+    caller's handler (omniplane.cli.errors: raise, unwind, shut the cluster down) stays."""
+    import ray._private.utils as ray_utils
+
+    saved = ray_utils.set_sigterm_handler
+    ray_utils.set_sigterm_handler = lambda handler: None
     try:
-        ray.init(**kwargs)
-    except Exception as exc:
-        if not retry or "timed out during startup" not in str(exc):
-            raise
-        log.warning("the local Ray node timed out during start-up; starting it once more")
-        ray.shutdown()
-        ray.init(**kwargs)
+        yield
+    finally:
+        ray_utils.set_sigterm_handler = saved
 
 
 def _start_serve(host: str, port: int) -> None:

@@ -9,11 +9,10 @@ replicas are Ray Serve handle calls (a streaming call per session, pinned to one
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from ray import serve
 from ray.serve.handle import DeploymentHandle, DeploymentResponseGenerator
@@ -21,7 +20,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from omniplane.deploy import api
-from omniplane.deploy.auth import Guard, Refused, body_timeout
+from omniplane.deploy.asgi import read_body, unless_disconnected
+from omniplane.deploy.auth import Guard, Refused, is_loopback
 from omniplane.deploy.clock import VirtualClock
 from omniplane.deploy.engines import make_stage_engine
 from omniplane.deploy.ingress import REQUEST_DEADLINE_S, IngressCore, Overloaded
@@ -30,8 +30,8 @@ from omniplane.deploy.orchestrator import Orchestrator, deployment_name
 from omniplane.spec import ResolvedPlan
 
 NODE_MAX_ONGOING = 100_000  # sessions queue inside the stage engine, never in Serve
-T = TypeVar("T")
 INGRESS_SLACK = 64  # Serve-level headroom above the ingress's own admission limit
+GRPC_BIND = "add_port_to_grpc_server"  # what ray/serve/_private/replica.py binds its gRPC server with
 
 
 @dataclass(frozen=True)
@@ -58,10 +58,33 @@ class DeployOptions:
 ROUTER = "omniplane.deploy.router.AffinityRouter"
 
 
+def replica_grpc_on_node_address() -> None:
+    """Ray Serve 2.60 starts each replica's inter-deployment gRPC server on ``[::]:0``, every
+    interface (``Replica._on_initialized`` in ray/serve/_private/replica.py; no option), after
+    the replica's constructor ran. Called from the constructor: on a node whose address is
+    loopback (a local cluster, omniplane.deploy.cluster), that server binds to the node address
+    instead, which is where the other replicas reach it."""
+    import ray
+    from ray.serve._private import replica
+
+    node = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+    add: Any = getattr(replica, GRPC_BIND)
+    if not is_loopback(node) or getattr(add, "on_node_address", False):
+        return
+
+    def on_node(server: Any, address: str) -> int:
+        port: int = add(server, address.replace("[::]", node, 1) if address.startswith("[::]:") else address)
+        return port
+
+    on_node.on_node_address = True  # type: ignore[attr-defined]
+    setattr(replica, GRPC_BIND, on_node)
+
+
 class NodeReplica:
     """One executor of a plan node; the stage engine does the work."""
 
     def __init__(self, plan: ResolvedPlan, options: DeployOptions, node: str, group: int) -> None:
+        replica_grpc_on_node_address()
         ctx = serve.get_replica_context()
         self.engine = make_stage_engine(
             options.engine,
@@ -118,50 +141,6 @@ def _refused(exc: Refused) -> Response:
     return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
 
 
-async def read_body(request: Request, guard: Guard) -> bytes:
-    """The request body, refused (413) once it passes the guard's limit: by its declared length
-    before anything is read, else as soon as the bytes read pass it (the rest is never read);
-    a body that stops arriving for ``guard.body_timeout_s`` is refused with 408. Under Ray Serve,
-    the proxy reads the client's body into a queue of its own while this runs
-    (``proxy_asgi_receive`` in ray/serve/_private/proxy.py) and stops once this answers; a hard
-    cap on what it holds needs a proxy in front (the deploy guide says so)."""
-    guard.check_length(request.headers.get("content-length"))
-    chunks: list[bytes] = []
-    size = 0
-    parts = request.stream().__aiter__()
-    while True:
-        try:
-            chunk = await asyncio.wait_for(anext(parts), guard.body_timeout_s)
-        except StopAsyncIteration:
-            break
-        except TimeoutError:
-            raise body_timeout(guard.body_timeout_s) from None
-        size += len(chunk)
-        guard.check_body(size)
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-async def unless_disconnected(request: Request, work: Awaitable[T]) -> T | None:
-    """``work``'s result, or None (``work`` cancelled) when the client disconnects first. Call it
-    once the body is read: the next ASGI message is then the disconnect."""
-
-    async def disconnected() -> None:
-        while (await request.receive())["type"] != "http.disconnect":
-            pass
-
-    job, watch = asyncio.ensure_future(work), asyncio.ensure_future(disconnected())
-    try:
-        await asyncio.wait((job, watch), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for t in (job, watch):
-            if not t.done():
-                t.cancel()
-    if job.cancelled() or not job.done():
-        return None
-    return job.result()
-
-
 class Ingress:
     """HTTP: ``POST /v1/chat/completions``, ``POST /v1/omniplane/requests``, ``GET
     /v1/omniplane/info``, ``GET /v1/omniplane/stats``, ``GET /health``. With API keys, every
@@ -173,6 +152,7 @@ class Ingress:
     def __init__(
         self, plan: ResolvedPlan, options: DeployOptions, handles: dict[str, DeploymentHandle[Any]]
     ) -> None:
+        replica_grpc_on_node_address()
         self.model = plan.model
         self.guard = options.guard
         self.transport = RayTransport(handles)

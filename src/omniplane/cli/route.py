@@ -1,0 +1,79 @@
+"""``omniplane route``: the router in front of running deployments (omniplane.deploy.gateway)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from omniplane.cli import options as opt
+from omniplane.cli.deploy import ApiKeyOpt, MaxInFlightOpt, _installed, _port_free
+from omniplane.cli.errors import fail
+from omniplane.cli.output import notice
+from omniplane.deploy.auth import API_KEY_ENV, MAX_BODY_BYTES, MAX_PROMPT_TOKENS, Guard, is_loopback
+from omniplane.deploy.ingress import REQUEST_DEADLINE_S
+
+GRACE_S = 5  # assumption: streams still open get 5 s after SIGINT/SIGTERM before they are cut
+
+
+def route(
+    routing_file: Annotated[Path, opt.argument("Routing file (kind: routing): per request type, the "
+                                               "deployments' URLs and probabilities.", opt.InputPath(),
+                                               "ROUTING_FILE")],
+    host: Annotated[str, opt.host_opt("--host", help="Address to listen on; beyond loopback it needs "
+                                      "--api-key.")] = "127.0.0.1",
+    port: Annotated[int, opt.int_opt("--port", help="HTTP port to listen on.", lo=1, hi=65535)] = 8000,
+    max_in_flight: MaxInFlightOpt = 1024,
+    api_key: ApiKeyOpt = None,
+    max_body_mb: Annotated[float, opt.float_opt(
+        "--max-body-mb", help="Largest request body, MiB (larger: HTTP 413).", lo=0, hi=1024,
+        lo_open=True, metavar="MIB")] = MAX_BODY_BYTES / 2**20,
+    max_prompt_tokens: Annotated[int, opt.int_opt(
+        "--max-prompt-tokens", help="Longest prompt, tokens (longer: HTTP 413).", lo=1,
+        hi=10_000_000)] = MAX_PROMPT_TOKENS,
+    deadline_s: Annotated[float, opt.float_opt(
+        "--deadline-s", help="Wall seconds a request may take before it is cut (HTTP 504).", lo=0,
+        hi=86_400, lo_open=True, metavar="S")] = REQUEST_DEADLINE_S,
+) -> None:
+    """Route OpenAI requests to the deployments a plan names, by request type and probability.
+
+    Each request (POST /v1/chat/completions or /v1/completions) is classified into a request
+    type, sent unchanged to a deployment drawn with the routing file's probabilities, and the
+    engine's answer comes back unchanged (streamed as it arrives). A deployment that fails
+    before answering is retried once on another. GET /metrics: per-type Prometheus metrics.
+    Stops on Ctrl-C or SIGTERM.
+    """
+    if api_key is not None and not api_key.strip():
+        fail("--api-key: the key is empty")
+    if not is_loopback(host) and not api_key:
+        fail(f"--host {host}: binding beyond loopback lets anyone who can reach the port send work; "
+             f"give --api-key KEY (or set {API_KEY_ENV}), or bind 127.0.0.1")
+    if not (_installed("starlette") and _installed("uvicorn")):
+        fail("the router needs starlette and uvicorn: pip install 'omniplane[deploy]'")
+    from omniplane.deploy.routing import load_routing
+
+    routing = load_routing(routing_file)
+    _port_free(host, port)
+    import uvicorn
+
+    from omniplane.deploy.gateway import Gateway, GatewayOptions
+
+    guard = Guard.with_keys([api_key] if api_key else [], max_body_bytes=int(max_body_mb * 2**20),
+                            max_prompt_tokens=max_prompt_tokens)
+    os.environ.pop(API_KEY_ENV, None)
+    gateway = Gateway(routing, GatewayOptions(max_in_flight=max_in_flight, guard=guard,
+                                              deadline_s=deadline_s))
+    spec = routing.spec
+    for t, tr in spec.types.items():
+        shares = ", ".join(f"{r.deployment} {r.p:g}" for r in tr.routes)
+        notice(f"{t}: {shares}")
+    notice(f"routing {len(spec.types)} request types to {len(spec.deployments)} deployments at "
+           f"http://{host}:{port} (Ctrl-C to stop)")
+    server = uvicorn.Server(uvicorn.Config(gateway, host=host.strip("[]"), port=port, log_level="warning",
+                                           access_log=False, lifespan="on",
+                                           timeout_graceful_shutdown=GRACE_S))
+    server.run()  # uvicorn stops on SIGINT and SIGTERM
+    if not server.started:
+        raise typer.Exit(1)

@@ -1,0 +1,90 @@
+"""Processes this process started, directly or not, and ending the ones a shutdown left behind.
+
+``ray.shutdown`` stops the processes of a local node it started, but an agent the raylet had
+just started (its dashboard agent, its runtime-env agent) outlives a node stopped during
+start-up: the agent ends itself only once it is up and sees its raylet gone. Linux only (read
+from /proc); elsewhere :func:`descendants` finds nothing and nothing is ended.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+Proc = tuple[int, str]  # pid and its start time (field 22 of /proc/PID/stat): one process, not its pid reused
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def descendants(root: int | None = None) -> set[Proc]:
+    """The live processes descended from ``root`` (default: this process), with start times."""
+    root = os.getpid() if root is None else root
+    children: dict[int, list[int]] = {}
+    started: dict[int, str] = {}
+    try:
+        entries = [int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit()]
+    except OSError:
+        return set()
+    for pid in entries:
+        f = _stat(pid)
+        if f is not None and f[0] != "Z":
+            children.setdefault(int(f[1]), []).append(pid)
+            started[pid] = f[19]
+    out: set[Proc] = set()
+    todo = list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        if pid in started:
+            out.add((pid, started[pid]))
+            todo += children.get(pid, [])
+    return out
+
+
+def _alive(proc: Proc) -> bool:
+    f = _stat(proc[0])
+    return f is not None and f[0] != "Z" and f[19] == proc[1]
+
+
+def end_leftovers(procs: set[Proc], grace_s: float) -> list[int]:
+    """Wait up to ``grace_s`` for ``procs`` to end, then SIGKILL those still running (each only
+    if it is still the same process); returns the pids killed."""
+    deadline = time.monotonic() + grace_s
+    left = {p for p in procs if _alive(p)}
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = {p for p in left if _alive(p)}
+    killed = []
+    for p in sorted(left):
+        if _alive(p):
+            try:
+                os.kill(p[0], signal.SIGKILL)
+                killed.append(p[0])
+            except ProcessLookupError:
+                pass
+    return killed
+
+
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
+def become_subreaper() -> bool:
+    """Orphans among this process's descendants are re-parented to it, not to init (Linux
+    ``PR_SET_CHILD_SUBREAPER``), so :func:`descendants` still finds an agent whose raylet died
+    first. False where it is not available."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False

@@ -1,0 +1,87 @@
+"""``omniplane route`` as a user runs it: a bad routing file or a port in use is a clear error
+before anything listens, beyond loopback it needs a key, it listens on 127.0.0.1 only, and
+SIGTERM stops it (143) leaving nothing behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.cli.proctree import listening, off_loopback, session
+
+pytest.importorskip("uvicorn")
+ROOT = Path(__file__).resolve().parents[2]
+CLI = "from omniplane.cli.app import main; main()"
+ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+IMAGE_CHAT = {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"},
+                                                        {"type": "image_url", "image_url": {"url": "x"}}]}]}
+ROUTES = {"kind": "routing", "model": "qwen3-omni",
+          "types": {"ti2t": {"routes": [{"deployment": "a", "url": "http://127.0.0.1:9", "p": 1.0}]}}}
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", CLI, "route", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120, env=ENV)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_bad_routing_file_a_busy_port_and_an_open_host_are_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "routing.yaml"
+    bad.write_text(json.dumps({**ROUTES, "types": {"ti2t": {"routes": [
+        {"deployment": "a", "url": "http://127.0.0.1:9", "p": 0.4}]}}}))
+    done = run(str(bad), cwd=tmp_path)
+    assert done.returncode == 2 and "routing.yaml" in done.stderr and "types.ti2t" in done.stderr, done.stderr
+    good = tmp_path / "ok.yaml"
+    good.write_text(json.dumps(ROUTES))
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = run(str(good), "--port", str(port), cwd=tmp_path)
+    assert done.returncode == 2 and f"--port {port}" in done.stderr and "already in use" in done.stderr
+    done = run(str(good), "--host", "0.0.0.0", cwd=tmp_path)
+    assert done.returncode == 2 and "--api-key" in done.stderr
+
+
+def test_route_listens_on_loopback_and_sigterm_stops_it(tmp_path: Path) -> None:
+    routes = tmp_path / "routing.yaml"
+    routes.write_text(json.dumps(ROUTES))
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([sys.executable, "-c", CLI, "route", str(routes), "--port", str(port)],
+                            cwd=tmp_path, env=ENV, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            assert proc.poll() is None
+            try:
+                if httpx.get(f"{url}/health", timeout=2, trust_env=False).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        sockets = listening(session(proc.pid))
+        assert [s[3] for s in sockets] == [port] and off_loopback(sockets) == []
+        # a deployment that is not there: one clear 502 naming it
+        resp = httpx.post(f"{url}/v1/chat/completions", trust_env=False, timeout=30, json=IMAGE_CHAT)
+        assert resp.status_code == 502 and "a: " in resp.json()["error"]["message"]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 143
+        assert not session(proc.pid)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
