@@ -252,7 +252,7 @@ def _serve_forever(
     summary: dict[str, Any],
     json_out: bool,
 ) -> None:
-    from omniplane.cli.errors import reclaim_signals, signals_taken_back
+    from omniplane.cli.errors import Interrupted, reclaim_signals, signals_taken_back
     from omniplane.deploy.cluster import deploy as do_deploy
     from omniplane.deploy.cluster import ray_cluster
 
@@ -265,19 +265,29 @@ def _serve_forever(
     # cluster context shuts down what it started (and ends what outlived that: deploy/reap.py).
     # ray.init may replace the handlers (its core worker's, which ends this process at once and
     # leaves Ray's agents running): they are taken back as soon as it returns.
+    # Once serving, either signal means "stop serving": the cluster goes down the fast way (as on
+    # any exception) and the command ends with status 0 (docs/reference/command-line.md); before
+    # that, it is an interruption (130 / 143).
     cluster = ray_cluster(address, port=port, host=host, dashboard_host=dashboard_host,
                           guard_start=signals_taken_back)
-    with redirect_stdout(sys.stderr), cluster:
-        do_deploy(plan, options)
-        reclaim_signals()
-        if json_out:
-            real_stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
-            real_stdout.flush()
-        else:
-            _show_deployments(summary, False)
-            console.print(f"serving at {summary['url']} (Ctrl-C to stop)")
-        while True:
-            time.sleep(0.5)
+    serving = False
+    try:
+        with redirect_stdout(sys.stderr), cluster:
+            do_deploy(plan, options)
+            reclaim_signals()
+            if json_out:
+                real_stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
+                real_stdout.flush()
+            else:
+                _show_deployments(summary, False)
+                console.print(f"serving at {summary['url']} (Ctrl-C to stop)")
+            serving = True
+            while True:
+                time.sleep(0.5)
+    except Interrupted as exc:
+        if not serving:
+            raise
+        notice(f"{exc}: stopped serving")
 
 
 def loadgen(
