@@ -22,6 +22,12 @@ from hypothesis import settings
 # pass COLUMNS to CliRunner per call would then get 80-column tables under xdist only.
 os.environ.pop("COLUMNS", None)
 
+# The local Ray clusters of the tests on 127.0.0.1: set before any test module imports Ray (a
+# module collected before tests/deploy, e.g. one validating a Serve config, may import it).
+from omniplane.deploy.cluster import prefer_loopback
+
+prefer_loopback()
+
 settings.register_profile("omniplane", deadline=None)
 settings.load_profile("omniplane")
 
