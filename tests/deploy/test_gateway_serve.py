@@ -140,7 +140,7 @@ def test_a_request_goes_through_the_serve_router_to_the_deployment(tmp_path: Pat
 
     args = _router_args(tmp_path)
 
-    @serve.deployment(name="OmniServer")
+    @serve.deployment(name="OmniServer", ray_actor_options={"num_cpus": 0})
     class StandIn:  # OmniServer's url(), without vLLM-Omni
         def __init__(self, url: str) -> None:
             self._url = url
