@@ -95,7 +95,7 @@ def test_router_application_builds_from_the_exported_args(tmp_path: Path) -> Non
 class _Stub(BaseHTTPRequestHandler):
     """A stand-in vLLM-Omni server: answers every POST with its name and the body it got."""
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         out = json.dumps({"stub": self.server.name, "path": self.path,  # type: ignore[attr-defined]
                           "got": json.loads(body)}).encode()

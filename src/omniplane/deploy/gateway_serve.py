@@ -55,7 +55,7 @@ async def resolve_urls(doc: RoutingFile, lookup_s: float = APP_LOOKUP_S,
 class Router:
     """Resolves the deployments' URLs, then serves the Gateway (module docstring)."""
 
-    async def __init__(self, routing: dict[str, Any]) -> None:
+    async def __init__(self, routing: dict[str, Any]) -> None:  # type: ignore[misc]  # Serve awaits it
         doc = parse(RoutingFile, routing, "router args: routing")
         urls = await resolve_urls(doc)
         self.routing: Routing = routing_from(from_export(doc, urls), load_model(doc.model))

@@ -18,10 +18,10 @@ with which the plan sends a request of that type there::
 Each type's ``p`` add up to 1; a deployment name means one URL wherever it appears; every type
 is one of the model's request types. :func:`load_routing` also reads the ``routing.yaml`` that
 ``omniplane export --target vllm-omni`` writes (``kind: omniplane-routing``,
-:mod:`omniplane.deploy.routing_file`), converted by :func:`from_export`. The router classifies a request into a type (the
-``X-Omniplane-Type`` header, else the body's ``omniplane.type``, else its input parts and
-requested ``modalities`` against the model's request types) and draws a deployment
-(:class:`Picker`). No web framework here.
+:mod:`omniplane.deploy.routing_file`), converted by :func:`from_export`. The router classifies
+a request into a type (the ``X-Omniplane-Type`` header, else the body's ``omniplane.type``,
+else its input parts and requested ``modalities`` against the model's request types) and
+draws a deployment (:class:`Picker`). No web framework here.
 """
 
 from __future__ import annotations
