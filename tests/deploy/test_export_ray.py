@@ -31,7 +31,7 @@ def _check_serve(cfg: dict) -> None:  # type: ignore[type-arg]
     serve_schema.ServeDeploySchema.model_validate(cfg)  # Ray's own schema for `serve deploy`
     apps = {a["name"]: a for a in cfg["applications"]}
     assert sorted(apps) == ["d0", "d1", "router"]
-    assert apps["router"]["import_path"] == "omniplane.deploy.gateway:app"
+    assert apps["router"]["import_path"] == "omniplane.deploy.gateway_serve:app"
     assert apps["router"]["args"]["routing"]["deployments"]["d0"] == {
         "serve_app": "d0", "gpus": 5, "nodes": ["thinker-a", "speech-a"]}
     for d, host in (("d0", "host0"), ("d1", "host1")):

@@ -6,7 +6,7 @@ The Serve config (Ray's ``ServeDeploySchema``) has one application per vLLM-Omni
 deployment's GPUs, ``ray_actor_options.num_gpus``), which writes the deployment's deploy YAML
 (inline in its ``args``), starts ``vllm serve MODEL --omni --deploy-config ...`` on those GPUs
 (Ray sets ``CUDA_VISIBLE_DEVICES``; the file's devices index into it), waits for its
-``/health`` and reports its URL; plus the application ``router`` (``omniplane.deploy.gateway:app``
+``/health`` and reports its URL; plus the application ``router`` (``omniplane.deploy.gateway_serve:app``
 at ``/``, args ``routing``: the routing document, deployments given as ``serve_app``).
 
 Each process is pinned to the host the placement gave it (:mod:`omniplane.deploy.placement`):
@@ -31,7 +31,7 @@ from omniplane.deploy.export_text import Process
 from omniplane.spec import ResolvedPlan
 
 OMNI_SERVER = "omniplane.deploy.omni_server:app"
-GATEWAY = "omniplane.deploy.gateway:app"
+GATEWAY = "omniplane.deploy.gateway_serve:app"
 RAY_VERSION = "2.60.0"  # the Ray the project pins (pyproject's deploy extra)
 IMAGE = "omniplane-vllm-omni:0.30.0"  # assumption: an image with ray[serve], vllm-omni 0.30.0 and omniplane
 HOST_RESOURCE = "omniplane-{host}"

@@ -16,10 +16,12 @@ with which the plan sends a request of that type there::
           - {deployment: thinker-b, url: "http://10.0.0.6:8000", p: 0.3}
 
 Each type's ``p`` add up to 1; a deployment name means one URL wherever it appears; every type
-is one of the model's request types. The router classifies a request into a type (the
-``X-Omniplane-Type`` header, else the body's ``omniplane.type``, else its input parts and
-requested ``modalities`` against the model's request types) and draws a deployment
-(:class:`Picker`). No web framework here.
+is one of the model's request types. :func:`load_routing` also reads the ``routing.yaml`` that
+``omniplane export --target vllm-omni`` writes (``kind: omniplane-routing``,
+:mod:`omniplane.deploy.routing_file`), converted by :func:`from_export`. The router classifies
+a request into a type (the ``X-Omniplane-Type`` header, else the body's ``omniplane.type``,
+else its input parts and requested ``modalities`` against the model's request types) and
+draws a deployment (:class:`Picker`). No web framework here.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from omniplane.deploy.api import OUTPUTS, PART_MODALITY, BadRequest
+from omniplane.deploy.routing_file import KIND as EXPORT_KIND
+from omniplane.deploy.routing_file import RoutingFile
 from omniplane.spec import Modality, ModelSpec
 from omniplane.spec.base import Document, Fraction, Name, PositiveFloat, Seed, SpecModel
 from omniplane.spec.errors import SpecError, SpecIssue
@@ -110,10 +114,42 @@ class Routing:
     path: str = ""
 
 
+SERVE_APP_ONLY = ("resolved by the Ray Serve router application; give url for `omniplane route` "
+                  "(the deployment's OpenAI base URL, e.g. http://10.0.0.5:8001)")
+
+
+def from_export(doc: RoutingFile, urls: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The ``kind: routing`` data of an export's routing document: per type, routes
+    ``{deployment, url, p}`` (the endpoint's ``url``, else ``urls[deployment]`` for a
+    ``serve_app`` one) and the document's ``slo_ms``. KeyError for a deployment with neither."""
+    urls = urls or {}
+
+    def url(name: str) -> str:
+        ep = doc.deployments[name]
+        return ep.url if ep.url is not None else urls[name]
+
+    types: dict[str, Any] = {}
+    for t, shares in doc.types.items():
+        types[t] = {"routes": [{"deployment": s.deployment, "url": url(s.deployment), "p": s.p}
+                               for s in shares]}
+        if t in doc.slo_ms:
+            types[t]["slo_ms"] = doc.slo_ms[t]
+    return {"kind": "routing", "name": doc.plan, "model": doc.model, "types": types}
+
+
 def load_routing(path: str | Path) -> Routing:
-    """Read and check a routing file; :class:`SpecError` names file, field and what was expected."""
+    """Read and check a routing file (``kind: routing``, or an export's ``kind:
+    omniplane-routing`` with ``url`` endpoints); :class:`SpecError` names file, field and what
+    was expected."""
     path = Path(path)
     data, positions = read_yaml(path)
+    if isinstance(data, dict) and data.get("kind") == EXPORT_KIND:
+        doc = parse(RoutingFile, data, str(path), positions)
+        for name, ep in doc.deployments.items():
+            if ep.serve_app is not None:
+                at = ("deployments", name, "serve_app")
+                raise SpecError(str(path), [SpecIssue(at, SERVE_APP_ONLY, *positions.get(at, (None, None)))])
+        data, positions = from_export(doc), {}
     spec = parse(RoutingSpec, data, str(path), positions)
     try:
         model = load_model(spec.model, base_dir=path.parent)

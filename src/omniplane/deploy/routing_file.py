@@ -23,7 +23,7 @@ A request type's probabilities are the plan's route probabilities summed per dep
 with :func:`load_routing` (errors name the file and the field). ``export --target vllm-omni``
 writes ``routing.yaml`` with ``url`` endpoints (``hostN`` stands for the host's address); the Ray
 targets write ``serve_app`` endpoints and also pass the document inline to the router
-application as its ``args.routing`` (``import_path: omniplane.deploy.gateway:app``).
+application as its ``args.routing`` (``import_path: omniplane.deploy.gateway_serve:app``).
 """
 
 from __future__ import annotations
