@@ -19,8 +19,9 @@ GRACE_S = 5  # assumption: streams still open get 5 s after SIGINT/SIGTERM befor
 
 
 def route(
-    routing_file: Annotated[Path, opt.argument("Routing file (kind: routing): per request type, the "
-                                               "deployments' URLs and probabilities.", opt.InputPath(),
+    routing_file: Annotated[Path, opt.argument("Routing file (kind: routing, or the routing.yaml of "
+                                               "omniplane export with url endpoints): per request type, "
+                                               "the deployments' URLs and probabilities.", opt.InputPath(),
                                                "ROUTING_FILE")],
     host: Annotated[str, opt.host_opt("--host", help="Address to listen on; beyond loopback it needs "
                                       "--api-key.")] = "127.0.0.1",
