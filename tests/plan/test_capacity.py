@@ -194,7 +194,8 @@ def test_a_qwen3_omni_capacity_answer_is_a_runtime_plan_that_sim_run_reproduces(
 
     out = tmp_path / "cap.yaml"
     args = ["plan", "--model", "qwen3-omni", "--workload", "qwen3-omni-servegen", "--rate", "1", "--gpu",
-            "H100", "--mc-budget", "1000", "--sim-requests", "300", "--json", "--out", str(out)]
+            "H100", "--mc-budget", "1000", "--sim-requests", "300", "--slo", "5x solo p95", "--json",
+            "--out", str(out)]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout[res.stdout.index("{"):])
@@ -202,6 +203,9 @@ def test_a_qwen3_omni_capacity_answer_is_a_runtime_plan_that_sim_run_reproduces(
     assert doc["runtime"] == "vllm-omni" and cap["gpus"] is not None
     written = load_plan(out).spec
     assert written.meta["runtime"]["name"] == "vllm-omni" and written.meta["runtime"]["deployable"]
+    from omniplane.plan.runtime import pricing_runtime  # priced as `omniplane plan` prices the space
+
+    assert written.meta["runtime"]["priced_with"] == (pricing_runtime("vllm-omni") or "cornserve")
     layout = load_layout("qwen3-omni")
     path = find_catalog_model("qwen3-omni")
     assert layout is not None and path is not None

@@ -184,7 +184,8 @@ def _write(req: Request, chosen: dict[float, Any], bases: dict[str, Any],
             base, wl, space = bases[row["gpu"]]
             ref = workload_ref(wl, req.out.parent.absolute())
             pred = spec.prediction.model_copy(update={"workload": ref})
-            meta = {**(spec.meta or {}), "runtime": label(base.problem.model, req.runtime, space)}
+            meta = {**(spec.meta or {}), "runtime": {**label(base.problem.model, req.runtime, space),
+                                                      "priced_with": base.cost.runtime.name}}
             spec = spec.model_copy(update={"prediction": pred, "meta": meta})
             files.text(req.out, dump(spec))
             written.append(req.out)
@@ -268,7 +269,7 @@ def _base_planner(a: dict[str, Any], kind_name: str, targets: Any, workload: Any
     from omniplane.plan.options import PlannerOptions
     from omniplane.plan.pipeline import Planner
     from omniplane.plan.problem import make_problem
-    from omniplane.plan.runtime import RuntimeUnavailable, setup
+    from omniplane.plan.runtime import RuntimeUnavailable, pricing_runtime, setup
     from omniplane.slo.resolve import resolve_targets
     from omniplane.spec import find_catalog_model, load_gpus, load_model, load_workload
 
@@ -284,7 +285,7 @@ def _base_planner(a: dict[str, Any], kind_name: str, targets: Any, workload: Any
                              time_budget_s=a["time_budget"], seed=a["seed"])
     problem = make_problem(wl, load_gpus().get(kind_name), 8, samples=options.mc_samples, seed=a["seed"],
                            mix=mix)
-    cost = CostModel(problem.model)
+    cost = CostModel(problem.model, runtime=pricing_runtime(runtime))  # as omniplane plan prices it
     table = CostTable(problem, cost)
     try:
         rt = setup(runtime, problem, cost, table, options.k_s, a["seed"])
