@@ -63,6 +63,14 @@ ScaleOpt = Annotated[float, opt.float_opt("--time-scale", help="Emulated engine:
 ApiKeyOpt = Annotated[str | None, typer.Option(
     "--api-key", envvar=API_KEY_ENV, show_envvar=True, metavar="KEY",
     help="API key clients must send as 'Authorization: Bearer KEY'.")]
+MaxBodyOpt = Annotated[float, opt.float_opt(
+    "--max-body-mb", help="Largest request body, MiB (larger: HTTP 413).", lo=0, hi=1024,
+    lo_open=True, metavar="MIB")]
+MaxPromptOpt = Annotated[int, opt.int_opt(
+    "--max-prompt-tokens", help="Longest prompt, tokens (longer: HTTP 413).", lo=1, hi=10_000_000)]
+DeadlineOpt = Annotated[float, opt.float_opt(
+    "--deadline-s", help="Wall seconds a request may run before it is cancelled (HTTP 504).", lo=0,
+    hi=86_400, lo_open=True, metavar="S")]
 
 
 def _installed(module: str) -> bool:
@@ -101,15 +109,9 @@ def deploy(
     time_scale: ScaleOpt = 1.0,
     max_in_flight: MaxInFlightOpt = 1024,
     api_key: ApiKeyOpt = None,
-    max_body_mb: Annotated[float, opt.float_opt(
-        "--max-body-mb", help="Largest request body, MiB (larger: HTTP 413).", lo=0, hi=1024,
-        lo_open=True, metavar="MIB")] = MAX_BODY_BYTES / 2**20,
-    max_prompt_tokens: Annotated[int, opt.int_opt(
-        "--max-prompt-tokens", help="Longest prompt, tokens (longer: HTTP 413).", lo=1,
-        hi=10_000_000)] = MAX_PROMPT_TOKENS,
-    deadline_s: Annotated[float, opt.float_opt(
-        "--deadline-s", help="Wall seconds a request may run before it is cancelled (HTTP 504).", lo=0,
-        hi=86_400, lo_open=True, metavar="S")] = REQUEST_DEADLINE_S,
+    max_body_mb: MaxBodyOpt = MAX_BODY_BYTES / 2**20,
+    max_prompt_tokens: MaxPromptOpt = MAX_PROMPT_TOKENS,
+    deadline_s: DeadlineOpt = REQUEST_DEADLINE_S,
     dashboard_host: Annotated[str | None, opt.host_opt(
         "--dashboard-host", help="Start Ray's dashboard (no authentication!) on this address; local "
                                  "clusters only (default: no dashboard).")] = None,

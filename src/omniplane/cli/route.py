@@ -9,7 +9,15 @@ from typing import Annotated
 import typer
 
 from omniplane.cli import options as opt
-from omniplane.cli.deploy import ApiKeyOpt, MaxInFlightOpt, _installed, _port_free
+from omniplane.cli.deploy import (
+    ApiKeyOpt,
+    DeadlineOpt,
+    MaxBodyOpt,
+    MaxInFlightOpt,
+    MaxPromptOpt,
+    _installed,
+    _port_free,
+)
 from omniplane.cli.errors import fail
 from omniplane.cli.output import notice
 from omniplane.deploy.auth import API_KEY_ENV, MAX_BODY_BYTES, MAX_PROMPT_TOKENS, Guard, is_loopback
@@ -28,15 +36,9 @@ def route(
     port: Annotated[int, opt.int_opt("--port", help="HTTP port to listen on.", lo=1, hi=65535)] = 8000,
     max_in_flight: MaxInFlightOpt = 1024,
     api_key: ApiKeyOpt = None,
-    max_body_mb: Annotated[float, opt.float_opt(
-        "--max-body-mb", help="Largest request body, MiB (larger: HTTP 413).", lo=0, hi=1024,
-        lo_open=True, metavar="MIB")] = MAX_BODY_BYTES / 2**20,
-    max_prompt_tokens: Annotated[int, opt.int_opt(
-        "--max-prompt-tokens", help="Longest prompt, tokens (longer: HTTP 413).", lo=1,
-        hi=10_000_000)] = MAX_PROMPT_TOKENS,
-    deadline_s: Annotated[float, opt.float_opt(
-        "--deadline-s", help="Wall seconds a request may take before it is cut (HTTP 504).", lo=0,
-        hi=86_400, lo_open=True, metavar="S")] = REQUEST_DEADLINE_S,
+    max_body_mb: MaxBodyOpt = MAX_BODY_BYTES / 2**20,
+    max_prompt_tokens: MaxPromptOpt = MAX_PROMPT_TOKENS,
+    deadline_s: DeadlineOpt = REQUEST_DEADLINE_S,
 ) -> None:
     """Route OpenAI requests to the deployments a plan names, by request type and probability.
 
