@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import stat
 import sys
 import tempfile
@@ -28,6 +29,7 @@ from omniplane.cli.output import to_json_text
 from omniplane.inputs import was_read
 
 STAGING_PREFIX = ".omniplane-staging-"
+_STOPS = {signal.SIGINT, signal.SIGTERM}
 
 
 def _existing_ancestor(path: Path) -> Path:
@@ -85,12 +87,17 @@ class Outputs:
     def _staging(self, final: Path, shown: Path) -> Path:
         anchor = _existing_ancestor(final)
         if anchor not in self._dirs:
+            # a SIGINT / SIGTERM between making the folder and recording it would leave it behind
+            # (discard removes only recorded folders): both wait until it is recorded
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
             try:
                 made = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=anchor))
+                self._dirs[anchor] = made
+                STAGED_NAMES[str(made)] = str(shown)
             except OSError as exc:
                 raise OSError(exc.errno, f"cannot write there ({exc.strerror})", str(shown)) from None
-            self._dirs[anchor] = made
-            STAGED_NAMES[str(made)] = str(shown)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
         return self._dirs[anchor]
 
     def _check(self, shown: Path) -> Path:
