@@ -103,7 +103,9 @@ class LLMCoeffs:
     mtp_flops: float = 0.0
     mtp_bytes: float = 0.0
     mtp_fixed_s: float = 0.0
-    mtp_seq_s: float = 0.0  # host time per pass per emitting sequence
+    # host time per pass per emitting sequence; it runs beside the GPU (async scheduling), so an
+    # iteration takes the larger of the two (:meth:`host_floor`)
+    mtp_seq_s: float = 0.0
     mtp_batched: bool = True
 
     def _mtp(self, seqs: int) -> tuple[float, float, float]:
@@ -111,10 +113,15 @@ class LLMCoeffs:
         if not self.mtp_passes or seqs <= 0:
             return 0.0, 0.0, 0.0
         p = self.mtp_passes
-        per_seq = p * seqs * self.mtp_seq_s
         if self.mtp_batched:
-            return p * seqs * self.mtp_flops, p * self.mtp_bytes, p * self.mtp_fixed_s + per_seq
-        return p * seqs * self.mtp_flops, p * seqs * self.mtp_bytes, p * seqs * self.mtp_fixed_s + per_seq
+            return p * seqs * self.mtp_flops, p * self.mtp_bytes, p * self.mtp_fixed_s
+        return p * seqs * self.mtp_flops, p * seqs * self.mtp_bytes, p * seqs * self.mtp_fixed_s
+
+    def host_floor(self, seqs: int) -> float:
+        """The MTP passes' per-sequence host work for ``seqs`` emitting sequences (vLLM-Omni's
+        per-request payloads and per-row sampling of each pass). The engine overlaps it with the
+        GPU's work (async scheduling), so an iteration takes at least this long."""
+        return self.mtp_passes * seqs * self.mtp_seq_s if self.mtp_passes and seqs > 0 else 0.0
 
     def work(self, prefill_tokens: int, prefill_context: int, prefill_requests: int,
              decode_batch: int, decode_context: int) -> Work:
@@ -142,8 +149,12 @@ class LLMCoeffs:
         mf, mb, mk = self._mtp(seqs)
         host = (self.fixed_s + self.per_seq_s * seqs + self.prompt_token_s * prefill_tokens
                 + self.request_s * new + mk)
-        return Work(flops + mf, weights + kv + mb, host,
-                    self.comm_latency_s + self.comm_s_per_token * tokens)
+        comm = self.comm_latency_s + self.comm_s_per_token * tokens
+        floor = self.host_floor(seqs)
+        if floor > 0.0:  # the overlapped host work shows as overhead only where it exceeds the rest
+            t = max((flops + mf) / self.rates.flops, (weights + kv + mb) / self.rates.bytes) + host + comm
+            host += max(0.0, floor - t)
+        return Work(flops + mf, weights + kv + mb, host, comm)
 
     def time(self, prefill_tokens: int, prefill_context: int, prefill_requests: int,
              decode_batch: int, decode_context: int) -> float:
@@ -164,13 +175,19 @@ class LLMCoeffs:
             mf, mb, mk = self._mtp(seqs)
             flops, nbytes, host = flops + mf, nbytes + mb, host + mk
         t_c, t_m = flops / self.rates.flops, nbytes / self.rates.bytes
-        return ((t_c if t_c > t_m else t_m) + host + self.comm_latency_s + self.comm_s_per_token * tokens)
+        t = (t_c if t_c > t_m else t_m) + host + self.comm_latency_s + self.comm_s_per_token * tokens
+        if self.mtp_seq_s > 0.0:
+            floor = self.host_floor(seqs)
+            return floor if floor > t else t
+        return t
 
 
 def decode_span(co: LLMCoeffs, batch: int, context0: int, iterations: int) -> LinearMaxSpan:
     """``co.time(0, 0, 1, batch, context0 + i * batch)`` for i in 0..iterations-1 as a closed-form
     span: compute and memory time are both linear in i (the batch stays, each sequence's context
-    grows by one token per iteration; the MTP passes are the same every iteration)."""
+    grows by one token per iteration; the MTP passes are the same every iteration). Exact only
+    without overlapped MTP host work (``co.mtp_seq_s`` 0): the cost model prices that case per
+    iteration."""
     weights = co.shared_bytes + (co.expert_bytes * (1.0 - co.miss ** batch) if co.moe else 0.0)
     mf, mb, mk = co._mtp(batch)
     rf, rb = co.rates.flops, co.rates.bytes

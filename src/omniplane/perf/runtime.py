@@ -47,8 +47,9 @@ class Runtime:
     prompt_token_s         LLM: host time per prefilled token (e.g. embeddings handed over)
     request_s              LLM: host time per request prefilled in an iteration
     mtp_pass_s             fixed host time per MTP pass (sampling and embedding one codebook)
-    mtp_seq_pass_s         host time per MTP pass per sequence emitting a frame (sampling one
-                           codebook for each sequence), batched or not
+    mtp_seq_pass_s         host time per MTP pass per sequence emitting a frame (per-request
+                           payloads, per-row sampling), batched or not; it overlaps the GPU's
+                           work (async scheduling), so an iteration takes the larger of the two
     mtp_batched            MTP passes run over all sequences of the step at once; otherwise
                            one sequence after another
     vocoder_call_s         fixed time per vocoder call
