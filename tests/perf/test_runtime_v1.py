@@ -72,3 +72,29 @@ def test_out_of_range_factors_are_refused_by_name(field: str, value: float) -> N
         Runtime("x", "test", **{field: value})
     with pytest.raises(ValueError, match=field):
         Runtime.from_json("x", {"source": "test", field: value}, "cal.json")
+
+
+def test_the_code_predictors_host_work_overlaps_the_talkers_gpu_step(specs: dict[str, ModelSpec],
+                                                                   gpus: GPUCatalog) -> None:
+    """``mtp_seq_pass_s`` is host work beside the GPU (async scheduling): an iteration takes the
+    larger of the GPU's step and passes x sequences x ``mtp_seq_pass_s``, never their sum; the
+    Work, the iteration price, the decode span and ``mtp_time`` agree on it."""
+    cfg = ExecutorConfig(gpus.get("H100-SXM"), 1, 128)
+    spec = specs["qwen3-omni"]
+    gpu_only = _cost(spec, mtp_seq_pass_s=0.0)
+    passes = spec.component("talker").size.mtp_passes
+    assert passes > 0
+    seq_s = 2e-4
+    overl = _cost(spec, mtp_seq_pass_s=seq_s)
+    for b in (1, 4, 16, 64, 128):
+        ctx = b * 3000
+        g = gpu_only.decode_step_time("talker", cfg, b, ctx)
+        floor = passes * b * seq_s
+        t = overl.decode_step_time("talker", cfg, b, ctx)
+        assert t == pytest.approx(max(g, floor), rel=1e-9)
+        span = overl.llm_decode_span("talker", cfg, b, ctx, 3)
+        assert span.end(1) == pytest.approx(t, rel=1e-9)
+        assert overl.mtp_time("talker", cfg, b) >= floor - 1e-15
+    # a host floor below the GPU's step changes nothing; above it, the step is the floor
+    assert overl.decode_step_time("talker", cfg, 1, 3000) == gpu_only.decode_step_time("talker", cfg, 1, 3000)
+    assert overl.decode_step_time("talker", cfg, 128, 128 * 3000) == pytest.approx(passes * 128 * seq_s)
