@@ -92,8 +92,13 @@ def test_the_code_predictors_host_work_overlaps_the_talkers_gpu_step(specs: dict
         floor = passes * b * seq_s
         t = overl.decode_step_time("talker", cfg, b, ctx)
         assert t == pytest.approx(max(g, floor), rel=1e-9)
-        span = overl.llm_decode_span("talker", cfg, b, ctx, 3)
-        assert span.end(1) == pytest.approx(t, rel=1e-9)
+        span = overl.llm_decode_span("talker", cfg, b, ctx, 400)
+        ends, acc = [], 0.0
+        for i in range(400):
+            acc += overl.decode_step_time("talker", cfg, b, ctx + i * b)
+            ends.append(acc)
+        for j in (1, 2, 57, 399, 400):
+            assert span.end(j) == pytest.approx(ends[j - 1], rel=1e-9)
         assert overl.mtp_time("talker", cfg, b) >= floor - 1e-15
     # a host floor below the GPU's step changes nothing; above it, the step is the floor
     assert overl.decode_step_time("talker", cfg, 1, 3000) == gpu_only.decode_step_time("talker", cfg, 1, 3000)

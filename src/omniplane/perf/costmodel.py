@@ -199,15 +199,14 @@ class CostModel:
         """``iterations`` consecutive decode-only iterations of ``batch`` sequences whose KV
         context sums to ``context`` at the first and grows by ``batch`` per iteration; iteration
         ``i`` takes what ``llm_iteration_time`` says for it (closed form under the roofline)."""
-        co = None if self._profiled else (self._llm.get((component, cfg.gpu.name, cfg.tp))
-                                          or self._coeffs(component, cfg))
-        if co is None or (co.mtp_passes and co.mtp_seq_s > 0.0):  # no closed form (a max floor)
+        if self._profiled:
             out, t = [], 0.0
             for i in range(iterations):
                 t += self.llm_iteration_time(component, cfg, decode_batch=batch,
                                              decode_context=context + i * batch)
                 out.append(t)
             return TableSpan(tuple(out))
+        co = self._llm.get((component, cfg.gpu.name, cfg.tp)) or self._coeffs(component, cfg)
         return decode_span(co, batch, context, iterations)
 
     def prefill_time(self, component: str, cfg: ExecutorConfig, tokens: int, context: int = 0,

@@ -185,9 +185,8 @@ class LLMCoeffs:
 def decode_span(co: LLMCoeffs, batch: int, context0: int, iterations: int) -> LinearMaxSpan:
     """``co.time(0, 0, 1, batch, context0 + i * batch)`` for i in 0..iterations-1 as a closed-form
     span: compute and memory time are both linear in i (the batch stays, each sequence's context
-    grows by one token per iteration; the MTP passes are the same every iteration). Exact only
-    without overlapped MTP host work (``co.mtp_seq_s`` 0): the cost model prices that case per
-    iteration."""
+    grows by one token per iteration; the MTP passes and their host floor are the same every
+    iteration)."""
     weights = co.shared_bytes + (co.expert_bytes * (1.0 - co.miss ** batch) if co.moe else 0.0)
     mf, mb, mk = co._mtp(batch)
     rf, rb = co.rates.flops, co.rates.bytes
@@ -199,6 +198,7 @@ def decode_span(co: LLMCoeffs, batch: int, context0: int, iterations: int) -> Li
         k=(co.fixed_s + co.per_seq_s * batch + mk + co.comm_latency_s
            + co.comm_s_per_token * batch),
         iterations=iterations,
+        floor=co.host_floor(batch),
     )
 
 

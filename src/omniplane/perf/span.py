@@ -37,7 +37,8 @@ def _series(p: int, q: int, a: float, b: float) -> float:
 
 @dataclass(frozen=True)
 class LinearMaxSpan:
-    """``t(i) = max(a1 + b1 i, a2 + b2 i) + k`` for ``i`` in ``0 .. iterations - 1``."""
+    """``t(i) = max(max(a1 + b1 i, a2 + b2 i) + k, floor)`` for ``i`` in ``0 .. iterations - 1``
+    (``floor``: host work beside the GPU that an iteration cannot undercut; 0 for none)."""
 
     a1: float
     b1: float
@@ -45,9 +46,26 @@ class LinearMaxSpan:
     b2: float
     k: float
     iterations: int
+    floor: float = 0.0
+
+    def _line(self, i: int) -> float:
+        return max(self.a1 + self.b1 * i, self.a2 + self.b2 * i) + self.k
 
     def end(self, j: int) -> float:
         j = max(0, min(j, self.iterations))
+        if self.floor <= 0.0 or j == 0:
+            return self._line_end(j)
+        # the lines never fall (b1, b2 >= 0): the floor holds for the first c0 iterations
+        lo, hi = 0, j
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._line(mid) >= self.floor:
+                hi = mid
+            else:
+                lo = mid + 1
+        return self.floor * lo + self._line_end(j) - self._line_end(lo)
+
+    def _line_end(self, j: int) -> float:
         a1, b1, a2, b2 = self.a1, self.b1, self.a2, self.b2
         if b1 == b2:
             return _series(0, j, max(a1, a2), b1) + self.k * j
