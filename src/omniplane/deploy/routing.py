@@ -251,7 +251,12 @@ class Picker:
         return _draw(self._rng[type_name], routes)
 
     def retry(self, type_name: str, tried: set[str]) -> Route | None:
-        rest = [r for r in self.spec.types[type_name].routes if r.deployment not in tried]
+        return self.pick(type_name, tried)
+
+    def pick(self, type_name: str, exclude: set[str]) -> Route | None:
+        """A deployment serving the type other than those in ``exclude`` (tried, or out of
+        rotation), drawn by the remaining ones' probabilities renormalised; None if none is left."""
+        rest = [r for r in self.spec.types[type_name].routes if r.deployment not in exclude]
         if not rest:
             return None
         if sum(r.p for r in rest) <= 0:
