@@ -87,10 +87,10 @@ def engines() -> Iterator[dict[str, Engine]]:
 
 def routing(es: dict[str, Engine]) -> Routing:
     a, b = es["a"].url, es["b"].url
-    return routing_from({"kind": "routing", "model": "qwen3-omni", "seed": 3, "types": {
-        "ti2t": {"routes": [{"deployment": "a", "url": a, "p": 0.7},
-                            {"deployment": "b", "url": b, "p": 0.3}]},
-        "ti2a": {"routes": [{"deployment": "b", "url": b, "p": 1.0}]}}}, MODEL)
+    return routing_from({"kind": "omniplane-routing", "model": "qwen3-omni", "served_model": "m", "seed": 3,
+                         "deployments": {"a": {"url": a}, "b": {"url": b}},
+                         "types": {"ti2t": [{"deployment": "a", "p": 0.7}, {"deployment": "b", "p": 0.3}],
+                                   "ti2a": [{"deployment": "b", "p": 1.0}]}}, MODEL, environ={})
 
 
 def run(gw: Gateway, calls: Callable[[httpx.AsyncClient], Awaitable[Any]]) -> Any:

@@ -45,9 +45,9 @@ CLI = "from omniplane.cli.app import main; main()"
 
 
 def routing_file(path: Path, urls: dict[str, str]) -> Path:
-    types = {t: {"routes": [{"deployment": d, "url": urls[d], "p": p} for d, p in shares.items()]}
-             for t, shares in SHARES.items()}
-    path.write_text(json.dumps({"kind": "routing", "model": str(TINY), "seed": 0, "types": types}))
+    types = {t: [{"deployment": d, "p": p} for d, p in shares.items()] for t, shares in SHARES.items()}
+    path.write_text(json.dumps({"kind": "omniplane-routing", "model": str(TINY), "served_model": "tiny",
+                                "deployments": {d: {"url": u} for d, u in urls.items()}, "types": types}))
     return path
 
 

@@ -139,12 +139,11 @@ class Gateway:
                  client: httpx.AsyncClient | None = None) -> None:
         self.routing = routing
         self.options = options or GatewayOptions()
-        self.picker = Picker(routing.spec)
-        spec = routing.spec
-        self.metrics = RouterMetrics(
-            list(spec.types), {t: (tr.slo_ms / 1e3 if tr.slo_ms else None) for t, tr in spec.types.items()},
-            list(spec.deployments))
-        self.health = Health(list(spec.deployments), self.options.health)
+        self.picker = Picker(routing)
+        slo = routing.slo_ms
+        targets = {t: (slo[t] / 1e3 if t in slo else None) for t in routing.routes}
+        self.metrics = RouterMetrics(list(routing.routes), targets, list(routing.deployments))
+        self.health = Health(list(routing.deployments), self.options.health)
         self.metrics.health = self.health
         self._probes: dict[str, asyncio.Task[None]] = {}
         self._client = client
@@ -253,7 +252,7 @@ class Gateway:
         route = self.picker.pick(type_name, self.health.down())
         if route is None:
             slot.close("unavailable")
-            names = [r.deployment for r in self.routing.spec.types[type_name].routes]
+            names = [r.deployment for r in self.routing.routes[type_name]]
             wait = self.health.retry_after(names, time.monotonic())
             return _error(503, "unavailable", f"every deployment serving {type_name} ({', '.join(names)}) "
                           f"is out of rotation after failing; retry after {wait} s",
@@ -358,7 +357,7 @@ class Gateway:
 
     async def _probe(self, deployment: str) -> None:
         """After the cool-down, ``GET /health`` until it answers 200, then back in rotation."""
-        o, url = self.options.health, self.routing.spec.deployments[deployment]
+        o, url = self.options.health, self.routing.deployments[deployment]
         while (at := self.health.probe_at(deployment)) is not None:
             await asyncio.sleep(max(0.0, at - time.monotonic()))
             try:
