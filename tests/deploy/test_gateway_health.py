@@ -1,5 +1,6 @@
 """A failed deployment is taken out of rotation and probed back (omniplane.deploy.gateway_health),
-against stand-in OpenAI servers on 127.0.0.1 that can be killed and restarted."""
+and a deployment's own key reaches it, against stand-in OpenAI servers on 127.0.0.1 that can be
+killed and restarted, or require a key."""
 
 from __future__ import annotations
 
@@ -9,15 +10,18 @@ import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from omniplane.deploy.auth import Guard
 from omniplane.deploy.gateway import Gateway, GatewayOptions
 from omniplane.deploy.gateway_health import Health, HealthOptions
-from omniplane.deploy.routing import Routing, routing_from
+from omniplane.deploy.routing import Routing, load_routing, routing_from
 from omniplane.spec import load_model
+from omniplane.spec.errors import SpecError
 
 MODEL = load_model("qwen3-omni")
 FAST = HealthOptions(eject_after=2, base_s=0.2, max_s=1.0, probe_interval_s=0.05, probe_timeout_s=1.0)
@@ -31,8 +35,9 @@ class Engine:
     """A stand-in deployment: answers chat completions with its name, ``/health`` with 200
     (or ``health_status``); ``kill`` closes its port, ``start`` opens it again."""
 
-    def __init__(self, name: str, port: int = 0) -> None:
-        self.name, self.port, self.got = name, port, Counter[str]()
+    def __init__(self, name: str, port: int = 0, key: str | None = None) -> None:
+        self.name, self.port, self.got, self.key = name, port, Counter[str](), key
+        self.auth: list[str | None] = []  # the Authorization header of each POST
         self.health_status = 200
         self.server: ThreadingHTTPServer | None = None
         self.start()
@@ -59,6 +64,10 @@ class Engine:
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("content-length", 0)))
                 engine.got[self.path] += 1
+                engine.auth.append(self.headers.get("authorization"))
+                if engine.key is not None and self.headers.get("authorization") != f"Bearer {engine.key}":
+                    self._send(401, {"error": {"message": "invalid key"}})  # as vLLM's --api-key
+                    return
                 self._send(200, {"engine": engine.name})
 
         self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
@@ -194,3 +203,43 @@ def test_bad_health_options_are_refused() -> None:
         HealthOptions(eject_after=0)
     with pytest.raises(ValueError, match="base_s"):
         HealthOptions(base_s=0)
+
+
+def test_each_deployment_gets_its_own_key_from_the_environment_and_never_the_clients(
+        tmp_path: Path) -> None:
+    a, b = Engine("a", key="sk-upstream-a"), Engine("b")
+    try:
+        doc = {"kind": "omniplane-routing", "model": "qwen3-omni", "served_model": "m",
+               "deployments": {"a": {"url": a.url, "api_key_env": "OMNI_KEY_A"}, "b": {"url": b.url}},
+               "types": {"ti2t": [{"deployment": "a", "p": 0.5}, {"deployment": "b", "p": 0.5}]}}
+        f = tmp_path / "routing.yaml"
+        f.write_text(json.dumps(doc))
+        assert "sk-upstream-a" not in f.read_text()
+        with pytest.raises(SpecError) as err:  # the variable is not set
+            load_routing(f, environ={})
+        assert str(f) in str(err.value) and "deployments.a.api_key_env" in str(err.value)
+        assert "OMNI_KEY_A is unset or empty" in str(err.value)
+        r = load_routing(f, environ={"OMNI_KEY_A": "sk-upstream-a"})
+        assert "sk-upstream-a" not in repr(r)
+        guard = Guard.with_keys(["client-key"])
+        gw = Gateway(r, GatewayOptions(guard=guard, health=FAST))
+
+        async def calls(c: httpx.AsyncClient) -> list[httpx.Response]:
+            return [await c.post("/v1/chat/completions", content=CHAT, headers={
+                "content-type": "application/json", "authorization": "Bearer client-key"}) for _ in range(20)]
+
+        answers = run(gw, calls)
+        assert [x.status_code for x in answers] == [200] * 20
+        assert {x.json()["engine"] for x in answers} == {"a", "b"}
+        assert a.auth and set(a.auth) == {"Bearer sk-upstream-a"}  # a's key, to a only
+        assert b.auth and set(b.auth) == {None}  # no key for b; the client's key goes nowhere
+        wrong = load_routing(f, environ={"OMNI_KEY_A": "sk-wrong"})  # a refuses: relayed, not hidden
+        codes = run(Gateway(wrong, GatewayOptions(health=FAST)), lambda c: _statuses(c, 20))
+        assert 401 in codes and 200 in codes
+    finally:
+        a.kill()
+        b.kill()
+
+
+async def _statuses(c: httpx.AsyncClient, n: int) -> list[int]:
+    return [(await chat(c)).status_code for _ in range(n)]

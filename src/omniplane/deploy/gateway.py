@@ -22,7 +22,9 @@ A deployment that keeps failing is taken out of rotation and probed back
 deployments, probabilities renormalised; a type with none left gets HTTP 503 with
 ``Retry-After`` naming it.
 
-Before routing: API keys, body and prompt limits, body timeout (:class:`omniplane.deploy.auth.Guard`),
+A deployment's own key (the routing file's ``api_key_env``) goes to it as ``Authorization:
+Bearer``; the client's key is checked here and not forwarded. Before routing: API keys, body and
+prompt limits, body timeout (:class:`omniplane.deploy.auth.Guard`),
 then admission (over ``max_in_flight``: HTTP 503 with ``Retry-After``). Every answer carries
 ``X-Request-Id`` (the client's, else a new one; also sent to the engine), ``X-Omniplane-Type``
 and ``X-Omniplane-Deployment``. ``GET /health`` (public) and ``GET /metrics`` (Prometheus text,
@@ -279,7 +281,7 @@ class Gateway:
     async def _try(self, route: Route, path: str, raw: bytes, type_name: str, rid: str, arrival: float,
                    slot: _Slot, ids: dict[str, str]) -> Response:
         """One deployment's answer, or :class:`_Failed` when it fails before its first byte."""
-        headers = {"content-type": "application/json", "x-request-id": rid}
+        headers = {"content-type": "application/json", "x-request-id": rid, **self._auth(route.deployment)}
         req = self.client.build_request("POST", route.url + path, content=raw, headers=headers)
         try:
             resp = await self.client.send(req, stream=True)
@@ -347,6 +349,11 @@ class Gateway:
             slot.close("cancelled")  # no-op unless the client left mid-stream
             await resp.aclose()
 
+    def _auth(self, deployment: str) -> dict[str, str]:
+        """The deployment's own key (its ``api_key_env``); the client's key is never forwarded."""
+        key = self.routing.keys.get(deployment)
+        return {"authorization": f"Bearer {key}"} if key else {}
+
     def _failed(self, deployment: str) -> None:
         """Counts a failure; when it ejects the deployment, starts probing it."""
         self.metrics.failures[deployment] += 1
@@ -361,7 +368,8 @@ class Gateway:
         while (at := self.health.probe_at(deployment)) is not None:
             await asyncio.sleep(max(0.0, at - time.monotonic()))
             try:
-                resp = await self.client.get(url + HEALTH_PATH, timeout=o.probe_timeout_s)
+                resp = await self.client.get(url + HEALTH_PATH, timeout=o.probe_timeout_s,
+                                             headers=self._auth(deployment))
                 if resp.status_code == 200:
                     self.health.restored(deployment)
                     return
