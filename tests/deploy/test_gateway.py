@@ -127,6 +127,7 @@ def test_a_routing_file_loads_with_its_catalog_model(tmp_path: Path) -> None:
     ({"types": {"nope": [{"deployment": "a", "p": 1}]}}, ("types.nope", "no request type")),
     ({"types": {"ti2t": [{"deployment": "c", "p": 1}]}}, ("unknown deployment", "expected one of: a, b")),
     ({"types": {"ti2t": [{"deployment": "a", "p": True}]}}, ("types.ti2t[0].p", "boolean")),
+    ({"types": {"ti2t": []}}, ("types.ti2t", "at least one {deployment, p}")),
     ({"types": {"ti2t": [{"deployment": "a", "p": 0.5}, {"deployment": "a", "p": 0.5}]}}, ("listed twice",)),
     ({"deployments": {"a": {"url": "ftp://x"}}}, ("deployments.a.url", "http://")),
     ({"deployments": {"a": {"url": A, "serve_app": "a"}}}, ("deployments.a", "exactly one of url")),

@@ -88,12 +88,14 @@ class RoutingFile(Document):
     served_model: str = Field(min_length=1)
     seed: Seed = 0
     deployments: Annotated[dict[Name, Endpoint], Field(min_length=1)]
-    types: Annotated[dict[Name, Annotated[tuple[Share, ...], Field(min_length=1)]], Field(min_length=1)]
+    types: Annotated[dict[Name, tuple[Share, ...]], Field(min_length=1)]
     slo_ms: dict[Name, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _check(self) -> RoutingFile:
         for t, shares in self.types.items():
+            if not shares:
+                raise ValueError(f"types.{t}: expected at least one {{deployment, p}}, got none")
             unknown = [s.deployment for s in shares if s.deployment not in self.deployments]
             if unknown:
                 raise ValueError(f"types.{t}: unknown deployment(s) {unknown} "
