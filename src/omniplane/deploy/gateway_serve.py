@@ -7,7 +7,9 @@ Its args: ``routing``, the export's routing document (``kind: omniplane-routing`
 ``serve_app`` deployment to its OpenAI endpoint by calling ``url()`` on that Serve application's
 ingress (``OmniServer``, :mod:`omniplane.deploy.omni_server`; the call waits for its vLLM-Omni
 server to be up), builds the router's routing from the document and those URLs
-(:func:`omniplane.deploy.routing.routing_from`) and serves the Gateway as its ASGI app.
+(:func:`omniplane.deploy.routing.routing_from`) and serves the Gateway as its ASGI app. A
+deployment's ``api_key_env`` is read in the Router replica's environment: set it on the cluster's
+nodes (a ``runtime_env`` would put the key in clear in the Serve config).
 """
 
 from __future__ import annotations
