@@ -24,8 +24,9 @@ CLI = "from omniplane.cli.app import main; main()"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
 IMAGE_CHAT = {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"},
                                                         {"type": "image_url", "image_url": {"url": "x"}}]}]}
-ROUTES = {"kind": "routing", "model": "qwen3-omni",
-          "types": {"ti2t": {"routes": [{"deployment": "a", "url": "http://127.0.0.1:9", "p": 1.0}]}}}
+ROUTES = {"kind": "omniplane-routing", "model": "qwen3-omni", "served_model": "m",
+          "deployments": {"a": {"url": "http://127.0.0.1:9"}},
+          "types": {"ti2t": [{"deployment": "a", "p": 1.0}]}}
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -41,10 +42,15 @@ def free_port() -> int:
 
 def test_a_bad_routing_file_a_busy_port_and_an_open_host_are_refused(tmp_path: Path) -> None:
     bad = tmp_path / "routing.yaml"
-    bad.write_text(json.dumps({**ROUTES, "types": {"ti2t": {"routes": [
-        {"deployment": "a", "url": "http://127.0.0.1:9", "p": 0.4}]}}}))
+    bad.write_text(json.dumps({**ROUTES, "types": {"ti2t": [{"deployment": "a", "p": 0.4}]}}))
     done = run(str(bad), cwd=tmp_path)
     assert done.returncode == 2 and "routing.yaml" in done.stderr and "types.ti2t" in done.stderr, done.stderr
+    keyed = tmp_path / "keyed.yaml"  # a deployment's key variable that is not set
+    keyed.write_text(json.dumps({**ROUTES, "deployments": {"a": {"url": "http://127.0.0.1:9",
+                                                                 "api_key_env": "OMNI_UNSET_KEY_X"}}}))
+    done = run(str(keyed), cwd=tmp_path)
+    assert done.returncode == 2 and "deployments.a.api_key_env" in done.stderr, done.stderr
+    assert "OMNI_UNSET_KEY_X is unset or empty" in done.stderr, done.stderr
     good = tmp_path / "ok.yaml"
     good.write_text(json.dumps(ROUTES))
     with socket.socket() as busy:

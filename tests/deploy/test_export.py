@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from omniplane.cli.app import app
 from omniplane.deploy.export_omni import export_vllm_omni, processes
 from omniplane.deploy.placement import Hosts, PlacementError, place
-from omniplane.deploy.routing_file import load_routing
+from omniplane.deploy.routing_file import read_routing_file
 from omniplane.deploy.topology import NotRealisable, deployments
 from omniplane.perf.stage_memory import StageMemoryError
 from omniplane.spec import load_plan
@@ -52,7 +52,7 @@ def test_export_writes_configs_scripts_placement_and_routing(tmp_path: Path) -> 
     assert st[1]["devices"] == st[2]["devices"] == "4"  # talker and code2wav share a GPU
     assert st[1]["gpu_memory_utilization"] + st[2]["gpu_memory_utilization"] <= 0.95
     assert st[1]["input_connectors"] == {"from_stage_0": "connector_of_shared_memory"}  # in one host
-    route = load_routing(tmp_path / "routing.yaml")
+    route = read_routing_file(tmp_path / "routing.yaml")
     shares = {t: {s.deployment: s.p for s in v} for t, v in route.types.items()}
     assert shares["ti2a"] == shares["ti2t"] == {"d0": 0.5, "d1": 0.5}
     assert route.deployments["d0"].url == "http://host0:8001" and route.served_model.startswith("Qwen/")

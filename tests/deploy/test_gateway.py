@@ -25,12 +25,11 @@ from omniplane.spec import load_model
 MODEL = load_model("qwen3-omni")
 A, B = "http://a.test:8001", "http://b.test:8002"
 ROUTES: dict[str, Any] = {
-    "kind": "routing", "model": "qwen3-omni", "seed": 1,
-    "types": {
-        "ti2t": {"slo_ms": 1000, "routes": [{"deployment": "a", "url": A, "p": 0.7},
-                                             {"deployment": "b", "url": B, "p": 0.3}]},
-        "ti2a": {"routes": [{"deployment": "b", "url": B, "p": 1.0}]},
-    },
+    "kind": "omniplane-routing", "model": "qwen3-omni", "served_model": "m", "seed": 1,
+    "deployments": {"a": {"url": A}, "b": {"url": B + "/v1/"}},
+    "types": {"ti2t": [{"deployment": "a", "p": 0.7}, {"deployment": "b", "p": 0.3}],
+              "ti2a": [{"deployment": "b", "p": 1.0}]},
+    "slo_ms": {"ti2t": 1000},
 }
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
 
@@ -44,7 +43,7 @@ def chat(modalities: list[str] | None = None, stream: bool = False, text: str = 
 
 
 def routing(**changes: Any) -> Routing:
-    return routing_from({**ROUTES, **changes}, MODEL)
+    return routing_from({**ROUTES, **changes}, MODEL, environ={})
 
 
 Handler = Callable[[httpx.Request], Awaitable[httpx.Response]]
@@ -119,21 +118,33 @@ def test_a_routing_file_loads_with_its_catalog_model(tmp_path: Path) -> None:
     f = tmp_path / "routing.yaml"
     f.write_text(json.dumps(ROUTES))
     r = load_routing(f)
-    assert r.model.name == "qwen3-omni" and r.spec.deployments == {"a": A, "b": B}
-    assert r.spec.types["ti2t"].slo_ms == 1000
+    assert r.model.name == "qwen3-omni" and r.deployments == {"a": A, "b": B}  # /v1 and / dropped
+    assert r.slo_ms == {"ti2t": 1000} and r.routes["ti2a"][0].url == B
 
 
 @pytest.mark.parametrize(("change", "names"), [
-    ({"ti2t": {"routes": [{"deployment": "a", "url": A, "p": 0.5}]}}, ("types.ti2t", "add up to 0.5")),
-    ({"nope": {"routes": [{"deployment": "a", "url": A, "p": 1}]}}, ("types.nope", "no request type")),
-    ({"ti2t": {"routes": [{"deployment": "a", "url": "ftp://x", "p": 1}]}}, ("url", "http://")),
-    ({"ti2t": {"routes": [{"deployment": "a", "url": A, "p": True}]}}, ("p", "boolean")),
-    ({"ti2a": {"routes": [{"deployment": "a", "url": B, "p": 1}]}}, ("one deployment, one URL",)),
+    ({"types": {"ti2t": [{"deployment": "a", "p": 0.5}]}}, ("types", "sum to 0.5; expected 1")),
+    ({"types": {"nope": [{"deployment": "a", "p": 1}]}}, ("types.nope", "no request type")),
+    ({"types": {"ti2t": [{"deployment": "c", "p": 1}]}}, ("unknown deployment", "expected one of: a, b")),
+    ({"types": {"ti2t": [{"deployment": "a", "p": True}]}}, ("types.ti2t[0].p", "boolean")),
+    ({"types": {"ti2t": []}}, ("types.ti2t", "at least one {deployment, p}")),
+    ({"types": {"ti2t": [{"deployment": "a", "p": 0.5}, {"deployment": "a", "p": 0.5}]}}, ("listed twice",)),
+    ({"deployments": {"a": {"url": "ftp://x"}}}, ("deployments.a.url", "http://")),
+    ({"deployments": {"a": {"url": A, "serve_app": "a"}}}, ("deployments.a", "exactly one of url")),
+    ({"deployments": {"a": {"url": A, "api_key": "k"}}}, ("deployments.a.api_key",)),
+    ({"deployments": {"a": {"url": A, "api_key_env": "A KEY"}}}, ("deployments.a.api_key_env",)),
+    ({"slo_ms": {"tv2t": 100}}, ("slo_ms.tv2t", "not a routed type")),
+    ({"kind": "routing"}, ("kind", "omniplane-routing")),
 ])
 def test_a_bad_routing_file_names_file_field_and_expectation(tmp_path: Path, change: dict[str, Any],
                                                              names: tuple[str, ...]) -> None:
     f = tmp_path / "routing.yaml"
-    f.write_text(json.dumps({**ROUTES, "types": {**ROUTES["types"], **change}}))
+    doc = {**ROUTES, **change}
+    if "deployments" in change:
+        doc["deployments"] = {**ROUTES["deployments"], **change["deployments"]}
+    if "types" in change:
+        doc["types"] = {**ROUTES["types"], **change["types"]}
+    f.write_text(json.dumps(doc))
     with pytest.raises(InputError) as info:
         load_routing(f)
     text = str(info.value)
@@ -158,7 +169,7 @@ def test_requests_are_classified_by_their_parts_and_modalities() -> None:
 
 
 def test_draws_follow_the_plans_probabilities_per_type() -> None:
-    picker = Picker(routing().spec)
+    picker = Picker(routing())
     n = 5000
     got = Counter(picker.first("ti2t").deployment for _ in range(n))
     # chi-square goodness of fit against 0.7/0.3 (1 degree of freedom): p >= 0.001
@@ -171,7 +182,7 @@ def test_draws_follow_the_plans_probabilities_per_type() -> None:
 
 
 def _draws(n: int, seed: int) -> list[str]:
-    p = Picker(routing(seed=seed).spec)
+    p = Picker(routing(seed=seed))
     return [p.first("ti2t").deployment for _ in range(n)]
 
 
@@ -233,8 +244,7 @@ def test_an_engine_status_is_relayed_and_503_is_retried() -> None:
 
     resp = run(Gateway(routing()), Backends({"a": bad, "b": bad}), post(chat(["text", "audio"])))
     assert resp.status_code == 400 and resp.json()["error"]["message"] == "engine says no"
-    gw = Gateway(routing(types={"ti2t": {"routes": [{"deployment": "a", "url": A, "p": 1.0},
-                                                    {"deployment": "b", "url": B, "p": 0.0}]}}))
+    gw = Gateway(routing(types={"ti2t": [{"deployment": "a", "p": 1.0}, {"deployment": "b", "p": 0.0}]}))
     resp = run(gw, Backends({"a": busy, "b": answer}), post(chat()))
     assert resp.status_code == 200 and resp.headers["x-omniplane-deployment"] == "b"
 

@@ -19,6 +19,7 @@ import yaml
 from typer.testing import CliRunner
 
 from omniplane.cli.app import app as cli
+from omniplane.deploy.gateway import Gateway
 from omniplane.deploy.routing import load_routing
 from omniplane.spec.errors import SpecError
 
@@ -48,13 +49,13 @@ def test_route_loads_the_vllm_omni_exports_routing_file(tmp_path: Path) -> None:
     path.write_text(text.replace("host0", "127.0.0.1").replace("host1", "127.0.0.1"))
     routing = load_routing(path)
     assert routing.model.name == doc["model"]
-    assert routing.spec.name == doc["plan"]
-    assert routing.spec.deployments == {"d0": "http://127.0.0.1:8001", "d1": "http://127.0.0.1:8002"}
-    assert set(routing.spec.types) == set(doc["types"])
+    assert routing.name == doc["plan"]
+    assert routing.deployments == {"d0": "http://127.0.0.1:8001", "d1": "http://127.0.0.1:8002"}
+    assert set(routing.routes) == set(doc["types"])
     for t, shares in doc["types"].items():
-        got = {r.deployment: r.p for r in routing.spec.types[t].routes}
+        got = {r.deployment: r.p for r in routing.routes[t]}
         assert got == {s["deployment"]: s["p"] for s in shares}
-        assert routing.spec.types[t].slo_ms == doc["slo_ms"].get(t)
+        assert routing.slo_ms.get(t) == doc["slo_ms"].get(t)
 
 
 def test_export_slo_ms_reaches_the_routing(tmp_path: Path) -> None:
@@ -64,9 +65,10 @@ def test_export_slo_ms_reaches_the_routing(tmp_path: Path) -> None:
     doc["slo_ms"] = {"ti2t": 250.0}
     path = tmp_path / "r.yaml"
     path.write_text(yaml.safe_dump(doc))
-    spec = load_routing(path).spec
-    assert spec.types["ti2t"].slo_ms == 250.0
-    assert spec.types["ti2a"].slo_ms is None
+    routing = load_routing(path)
+    assert routing.slo_ms == {"ti2t": 250.0}
+    targets = Gateway(routing).metrics.targets_s
+    assert targets["ti2t"] == 0.25 and targets["ti2a"] is None
 
 
 def test_route_refuses_serve_app_endpoints_naming_the_field(tmp_path: Path) -> None:

@@ -3,8 +3,9 @@ marker ``vllm``) serving the tiny fixture as two deployments. 200 requests of tw
 and long token-id prompts; the type in ``X-Omniplane-Type``, both being text -> text), half of
 them streamed; one engine is killed (SIGKILL to its process group) after half the answers. Every
 request gets exactly one answer: the engine's own (a vLLM completion echoing the request's prompt
-ids, with its generated token ids) or a clear error; the first draws follow the routing file's
-probabilities (chi-square). ``main()`` prints the figures for docs/results/deploy.md."""
+ids, with its generated token ids) or a clear error; the first draws before the kill follow the
+routing file's probabilities (chi-square); after it, ``b`` is taken out of rotation. ``main()``
+prints the figures for docs/results/deploy.md."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ pytestmark = pytest.mark.vllm
 
 from scipy.stats import chisquare  # noqa: E402
 
+from omniplane.deploy.gateway_health import EJECT_AFTER  # noqa: E402
 from omniplane.fidelity.server import ServerSpec, VllmServer, free_port  # noqa: E402
 from omniplane.fixture import FIXTURE, ensure_model_dir  # noqa: E402
 from omniplane.perf.profiler.run import token_prompt  # noqa: E402
@@ -45,9 +47,9 @@ CLI = "from omniplane.cli.app import main; main()"
 
 
 def routing_file(path: Path, urls: dict[str, str]) -> Path:
-    types = {t: {"routes": [{"deployment": d, "url": urls[d], "p": p} for d, p in shares.items()]}
-             for t, shares in SHARES.items()}
-    path.write_text(json.dumps({"kind": "routing", "model": str(TINY), "seed": 0, "types": types}))
+    types = {t: [{"deployment": d, "p": p} for d, p in shares.items()] for t, shares in SHARES.items()}
+    path.write_text(json.dumps({"kind": "omniplane-routing", "model": str(TINY), "served_model": "tiny",
+                                "deployments": {d: {"url": u} for d, u in urls.items()}, "types": types}))
     return path
 
 
@@ -97,23 +99,25 @@ def read_answer(resp_status: int, content: bytes, body: dict[str, Any]) -> dict[
     return out
 
 
-async def load(url: str, victim: VllmServer) -> tuple[list[dict[str, Any]], float]:
+async def load(url: str, victim: VllmServer) -> tuple[list[dict[str, Any]], float, str]:
     sem = asyncio.Semaphore(CONCURRENCY)
     answered = 0
     killed_at = -1.0
     kill_done = asyncio.Event()
+    before = ""  # the router's metrics just before the kill
 
     async def one(c: httpx.AsyncClient, i: int) -> dict[str, Any]:
-        nonlocal answered, killed_at
+        nonlocal answered, killed_at, before
         type_name, body = request(i)
         async with sem:
             resp = await c.post(f"{url}/v1/completions", json=body,
                                 headers={"X-Omniplane-Type": type_name, "X-Request-Id": f"req-{i}"})
         answered += 1
         if answered == KILL_AFTER and not kill_done.is_set():
+            kill_done.set()
+            before = (await c.get(f"{url}/metrics")).text
             os.killpg(victim.pgid, signal.SIGKILL)  # the engine's whole process group, by PID
             killed_at = time.monotonic()
-            kill_done.set()
         return {"i": i, "type": type_name, "body": body, "rid": resp.headers.get("x-request-id"),
                 "deployment": resp.headers.get("x-omniplane-deployment"),
                 **read_answer(resp.status_code, resp.content, body)}
@@ -121,7 +125,7 @@ async def load(url: str, victim: VllmServer) -> tuple[list[dict[str, Any]], floa
     async with httpx.AsyncClient(timeout=120, trust_env=False) as c:
         t0 = time.monotonic()
         out = await asyncio.gather(*(one(c, i) for i in range(N)))
-    return list(out), killed_at - t0
+    return list(out), killed_at - t0, before
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +152,7 @@ def run_trial(engines: dict[str, VllmServer], tmp: Path) -> dict[str, Any]:
         router = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, stderr=log)
     try:
         wait_health(url, router)
-        answers, killed_at_s = asyncio.run(load(url, engines["b"]))
+        answers, killed_at_s, before = asyncio.run(load(url, engines["b"]))
         metrics = httpx.get(f"{url}/metrics", timeout=10).text
         # the same prompts straight to the surviving engine: greedy decoding gives the same tokens
         survivor = engines["a"].url
@@ -167,13 +171,18 @@ def run_trial(engines: dict[str, VllmServer], tmp: Path) -> dict[str, Any]:
         if router.poll() is None:
             router.kill()
             router.wait()
+    return {"answers": answers, "routed": routed_of(metrics), "routed_before_kill": routed_of(before),
+            "direct": direct, "rc": rc, "stop_s": stop_s, "killed_at_s": killed_at_s, "metrics": metrics}
+
+
+def routed_of(metrics: str) -> dict[str, Counter[str]]:
+    """The router's first draws per type and deployment, from its /metrics text."""
     routed: dict[str, Counter[str]] = {t: Counter() for t in SHARES}
     for line in metrics.splitlines():
         if line.startswith("omniplane_router_routed_total{"):
             labels = dict(kv.split("=") for kv in line[line.index("{") + 1:line.index("}")].split(","))
             routed[labels["type"].strip('"')][labels["deployment"].strip('"')] = int(line.rsplit(" ", 1)[1])
-    return {"answers": answers, "routed": routed, "direct": direct, "rc": rc, "stop_s": stop_s,
-            "killed_at_s": killed_at_s, "metrics": metrics}
+    return routed
 
 
 def summary(trial: dict[str, Any]) -> dict[str, Any]:
@@ -188,14 +197,16 @@ def summary(trial: dict[str, Any]) -> dict[str, Any]:
                            "same_tokens_as_direct": same, "killed_after_s": round(trial["killed_at_s"], 1),
                            "router_stop_s": round(trial["stop_s"], 2), "router_rc": trial["rc"]}
     for line in trial["metrics"].splitlines():  # retries and failures the router counted
-        for name in ("retries_total", "deployment_failures_total"):
+        for name in ("retries_total", "deployment_failures_total", "deployment_ejections_total"):
             if line.startswith(f"omniplane_router_{name}{{"):
                 label = line[line.index('"') + 1:line.rindex('"')]
                 out[f"{name.removesuffix('_total')}_{label}"] = int(float(line.rsplit(" ", 1)[1]))
-    for t, shares in SHARES.items():
-        got = [trial["routed"][t][d] for d in shares]
+    for t, shares in SHARES.items():  # the draws while both deployments were up
+        got = [trial["routed_before_kill"][t][d] for d in shares]
         n = sum(got)
         out[f"routed_{t}"] = dict(zip(shares, got, strict=True))
+        out[f"routed_after_kill_{t}"] = {d: trial["routed"][t][d] - trial["routed_before_kill"][t][d]
+                                         for d in shares}
         out[f"chi2_p_{t}"] = float(chisquare(got, [shares[d] * n for d in shares]).pvalue)
     return out
 
@@ -215,9 +226,15 @@ def test_the_router_in_front_of_two_real_engines_answers_every_request_once(
             assert "b" in a["message"] and ("failed" in a["message"] or "answered" in a["message"]), a
     assert s["engine_output"] >= N // 2  # everything before the kill, and the retried rest
     assert sum(a["deployment"] == "b" for a in answers[KILL_AFTER + 2 * CONCURRENCY:]) == 0
-    # the plan's draws: chi-square goodness of fit per type (1 degree of freedom), p >= 0.001
+    # the plan's draws before the kill: chi-square goodness of fit per type (1 dof), p >= 0.001
     assert sum(sum(c.values()) for c in trial["routed"].values()) == N
+    assert sum(sum(c.values()) for c in trial["routed_before_kill"].values()) >= KILL_AFTER
     assert s["chi2_p_text"] > 1e-3 and s["chi2_p_long"] > 1e-3, s
+    # after it, b is ejected: drawn only until its failures reach the threshold (those in flight
+    # at the kill fail too, and count), then never again in this trial
+    assert s["deployment_ejections_b"] == 1 and s["deployment_failures_b"] <= EJECT_AFTER + CONCURRENCY, s
+    after = [s[f"routed_after_kill_{t}"] for t in SHARES]
+    assert sum(d["b"] for d in after) <= EJECT_AFTER + CONCURRENCY < sum(d["a"] for d in after), s
     # the answers are vLLM's greedy output: the surviving engine gives the same tokens
     assert s["same_tokens_as_direct"] >= 0.95 * s["engine_output"], s
     assert s["router_rc"] == 143 and s["router_stop_s"] < 10, s  # stopped by SIGTERM (128 + 15)

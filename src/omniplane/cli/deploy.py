@@ -207,13 +207,16 @@ def deploy(
     # The guard holds the key's digest only; the Ray processes this driver starts inherit its
     # environment, so the key in clear leaves it before Ray starts them.
     os.environ.pop(API_KEY_ENV, None)
-    _serve_forever(
-        plan,
-        DeployOptions(engine=engine, time_scale=time_scale, max_in_flight=max_in_flight,
-                      deadline_s=deadline_s,
-                      config_dir=str(Path(config_dir).resolve()), guard=guard, engine_model=engine_model),
-        address, host, port, dashboard_host, summary, json_out,
-    )
+    from omniplane.deploy.proxy_auth import installed
+
+    with installed(guard):  # Ray Serve's own /-/routes: its proxy inherits the key digests
+        _serve_forever(
+            plan,
+            DeployOptions(engine=engine, time_scale=time_scale, max_in_flight=max_in_flight,
+                          deadline_s=deadline_s,
+                          config_dir=str(Path(config_dir).resolve()), guard=guard, engine_model=engine_model),
+            address, host, port, dashboard_host, summary, json_out,
+        )
 
 
 def _port_free(host: str, port: int) -> None:

@@ -27,9 +27,9 @@ GRACE_S = 5  # assumption: streams still open get 5 s after SIGINT/SIGTERM befor
 
 
 def route(
-    routing_file: Annotated[Path, opt.argument("Routing file (kind: routing, or the routing.yaml of "
-                                               "omniplane export with url endpoints): per request type, "
-                                               "the deployments' URLs and probabilities.", opt.InputPath(),
+    routing_file: Annotated[Path, opt.argument("Routing file (the routing.yaml of omniplane export, "
+                                               "with url endpoints): per request type, the deployments' "
+                                               "URLs and probabilities.", opt.InputPath(),
                                                "ROUTING_FILE")],
     host: Annotated[str, opt.host_opt("--host", help="Address to listen on; beyond loopback it needs "
                                       "--api-key.")] = "127.0.0.1",
@@ -45,7 +45,9 @@ def route(
     Each request (POST /v1/chat/completions or /v1/completions) is classified into a request
     type, sent unchanged to a deployment drawn with the routing file's probabilities, and the
     engine's answer comes back unchanged (streamed as it arrives). A deployment that fails
-    before answering is retried once on another. GET /metrics: per-type Prometheus metrics.
+    before answering is retried once on another; one that keeps failing leaves rotation until its
+    /health answers. A deployment's api_key_env names the variable holding its key (the client's
+    --api-key is checked here, not forwarded). GET /metrics: per-type Prometheus metrics.
     Stops on Ctrl-C or SIGTERM.
     """
     if api_key is not None and not api_key.strip():
@@ -68,11 +70,10 @@ def route(
     os.environ.pop(API_KEY_ENV, None)
     gateway = Gateway(routing, GatewayOptions(max_in_flight=max_in_flight, guard=guard,
                                               deadline_s=deadline_s))
-    spec = routing.spec
-    for t, tr in spec.types.items():
-        shares = ", ".join(f"{r.deployment} {r.p:g}" for r in tr.routes)
+    for t, routes in routing.routes.items():
+        shares = ", ".join(f"{r.deployment} {r.p:g}" for r in routes)
         notice(f"{t}: {shares}")
-    notice(f"routing {len(spec.types)} request types to {len(spec.deployments)} deployments at "
+    notice(f"routing {len(routing.routes)} request types to {len(routing.deployments)} deployments at "
            f"http://{host}:{port} (Ctrl-C to stop)")
     server = uvicorn.Server(uvicorn.Config(gateway, host=host.strip("[]"), port=port, log_level="warning",
                                            access_log=False, lifespan="on",

@@ -17,7 +17,14 @@ Every request is answered exactly once:
   event (``data: {"error": {...}}`` then ``data: [DONE]``); nothing is sent twice;
 * a client that leaves has its forward cancelled.
 
-Before routing: API keys, body and prompt limits, body timeout (:class:`omniplane.deploy.auth.Guard`),
+A deployment that keeps failing is taken out of rotation and probed back
+(:mod:`omniplane.deploy.gateway_health`): meanwhile its types are drawn among their other
+deployments, probabilities renormalised; a type with none left gets HTTP 503 with
+``Retry-After`` naming it.
+
+A deployment's own key (the routing file's ``api_key_env``) goes to it as ``Authorization:
+Bearer``; the client's key is checked here and not forwarded. Before routing: API keys, body and
+prompt limits, body timeout (:class:`omniplane.deploy.auth.Guard`),
 then admission (over ``max_in_flight``: HTTP 503 with ``Retry-After``). Every answer carries
 ``X-Request-Id`` (the client's, else a new one; also sent to the engine), ``X-Omniplane-Type``
 and ``X-Omniplane-Deployment``. ``GET /health`` (public) and ``GET /metrics`` (Prometheus text,
@@ -42,6 +49,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from omniplane.deploy import api
 from omniplane.deploy.asgi import read_body, unless_disconnected
 from omniplane.deploy.auth import Guard, Refused, too_large
+from omniplane.deploy.gateway_health import HEALTH_PATH, Health, HealthOptions
 from omniplane.deploy.gateway_metrics import RouterMetrics
 from omniplane.deploy.ingress import REQUEST_DEADLINE_S
 from omniplane.deploy.routing import TYPE_HEADER, Picker, Route, Routing, classify
@@ -69,6 +77,7 @@ class GatewayOptions:
     deadline_s: float = REQUEST_DEADLINE_S
     connect_timeout_s: float = CONNECT_TIMEOUT_S
     retry_after_s: int = 1  # what a 503 says in Retry-After
+    health: HealthOptions = field(default_factory=HealthOptions)
 
 
 def _error(status: int, kind: str, message: str, headers: dict[str, str] | None = None,
@@ -132,11 +141,13 @@ class Gateway:
                  client: httpx.AsyncClient | None = None) -> None:
         self.routing = routing
         self.options = options or GatewayOptions()
-        self.picker = Picker(routing.spec)
-        spec = routing.spec
-        self.metrics = RouterMetrics(
-            list(spec.types), {t: (tr.slo_ms / 1e3 if tr.slo_ms else None) for t, tr in spec.types.items()},
-            list(spec.deployments))
+        self.picker = Picker(routing)
+        slo = routing.slo_ms
+        targets = {t: (slo[t] / 1e3 if t in slo else None) for t in routing.routes}
+        self.metrics = RouterMetrics(list(routing.routes), targets, list(routing.deployments))
+        self.health = Health(list(routing.deployments), self.options.health)
+        self.metrics.health = self.health
+        self._probes: dict[str, asyncio.Task[None]] = {}
         self._client = client
 
     @property
@@ -151,6 +162,8 @@ class Gateway:
         return self._client
 
     async def aclose(self) -> None:
+        for task in self._probes.values():
+            task.cancel()
         if self._client is not None:
             await self._client.aclose()
 
@@ -238,8 +251,14 @@ class Gateway:
     async def _forward(self, path: str, raw: bytes, type_name: str, rid: str, arrival: float,
                        slot: _Slot, ids: dict[str, str]) -> Response:
         m = self.metrics
-        route: Route | None = self.picker.first(type_name)
-        assert route is not None
+        route = self.picker.pick(type_name, self.health.down())
+        if route is None:
+            slot.close("unavailable")
+            names = [r.deployment for r in self.routing.routes[type_name]]
+            wait = self.health.retry_after(names, time.monotonic())
+            return _error(503, "unavailable", f"every deployment serving {type_name} ({', '.join(names)}) "
+                          f"is out of rotation after failing; retry after {wait} s",
+                          {"Retry-After": str(wait), **ids})
         m.routed[(type_name, route.deployment)] += 1
         tried: list[str] = []
         why: list[str] = []
@@ -252,9 +271,9 @@ class Gateway:
                 try:
                     return await self._try(route, path, raw, type_name, rid, arrival, slot, ids)
                 except _Failed as exc:
-                    m.failures[route.deployment] += 1
+                    self._failed(route.deployment)
                     why.append(f"{route.deployment}: {exc}")
-                route = self.picker.retry(type_name, set(tried))
+                route = self.picker.pick(type_name, set(tried) | self.health.down())
         slot.close("failed")
         return _error(502, "upstream_error", f"no deployment serving {type_name} answered ("
                       + "; ".join(why) + ")", headers=ids)
@@ -262,7 +281,7 @@ class Gateway:
     async def _try(self, route: Route, path: str, raw: bytes, type_name: str, rid: str, arrival: float,
                    slot: _Slot, ids: dict[str, str]) -> Response:
         """One deployment's answer, or :class:`_Failed` when it fails before its first byte."""
-        headers = {"content-type": "application/json", "x-request-id": rid}
+        headers = {"content-type": "application/json", "x-request-id": rid, **self._auth(route.deployment)}
         req = self.client.build_request("POST", route.url + path, content=raw, headers=headers)
         try:
             resp = await self.client.send(req, stream=True)
@@ -278,6 +297,10 @@ class Gateway:
                 first = b""
             if resp.status_code < 300:
                 self.metrics.first_response(type_name, time.monotonic() - arrival)
+            if resp.status_code >= 500:  # relayed, but counts against the deployment
+                self._failed(route.deployment)
+            else:
+                self.health.good(route.deployment)
             out = {k: v for k, v in resp.headers.items() if k.lower() not in HOP | {"x-request-id"}}
             out.update({**ids, "X-Omniplane-Deployment": route.deployment})
             outcome = "ok" if resp.status_code < 300 else "engine_status"
@@ -317,7 +340,7 @@ class Gateway:
                 slot.close("timeout")
                 yield _sse_error(f"past the deadline of {self.options.deadline_s:g} s", "timeout", 504, tail)
             except httpx.HTTPError as exc:
-                self.metrics.failures[route.deployment] += 1
+                self._failed(route.deployment)
                 slot.close("stream_error")
                 yield _sse_error(f"deployment {route.deployment} failed mid-answer ({_why(exc)}); the "
                                  "answer is incomplete", "upstream_error", 502, tail)
@@ -325,6 +348,34 @@ class Gateway:
         finally:
             slot.close("cancelled")  # no-op unless the client left mid-stream
             await resp.aclose()
+
+    def _auth(self, deployment: str) -> dict[str, str]:
+        """The deployment's own key (its ``api_key_env``); the client's key is never forwarded."""
+        key = self.routing.keys.get(deployment)
+        return {"authorization": f"Bearer {key}"} if key else {}
+
+    def _failed(self, deployment: str) -> None:
+        """Counts a failure; when it ejects the deployment, starts probing it."""
+        self.metrics.failures[deployment] += 1
+        if self.health.failed(deployment, time.monotonic()):
+            task = self._probes.get(deployment)
+            if task is None or task.done():
+                self._probes[deployment] = asyncio.ensure_future(self._probe(deployment))
+
+    async def _probe(self, deployment: str) -> None:
+        """After the cool-down, ``GET /health`` until it answers 200, then back in rotation."""
+        o, url = self.options.health, self.routing.deployments[deployment]
+        while (at := self.health.probe_at(deployment)) is not None:
+            await asyncio.sleep(max(0.0, at - time.monotonic()))
+            try:
+                resp = await self.client.get(url + HEALTH_PATH, timeout=o.probe_timeout_s,
+                                             headers=self._auth(deployment))
+                if resp.status_code == 200:
+                    self.health.restored(deployment)
+                    return
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(o.probe_interval_s)
 
 
 def _why(exc: BaseException) -> str:

@@ -6,13 +6,18 @@ retries, the first-response latency as a histogram (the time from the request's 
 first bytes of the engine's answer: the first streamed event, or the whole answer when not
 streamed), and attainment: of the answers the engine began, the share whose first response came
 within the type's target (the routing file's ``slo_ms``). Per deployment: failures seen
-(connection refused or dropped, 502/503/504 before any byte).
+(connection refused or dropped, 5xx), whether it is in rotation (``deployment_up``) and how often
+it was ejected (:mod:`omniplane.deploy.gateway_health`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from omniplane.deploy.gateway_health import Health
 
 # histogram bounds, seconds: assumption, from 10 ms (a cached text token) to a minute (a long
 # video's first audio)
@@ -25,6 +30,7 @@ OUTCOMES = (
     "stream_error",  # the engine failed after its first bytes: an error event ended the stream
     "failed",  # no deployment answered (502), even after the retry
     "shed",  # over --max-in-flight (503 + Retry-After)
+    "unavailable",  # every deployment serving the type is out of rotation (503 + Retry-After)
     "refused",  # bad request, no key, too large, body timeout (4xx before routing)
     "timeout",  # past --deadline-s (504, or an error event once streaming)
     "cancelled",  # the client left before the answer was complete
@@ -65,6 +71,7 @@ class RouterMetrics:
         self.first: dict[str, _Hist] = {t: _Hist() for t in types}
         self.met: Counter[str] = Counter()
         self.in_flight = 0
+        self.health: Health | None = None
 
     def first_response(self, type_name: str, seconds: float) -> None:
         self.first.setdefault(type_name, _Hist()).observe(seconds)
@@ -105,9 +112,16 @@ class RouterMetrics:
         for t in sorted(self.retries):
             sample("retries_total", {"type": t}, self.retries[t])
         family("deployment_failures_total", "counter",
-               "A deployment that failed before any byte (refused, dropped, 502/503/504).")
+               "A deployment that failed (refused, dropped, 5xx).")
         for d in sorted(set(self.deployments) | set(self.failures)):
             sample("deployment_failures_total", {"deployment": d}, self.failures[d])
+        if self.health is not None:
+            family("deployment_up", "gauge", "1: the deployment is drawn; 0: ejected after failing.")
+            for d in sorted(self.deployments):
+                sample("deployment_up", {"deployment": d}, int(self.health.up(d)))
+            family("deployment_ejections_total", "counter", "Times the deployment was taken out of rotation.")
+            for d in sorted(self.deployments):
+                sample("deployment_ejections_total", {"deployment": d}, self.health.ejections[d])
         family("first_response_seconds", "histogram",
                "Arrival to the engine's first bytes (first event when streamed), per type.")
         for t, h in sorted(self.first.items()):

@@ -6,8 +6,10 @@ Its args: ``routing``, the export's routing document (``kind: omniplane-routing`
 :mod:`omniplane.deploy.routing_file`). At start, the ``Router`` replica resolves each
 ``serve_app`` deployment to its OpenAI endpoint by calling ``url()`` on that Serve application's
 ingress (``OmniServer``, :mod:`omniplane.deploy.omni_server`; the call waits for its vLLM-Omni
-server to be up), converts the document into the router's routing
-(:func:`omniplane.deploy.routing.from_export`) and serves the Gateway as its ASGI app.
+server to be up), builds the router's routing from the document and those URLs
+(:func:`omniplane.deploy.routing.routing_from`) and serves the Gateway as its ASGI app. A
+deployment's ``api_key_env`` is read in the Router replica's environment: set it on the cluster's
+nodes (a ``runtime_env`` would put the key in clear in the Serve config).
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from ray.serve import Application
 from ray.serve.exceptions import RayServeException
 
 from omniplane.deploy.gateway import Gateway
-from omniplane.deploy.routing import Routing, from_export, routing_from
+from omniplane.deploy.routing import Routing, routing_from
 from omniplane.deploy.routing_file import RoutingFile
-from omniplane.spec.load import load_model, parse
+from omniplane.spec.load import parse
 
 APP_LOOKUP_S = 120.0  # assumption: the config's other applications are registered within 2 minutes
 URL_TIMEOUT_S = 3600.0  # assumption: a vLLM-Omni deployment loads its checkpoints within an hour
@@ -58,7 +60,7 @@ class Router:
     async def __init__(self, routing: dict[str, Any]) -> None:  # type: ignore[misc]  # Serve awaits it
         doc = parse(RoutingFile, routing, "router args: routing")
         urls = await resolve_urls(doc)
-        self.routing: Routing = routing_from(from_export(doc, urls), load_model(doc.model))
+        self.routing: Routing = routing_from(doc, urls=urls, path="router args: routing")
         self.gateway = Gateway(self.routing)
 
     def __serve_build_asgi_app__(self) -> Gateway:

@@ -1,178 +1,126 @@
-"""The router's input: which deployments serve each request type, with what probability.
+"""The router's routing: the routing file (:mod:`omniplane.deploy.routing_file`, the one
+``omniplane export`` writes) with its model loaded, each deployment's URL and upstream key
+resolved, and the router's logic on it.
 
-A routing file (``kind: routing``, YAML or JSON) says, per request type of a model, the
-deployments that serve it, each reached through its own OpenAI endpoint, and the probability
-with which the plan sends a request of that type there::
-
-    kind: routing
-    name: qwen3-omni-8xa100          # optional, for metrics and logs
-    model: qwen3-omni                # catalog name, or a model file relative to this file
-    seed: 0                          # the router's draws (one stream per type)
-    types:
-      ti2t:
-        slo_ms: 2000                 # optional: the plan's first-response target
-        routes:
-          - {deployment: thinker-a, url: "http://10.0.0.5:8000", p: 0.7}
-          - {deployment: thinker-b, url: "http://10.0.0.6:8000", p: 0.3}
-
-Each type's ``p`` add up to 1; a deployment name means one URL wherever it appears; every type
-is one of the model's request types. :func:`load_routing` also reads the ``routing.yaml`` that
-``omniplane export --target vllm-omni`` writes (``kind: omniplane-routing``,
-:mod:`omniplane.deploy.routing_file`), converted by :func:`from_export`. The router classifies
-a request into a type (the ``X-Omniplane-Type`` header, else the body's ``omniplane.type``,
-else its input parts and requested ``modalities`` against the model's request types) and
-draws a deployment (:class:`Picker`). No web framework here.
+:func:`load_routing` reads a routing file for ``omniplane route`` (its deployments must have a
+``url``; ``serve_app`` ones are resolved by the Ray Serve router application,
+:mod:`omniplane.deploy.gateway_serve`, which calls :func:`routing_from`). Each ``api_key_env``
+is read from the environment here, once; a variable that is unset or empty is an error naming
+the file, the field and the variable. The router classifies a request into a type (the
+``X-Omniplane-Type`` header, else the body's ``omniplane.type``, else its input parts and
+requested ``modalities`` against the model's request types) and draws a deployment
+(:class:`Picker`). No web framework here.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import Field, field_validator, model_validator
+from typing import Any
 
 from omniplane.deploy.api import OUTPUTS, PART_MODALITY, BadRequest
-from omniplane.deploy.routing_file import KIND as EXPORT_KIND
 from omniplane.deploy.routing_file import RoutingFile
 from omniplane.spec import Modality, ModelSpec
-from omniplane.spec.base import Document, Fraction, Name, PositiveFloat, Seed, SpecModel
 from omniplane.spec.errors import SpecError, SpecIssue
 from omniplane.spec.load import load_model, parse
 from omniplane.spec.yamlio import read_yaml
 
 TYPE_HEADER = "x-omniplane-type"
-P_TOLERANCE = 1e-6  # each type's probabilities must add up to 1 within this
-
-
-class Route(SpecModel):
-    """One deployment serving a type: its name, its OpenAI endpoint's base URL, its share."""
-
-    deployment: Name
-    url: str = Field(description="base URL of the deployment's OpenAI server, e.g. http://127.0.0.1:8001")
-    p: Fraction
-
-    @field_validator("url")
-    @classmethod
-    def _http(cls, v: str) -> str:
-        if not v.startswith(("http://", "https://")) or len(v) > 2048 or any(c.isspace() for c in v):
-            raise ValueError(f"expected an http:// or https:// base URL, got {v!r}")
-        return v.rstrip("/").removesuffix("/v1")
-
-
-class TypeRoutes(SpecModel):
-    """The deployments serving one request type, and the plan's target for it."""
-
-    routes: tuple[Route, ...] = Field(min_length=1)
-    slo_ms: PositiveFloat | None = None
-
-    @model_validator(mode="after")
-    def _shares(self) -> TypeRoutes:
-        names = [r.deployment for r in self.routes]
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            raise ValueError(f"deployment {dup[0]!r} is listed twice")
-        total = sum(r.p for r in self.routes)
-        if abs(total - 1.0) > P_TOLERANCE:
-            raise ValueError(f"the routes' p add up to {total:g}; expected 1")
-        return self
-
-
-class RoutingSpec(Document):
-    """``kind: routing``: per request type, the deployments and their probabilities."""
-
-    kind: Literal["routing"] = "routing"
-    name: str = ""
-    model: str = Field(min_length=1)
-    seed: Seed = 0
-    types: dict[Name, TypeRoutes] = Field(min_length=1)
-
-    @model_validator(mode="after")
-    def _one_url_per_deployment(self) -> RoutingSpec:
-        seen: dict[str, str] = {}
-        for t, tr in self.types.items():
-            for r in tr.routes:
-                if seen.setdefault(r.deployment, r.url) != r.url:
-                    raise ValueError(f"types.{t}: deployment {r.deployment!r} has url {r.url}, but "
-                                     f"{seen[r.deployment]} elsewhere; one deployment, one URL")
-        return self
-
-    @property
-    def deployments(self) -> dict[str, str]:
-        return {r.deployment: r.url for tr in self.types.values() for r in tr.routes}
-
-
-@dataclass(frozen=True)
-class Routing:
-    """A loaded routing file with its model."""
-
-    spec: RoutingSpec
-    model: ModelSpec
-    path: str = ""
-
-
 SERVE_APP_ONLY = ("resolved by the Ray Serve router application; give url for `omniplane route` "
                   "(the deployment's OpenAI base URL, e.g. http://10.0.0.5:8001)")
 
 
-def from_export(doc: RoutingFile, urls: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The ``kind: routing`` data of an export's routing document: per type, routes
-    ``{deployment, url, p}`` (the endpoint's ``url``, else ``urls[deployment]`` for a
-    ``serve_app`` one) and the document's ``slo_ms``. KeyError for a deployment with neither."""
-    urls = urls or {}
+@dataclass(frozen=True)
+class Route:
+    """One deployment serving a type: its name, its OpenAI endpoint's base URL, its share."""
 
-    def url(name: str) -> str:
-        ep = doc.deployments[name]
-        return ep.url if ep.url is not None else urls[name]
-
-    types: dict[str, Any] = {}
-    for t, shares in doc.types.items():
-        types[t] = {"routes": [{"deployment": s.deployment, "url": url(s.deployment), "p": s.p}
-                               for s in shares]}
-        if t in doc.slo_ms:
-            types[t]["slo_ms"] = doc.slo_ms[t]
-    return {"kind": "routing", "name": doc.plan, "model": doc.model, "types": types}
+    deployment: str
+    url: str
+    p: float
 
 
-def load_routing(path: str | Path) -> Routing:
-    """Read and check a routing file (``kind: routing``, or an export's ``kind:
-    omniplane-routing`` with ``url`` endpoints); :class:`SpecError` names file, field and what
-    was expected."""
+@dataclass(frozen=True)
+class Routing:
+    """A routing file ready for the router: its document, its model, per type the routes (with
+    each deployment's URL), and each deployment's upstream key (from ``api_key_env``)."""
+
+    doc: RoutingFile
+    model: ModelSpec
+    deployments: Mapping[str, str]  # deployment -> base URL
+    path: str = ""
+    keys: Mapping[str, str] = field(default_factory=dict, repr=False)  # deployment -> its API key
+    routes: Mapping[str, tuple[Route, ...]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        routes = {t: tuple(Route(s.deployment, self.deployments[s.deployment], s.p) for s in shares)
+                  for t, shares in self.doc.types.items()}
+        object.__setattr__(self, "routes", routes)
+
+    @property
+    def name(self) -> str:
+        return self.doc.plan
+
+    @property
+    def seed(self) -> int:
+        return self.doc.seed
+
+    @property
+    def slo_ms(self) -> Mapping[str, float]:
+        return self.doc.slo_ms
+
+
+def _issue(path: str | None, at: tuple[str | int, ...], message: str, positions: Any = None) -> SpecError:
+    return SpecError(path, [SpecIssue(at, message, *(positions or {}).get(at, (None, None)))])
+
+
+def routing_from(doc: RoutingFile | Mapping[str, Any], model: ModelSpec | None = None,
+                 urls: Mapping[str, str] | None = None, environ: Mapping[str, str] | None = None,
+                 path: str | None = None, positions: Any = None, base_dir: Path | None = None) -> Routing:
+    """The routing of a routing document: ``serve_app`` deployments take their URL from
+    ``urls``, every ``api_key_env`` is read from ``environ`` (default: the process's), the
+    model is loaded unless given. :class:`SpecError` names ``path``, the field and what was
+    expected."""
+    if not isinstance(doc, RoutingFile):
+        doc = parse(RoutingFile, dict(doc), path)
+    env = os.environ if environ is None else environ
+    given = urls or {}
+    resolved: dict[str, str] = {}
+    keys: dict[str, str] = {}
+    for name, ep in doc.deployments.items():
+        url = ep.url if ep.url is not None else given.get(name)
+        if url is None:
+            raise _issue(path, ("deployments", name, "serve_app"), SERVE_APP_ONLY, positions)
+        resolved[name] = url
+        if ep.api_key_env is not None:
+            key = env.get(ep.api_key_env, "").strip()
+            if not key:
+                raise _issue(path, ("deployments", name, "api_key_env"),
+                             f"the environment variable {ep.api_key_env} is unset or empty; expected "
+                             f"deployment {name}'s API key in it", positions)
+            keys[name] = key
+    if model is None:
+        try:
+            model = load_model(doc.model, base_dir=base_dir)
+        except (KeyError, OSError) as exc:
+            raise _issue(path, ("model",), str(exc).strip('"'), positions) from None
+    unknown = [t for t in doc.types if t not in model.type_names]
+    if unknown:
+        raise _issue(path, ("types", unknown[0]), f"{model.name} has no request type {unknown[0]!r} "
+                                                  f"(its types: {', '.join(model.type_names)})", positions)
+    return Routing(doc, model, resolved, path or "", keys)
+
+
+def load_routing(path: str | Path, environ: Mapping[str, str] | None = None) -> Routing:
+    """Read and check a routing file for ``omniplane route`` (every deployment with a ``url``);
+    :class:`SpecError` names file, field and what was expected."""
     path = Path(path)
     data, positions = read_yaml(path)
-    if isinstance(data, dict) and data.get("kind") == EXPORT_KIND:
-        doc = parse(RoutingFile, data, str(path), positions)
-        for name, ep in doc.deployments.items():
-            if ep.serve_app is not None:
-                at = ("deployments", name, "serve_app")
-                raise SpecError(str(path), [SpecIssue(at, SERVE_APP_ONLY, *positions.get(at, (None, None)))])
-        data, positions = from_export(doc), {}
-    spec = parse(RoutingSpec, data, str(path), positions)
-    try:
-        model = load_model(spec.model, base_dir=path.parent)
-    except (KeyError, OSError) as exc:
-        raise SpecError(str(path), [SpecIssue(("model",), str(exc).strip('"'),
-                                              *positions.get(("model",), (None, None)))]) from None
-    unknown = [t for t in spec.types if t not in model.type_names]
-    if unknown:
-        raise SpecError(str(path), [SpecIssue(("types", unknown[0]),
-                                              f"{model.name} has no request type {unknown[0]!r} "
-                                              f"(its types: {', '.join(model.type_names)})",
-                                              *positions.get(("types", unknown[0]), (None, None)))])
-    return Routing(spec, model, str(path))
-
-
-def routing_from(data: Mapping[str, Any], model: ModelSpec) -> Routing:
-    """A routing spec from parsed data and a model already loaded (tests, callers in memory)."""
-    spec = parse(RoutingSpec, dict(data))
-    unknown = [t for t in spec.types if t not in model.type_names]
-    if unknown:
-        raise SpecError(None, [SpecIssue(("types", unknown[0]), f"{model.name} has no request type "
-                                                               f"{unknown[0]!r}")])
-    return Routing(spec, model)
+    doc = parse(RoutingFile, data, str(path), positions)
+    return routing_from(doc, environ=environ, path=str(path), positions=positions, base_dir=path.parent)
 
 
 # ---- classification ---------------------------------------------------------------------------
@@ -213,7 +161,7 @@ def classify(routing: Routing, body: Any, path: str, header: str | None = None) 
     the body's ``omniplane.type``, else the first of the routed types whose inputs and output
     match the request's content parts and ``modalities``. :class:`BadRequest` names the field
     when none matches or the named type is not routed."""
-    routed = list(routing.spec.types)
+    routed = list(routing.routes)
     if not isinstance(body, dict):
         raise BadRequest("body", "expected a JSON object")
     ext = body.get("omniplane")
@@ -226,10 +174,10 @@ def classify(routing: Routing, body: Any, path: str, header: str | None = None) 
         return named
     inputs, output = _modalities(body, path)
     for rt in routing.model.request_types:
-        if rt.name in routing.spec.types and set(rt.inputs) == inputs and rt.output is output:
+        if rt.name in routing.routes and set(rt.inputs) == inputs and rt.output is output:
             return rt.name
     have = "; ".join(f"{rt.name}: {'+'.join(m.value for m in rt.inputs)} -> {rt.output.value}"
-                     for rt in routing.model.request_types if rt.name in routing.spec.types)
+                     for rt in routing.model.request_types if rt.name in routing.routes)
     raise BadRequest("messages" if path.endswith("/chat/completions") else "prompt",
                      f"no routed request type of {routing.model.name} takes "
                      f"{'+'.join(sorted(m.value for m in inputs))} and returns {output.value} ({have})")
@@ -242,16 +190,20 @@ class Picker:
     deployment to retry on: another one serving the type, drawn by the others' probabilities
     (ones with p = 0 only if no other is left)."""
 
-    def __init__(self, spec: RoutingSpec) -> None:
-        self.spec = spec
-        self._rng = {t: random.Random(f"{spec.seed}:{t}") for t in spec.types}
+    def __init__(self, routing: Routing) -> None:
+        self.routes = routing.routes
+        self._rng = {t: random.Random(f"{routing.seed}:{t}") for t in routing.routes}
 
     def first(self, type_name: str) -> Route:
-        routes = self.spec.types[type_name].routes
-        return _draw(self._rng[type_name], routes)
+        return _draw(self._rng[type_name], self.routes[type_name])
 
     def retry(self, type_name: str, tried: set[str]) -> Route | None:
-        rest = [r for r in self.spec.types[type_name].routes if r.deployment not in tried]
+        return self.pick(type_name, tried)
+
+    def pick(self, type_name: str, exclude: set[str]) -> Route | None:
+        """A deployment serving the type other than those in ``exclude`` (tried, or out of
+        rotation), drawn by the remaining ones' probabilities renormalised; None if none is left."""
+        rest = [r for r in self.routes[type_name] if r.deployment not in exclude]
         if not rest:
             return None
         if sum(r.p for r in rest) <= 0:

@@ -145,9 +145,9 @@ class Ingress:
     """HTTP: ``POST /v1/chat/completions``, ``POST /v1/omniplane/requests``, ``GET
     /v1/omniplane/info``, ``GET /v1/omniplane/stats``, ``GET /health``. With API keys, every
     route but ``GET /health`` needs ``Authorization: Bearer <key>`` (401); bodies and prompts
-    over the limits get 413 (``deploy/auth.py``). Ray Serve's own ``/-/routes`` and ``/-/healthz``
-    are answered by its proxy before any application code runs, so no key can guard them; they
-    say only route prefixes and health."""
+    over the limits get 413 (``deploy/auth.py``). Ray Serve's own ``/-/routes`` is answered by its
+    proxy before any application code runs: a middleware in the proxy asks the key there
+    (``deploy/proxy_auth.py``); ``/-/healthz`` stays public."""
 
     def __init__(
         self, plan: ResolvedPlan, options: DeployOptions, handles: dict[str, DeploymentHandle[Any]]

@@ -1,0 +1,93 @@
+"""API keys on Ray Serve's own routes (``/-/routes``): its HTTP proxy answers them before any
+application code runs, so the applications' :class:`omniplane.deploy.auth.Guard` cannot see them.
+
+Ray Serve calls a function named by ``RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH`` in each proxy
+process and wraps its whole ASGI app in the Starlette middlewares it returns
+(``configure_http_middlewares`` in ray/serve/_private/http_util.py, Ray 2.x). :func:`install`
+sets that variable and :data:`DIGESTS_ENV` (the keys' SHA-256 digests, never a key in clear) in
+this process's environment before Ray starts, so the processes of a local cluster inherit them;
+:func:`middlewares` is the callback: with digests, a request to a ``/-/`` path other than
+``/-/healthz`` (liveness, public as the applications' ``/health``) needs ``Authorization: Bearer
+<key>`` (401 otherwise). Every other path passes untouched to the applications, which check
+their own keys. A cluster omniplane did not start (``deploy --address``) must be started with
+both variables set to guard its proxy. No Ray here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
+from typing import Any
+
+from omniplane.deploy.auth import Guard, Refused
+
+CALLBACK_ENV = "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"
+CALLBACK = "omniplane.deploy.proxy_auth:middlewares"
+DIGESTS_ENV = "OMNIPLANE_PROXY_KEY_DIGESTS"  # comma-separated SHA-256 digests of the keys
+PROXY_PREFIX = "/-/"
+PROXY_PUBLIC = ("/-/healthz",)  # liveness only
+
+
+def install(guard: Guard, environ: MutableMapping[str, str] | None = None) -> None:
+    """Guard the Ray Serve proxy with ``guard``'s keys (nothing to do without keys); call it
+    before Ray starts."""
+    env = os.environ if environ is None else environ
+    if not guard.keyed:
+        return
+    env[CALLBACK_ENV] = CALLBACK
+    env[DIGESTS_ENV] = ",".join(guard.key_digests)
+
+
+@contextmanager
+def installed(guard: Guard, environ: MutableMapping[str, str] | None = None) -> Iterator[None]:
+    """:func:`install` for the duration of a block; the variables are as before afterwards."""
+    env = os.environ if environ is None else environ
+    saved = {k: env.get(k) for k in (CALLBACK_ENV, DIGESTS_ENV)}
+    install(guard, env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                env.pop(k, None)
+            else:
+                env[k] = v
+
+
+class ProxyKeys:
+    """ASGI middleware: the key check on Ray Serve's own ``/-/`` routes (module docstring)."""
+
+    def __init__(self, app: Any, digests: tuple[str, ...] = ()) -> None:
+        self.app = app
+        self.guard = Guard(digests)
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        path = str(scope.get("path", ""))
+        if (scope["type"] == "http" and path.startswith(PROXY_PREFIX)
+                and path.rstrip("/") not in PROXY_PUBLIC):
+            auth = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+            try:
+                self.guard.authorize(str(scope.get("method", "GET")), path, auth or None)
+            except Refused as exc:
+                body = json.dumps(exc.body()).encode()
+                headers = [(b"content-type", b"application/json"),
+                           (b"content-length", str(len(body)).encode()),
+                           *((k.lower().encode(), v.encode()) for k, v in exc.headers.items())]
+                await send({"type": "http.response.start", "status": exc.status, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def middlewares() -> list[Any]:
+    """The proxy callback: :class:`ProxyKeys` with the digests in :data:`DIGESTS_ENV` (none when
+    it is unset or empty)."""
+    from starlette.middleware import Middleware
+
+    digests = tuple(d for d in os.environ.get(DIGESTS_ENV, "").split(",") if d.strip())
+    if not digests:
+        return []
+    return [Middleware(ProxyKeys, digests=digests)]
+
