@@ -47,7 +47,8 @@ from omniplane.plan.enumerate import subplan_of
 from omniplane.plan.logical import LogicalPlan, Node, compose
 from omniplane.plan.problem import Problem
 from omniplane.plan.space import FULL, Space
-from omniplane.spec import ModelSpec, PlanSpec, ResolvedWorkload
+from omniplane.slo.resolve import resolve_targets
+from omniplane.spec import LatencyTargets, ModelSpec, PlanSpec, ResolvedWorkload, SLOPolicy
 from omniplane.spec.layout import VllmOmniLayout
 from omniplane.spec.load import load_layout
 
@@ -262,6 +263,24 @@ class Setup:
     space: Space
     baselines: list[Space] | None
     ideal_table: CostTable
+
+    def targets(self, policy: SLOPolicy, overrides_ms: Mapping[str, float] | None = None,
+                seed: int = 0) -> LatencyTargets:
+        """The latency targets of one command (its plan, the stock layout replicated, the ideal
+        comparison and every capacity probe judge by these): ``policy`` resolved in the space
+        searched, on its cost table (docs/decisions/0111-targets-in-runtime-space.md)."""
+        return resolve_targets(policy, self.table, self.table.cost, overrides_ms, seed=seed, space=self.space)
+
+    def targets_space(self) -> str:
+        """Where :meth:`targets` resolves isolated deployments (the plan's ``meta.runtime``)."""
+        return targets_space(self.name, self.space)
+
+
+def targets_space(name: str, space: Space) -> str:
+    """The space runtime ``name``'s targets are resolved in, in words (plans' and capacity's meta)."""
+    if space.full:
+        return f"{name} (Algorithm 1's whole space)"
+    return f"{name} ({space.name}: whole stages as the runtime loads them)"
 
 
 def setup(name: str, problem: Problem, cost: CostModel, ideal_table: CostTable, k_s: int,

@@ -47,14 +47,18 @@ from omniplane.spec.slo import USER_TABLE, describe
 if TYPE_CHECKING:
     from omniplane.plan.costs import CostTable
     from omniplane.plan.options import PlannerOptions
+    from omniplane.plan.space import Space
 
 DEFAULT_TRANSFER_S = 0.010  # plans' default transfer_ms (Cornfigurator section 5.2: ~10 ms median)
 
 
 def resolve_targets(policy: SLOPolicy, table: CostTable, cost: CostModel,
                     overrides_ms: Mapping[str, float] | None = None, transfer_s: float = DEFAULT_TRANSFER_S,
-                    seed: int = 0) -> LatencyTargets:
-    """Targets for every type of ``table``'s model under ``policy``, then the user's table."""
+                    seed: int = 0, space: Space | None = None) -> LatencyTargets:
+    """Targets for every type of ``table``'s model under ``policy``, then the user's table.
+    ``space``: the plan space searched (None: Algorithm 1's whole space); an
+    ``isolated_percentile`` policy picks each type's isolated deployment among what that space
+    can build, on ``table`` (the space's own cost table: its fit check and prices)."""
     types = table.types
     ms: dict[str, float] = {}
     how: dict[str, str] = {}
@@ -70,13 +74,14 @@ def resolve_targets(policy: SLOPolicy, table: CostTable, cost: CostModel,
             how[t] = solo.how[t]
     else:
         assert isinstance(policy, IsolatedPercentileSLO)
-        from omniplane.plan.isolated import isolated_best, unpadded
+        from omniplane.plan.isolated import deployments, isolated_best, unpadded
 
         alone = unpadded(table, cost)
+        where = "" if space is None or space.full else f", in the {space.name} space"
         for t in types:
-            lat, desc = isolated_best(alone, t, transfer_s)
+            lat, desc = isolated_best(alone, t, transfer_s, deployments(alone, t, space))
             ms[t] = policy.multiplier * float(np.percentile(lat, policy.percentile)) * 1e3
-            how[t] = f"p{policy.percentile:g} x {policy.multiplier:g} of {desc}"
+            how[t] = f"p{policy.percentile:g} x {policy.multiplier:g} of {desc}{where}"
     for t, v in (overrides_ms or {}).items():
         ms[t] = v
         how[t] = USER_TABLE
