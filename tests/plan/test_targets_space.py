@@ -15,6 +15,7 @@ from omniplane.plan.isolated import deployments, isolated_best, unpadded
 from omniplane.plan.runtime import Setup, pricing_runtime, setup
 from omniplane.plan.space import FULL
 from omniplane.slo.resolve import resolve_targets
+from omniplane.spec import IsolatedPercentileSLO
 from omniplane.spec.load import load_layout
 from tests.plan.conftest import problem
 
@@ -62,6 +63,7 @@ def test_runtime_candidates_are_whole_pipeline_deployments_of_whole_stages() -> 
 def test_runtime_targets_are_the_percentile_of_the_best_runtime_deployment() -> None:
     rt, _ = _setups()
     policy = rt.table.problem.workload.spec.slo
+    assert isinstance(policy, IsolatedPercentileSLO)
     got = rt.targets(policy)
     alone = unpadded(rt.table, rt.table.cost)
     for t in rt.table.types:
