@@ -14,7 +14,7 @@ from omniplane.plan.costs import CostTable
 from omniplane.plan.isolated import deployments, isolated_best, unpadded
 from omniplane.plan.runtime import Setup, pricing_runtime, setup
 from omniplane.plan.space import FULL
-from omniplane.slo.resolve import resolve_targets
+from omniplane.slo.resolve import resolve_targets, space_targets
 from omniplane.spec import IsolatedPercentileSLO
 from omniplane.spec.load import load_layout
 from tests.plan.conftest import problem
@@ -36,8 +36,8 @@ def _setups() -> tuple[Setup, Setup]:
 def test_ideal_targets_are_todays() -> None:
     _, ideal = _setups()
     policy = ideal.table.problem.workload.spec.slo
-    assert ideal.targets(policy) == resolve_targets(policy, ideal.table, ideal.table.cost)
-    assert ideal.targets(policy) == resolve_targets(policy, ideal.table, ideal.table.cost, space=FULL)
+    assert space_targets(ideal, policy) == resolve_targets(policy, ideal.table, ideal.table.cost)
+    assert space_targets(ideal, policy) == resolve_targets(policy, ideal.table, ideal.table.cost, space=FULL)
     assert ideal.targets_space().startswith("ideal")
 
 
@@ -64,7 +64,7 @@ def test_runtime_targets_are_the_percentile_of_the_best_runtime_deployment() -> 
     rt, _ = _setups()
     policy = rt.table.problem.workload.spec.slo
     assert isinstance(policy, IsolatedPercentileSLO)
-    got = rt.targets(policy)
+    got = space_targets(rt, policy)
     alone = unpadded(rt.table, rt.table.cost)
     for t in rt.table.types:
         lat, desc = isolated_best(alone, t, 0.010, deployments(alone, t, rt.space))
@@ -72,3 +72,27 @@ def test_runtime_targets_are_the_percentile_of_the_best_runtime_deployment() -> 
         assert got.how[t].endswith(f"in the {rt.space.name} space")
         assert "thinker" in desc and "audio_encoder" in desc  # the thinker stage loads every encoder
 
+
+
+def test_a_command_without_a_planner_resolves_in_the_plans_space() -> None:
+    """``sim run`` / ``rehearse`` with ``--slo 'isolated p25'`` on a vLLM-Omni plan: the targets
+    ``omniplane plan`` would resolve in that space (its ``meta.runtime.name``)."""
+    from omniplane.plan.options import PlannerOptions
+    from omniplane.plan.problem import make_problem
+    from omniplane.slo.resolve import command_targets, plan_runtime
+    from omniplane.spec import SLOChoice, load_gpus
+
+    rt, _ = _setups()
+    wl = rt.table.problem.workload
+    gpu = load_gpus().get("A100-80GB")
+    opts = PlannerOptions()
+    cost = CostModel(wl.model, runtime=pricing_runtime("vllm-omni"))
+    pb = make_problem(wl, gpu, 4, samples=opts.mc_samples, seed=opts.seed)
+    planner_side = space_targets(setup("vllm-omni", pb, cost, CostTable(pb, cost), opts.k_s, opts.seed),
+                                 wl.spec.slo)
+    choice = SLOChoice(base=IsolatedPercentileSLO())
+    name = plan_runtime({"runtime": {"name": "vllm-omni"}})
+    got, _ = command_targets(choice, wl, stored=None, gpu=gpu, gpus=4, cost=cost, runtime=name)
+    assert got.targets_ms == pytest.approx(planner_side.targets_ms)
+    ideal, _ = command_targets(choice, wl, stored=None, gpu=gpu, gpus=4, cost=cost, runtime=plan_runtime({}))
+    assert ideal.targets_ms != got.targets_ms  # a plan without meta.runtime: the ideal space, as before

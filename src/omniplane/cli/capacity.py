@@ -267,7 +267,7 @@ def _base_planner(a: dict[str, Any], kind_name: str, targets: Any, workload: Any
                   parse_mix: Any, runtime: str) -> tuple[Any, Any, Any]:
     """``workload``, ``parse_mix``: omniplane.cli.plan's (a workload file by model; --mix);
     ``runtime``: the plan space (omniplane.plan.runtime.setup; targets resolved in that space
-    as ``omniplane plan`` does, Setup.targets)."""
+    as ``omniplane plan`` does, slo.resolve.space_targets)."""
     from omniplane.cli.slo import slo_choice
     from omniplane.perf import CostModel
     from omniplane.plan.costs import CostTable
@@ -275,6 +275,7 @@ def _base_planner(a: dict[str, Any], kind_name: str, targets: Any, workload: Any
     from omniplane.plan.pipeline import Planner
     from omniplane.plan.problem import make_problem
     from omniplane.plan.runtime import RuntimeUnavailable, pricing_runtime, setup
+    from omniplane.slo.resolve import space_targets
     from omniplane.spec import find_catalog_model, load_gpus, load_model, load_workload
 
     m = load_model(find_catalog_model(a["model"]) or Path(a["model"]))
@@ -302,5 +303,5 @@ def _base_planner(a: dict[str, Any], kind_name: str, targets: Any, workload: Any
         base = choice.base if choice is not None else None
         given = None if base is None or isinstance(base, str) else base
         overrides = dict(choice.targets_ms) if choice is not None else None
-        targets = rt.targets(given or wl.spec.slo, overrides, seed=options.seed)
+        targets = space_targets(rt, given or wl.spec.slo, overrides, seed=options.seed)
     return Planner(problem, options=options, cost=cost, table=rt.table, targets=targets), wl, rt.space

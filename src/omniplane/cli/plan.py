@@ -223,6 +223,7 @@ def plan(
         pricing_runtime,
         setup,
     )
+    from omniplane.slo.resolve import space_targets
 
     m = load_model(find_catalog_model(model) or Path(model))
     wl = load_workload(_workload(m.name, workload))
@@ -257,7 +258,7 @@ def plan(
             rt = setup(space_name, problem, cost, table, options.k_s, seed)
         except RuntimeUnavailable as exc:
             fail(str(exc))
-        targets = rt.targets(given or wl.spec.slo, overrides, seed=options.seed)
+        targets = space_targets(rt, given or wl.spec.slo, overrides, seed=options.seed)
         planner = Planner(problem, options=options, cost=cost, table=rt.table, targets=targets, policy=policy,
                           progress=StderrProgress("plan"))
         profile_s = time.perf_counter() - t0

@@ -47,8 +47,7 @@ from omniplane.plan.enumerate import subplan_of
 from omniplane.plan.logical import LogicalPlan, Node, compose
 from omniplane.plan.problem import Problem
 from omniplane.plan.space import FULL, Space
-from omniplane.slo.resolve import resolve_targets
-from omniplane.spec import LatencyTargets, ModelSpec, PlanSpec, ResolvedWorkload, SLOPolicy
+from omniplane.spec import ModelSpec, PlanSpec, ResolvedWorkload
 from omniplane.spec.layout import VllmOmniLayout
 from omniplane.spec.load import load_layout
 
@@ -264,15 +263,9 @@ class Setup:
     baselines: list[Space] | None
     ideal_table: CostTable
 
-    def targets(self, policy: SLOPolicy, overrides_ms: Mapping[str, float] | None = None,
-                seed: int = 0) -> LatencyTargets:
-        """The latency targets of one command (its plan, the stock layout replicated, the ideal
-        comparison and every capacity probe judge by these): ``policy`` resolved in the space
-        searched, on its cost table (docs/decisions/0111-targets-in-runtime-space.md)."""
-        return resolve_targets(policy, self.table, self.table.cost, overrides_ms, seed=seed, space=self.space)
-
     def targets_space(self) -> str:
-        """Where :meth:`targets` resolves isolated deployments (the plan's ``meta.runtime``)."""
+        """Where :func:`omniplane.slo.resolve.space_targets` resolves isolated deployments (the
+        plan's ``meta.runtime``)."""
         return targets_space(self.name, self.space)
 
 
