@@ -206,6 +206,8 @@ def test_a_qwen3_omni_capacity_answer_is_a_runtime_plan_that_sim_run_reproduces(
     from omniplane.plan.runtime import pricing_runtime  # priced as `omniplane plan` prices the space
 
     assert written.meta["runtime"]["priced_with"] == (pricing_runtime("vllm-omni") or "cornserve")
+    assert doc["targets_space"].startswith("vllm-omni")  # resolved in the space searched
+    assert written.meta["runtime"]["targets_space"] == doc["targets_space"]
     layout = load_layout("qwen3-omni")
     path = find_catalog_model("qwen3-omni")
     assert layout is not None and path is not None

@@ -227,6 +227,9 @@ def test_plan_reports_the_runtime_and_the_comparison(tmp_path) -> None:  # type:
     assert rt["pick_rps"] == pytest.approx(doc["goodput"]["total"])
     assert rt["stock_replicated_rps"] == pytest.approx(doc["baselines"]["vllm-omni"])
     assert rt["ideal_rps"] > 0 and rt["runtime_over_ideal"] == pytest.approx(rt["pick_rps"] / rt["ideal_rps"])
+    # the targets were resolved in vLLM-Omni's space, and the ideal search was scored at them
+    assert rt["targets_space"].startswith("vllm-omni") and rt["targets_space"] in rt["ideal_scored_at"]
+    assert all(how.endswith("in the vllm-omni-runtime space") for how in doc["plan"]["slo"]["how"].values())
     assert "runtime" in doc["plan"]["meta"]
     # memory as vLLM-Omni loads it: every stage fits, and holds its max batch at the mean context
     for row in doc["memory"]["nodes"]:
@@ -266,6 +269,7 @@ def test_the_plan_file_says_which_runtime_it_was_planned_for(tmp_path) -> None: 
     meta = load_plan(out).spec.meta or {}
     assert meta["runtime"]["name"] == "ideal" and meta["runtime"]["deployable"] is False
     assert meta["runtime"]["priced_with"] == "cornserve"  # the reproduction's stack, unchanged
+    assert meta["runtime"]["targets_space"].startswith("ideal")
     assert "whole pipeline" in meta["runtime"]["why"]
 
 

@@ -71,6 +71,7 @@ def run(req: Request, make_base: Any) -> None:
     on the first kind and used for every kind (one bar)."""
     from omniplane.plan.capacity import CapacityPlanner
     from omniplane.plan.prices import ATTRIBUTION, costs, load_prices
+    from omniplane.plan.runtime import targets_space as runtime_targets_space
 
     try:
         prices = load_prices()
@@ -85,6 +86,7 @@ def run(req: Request, make_base: Any) -> None:
         base, wl, space = make_base(kind, targets)
         targets = base.targets
         bases[kind] = (base, wl, space)
+    targets_space = runtime_targets_space(req.runtime, bases[req.kinds[0]][2])
     rows: list[dict[str, Any]] = []
     chosen: dict[float, tuple[dict[str, Any], Any]] = {}
     for rate in req.rates:
@@ -106,11 +108,12 @@ def run(req: Request, make_base: Any) -> None:
                 chosen[rate] = min(priced, key=lambda f: (f[0]["cost_per_hour"], f[0]["gpus"]))
             else:
                 chosen[rate] = min(ok, key=lambda f: f[0]["gpus"])
-    written = _write(req, chosen, bases, rows)
+    written = _write(req, chosen, bases, rows, targets_space)
     doc: dict[str, Any] = {
         "attainment_target": req.attainment, "objective": req.objective,
         "targets_ms": dict(targets.targets_ms) if targets is not None else {},
         "targets_resolved_on": req.kinds[0],
+        "targets_space": targets_space,
         "cost_attribution": ATTRIBUTION,
         "prices": {k: {"usd_per_gpu_hour": p.usd_per_gpu_hour, "source": p.source, "date": p.date}
                    for k, p in prices.items() if k in req.kinds},
@@ -169,7 +172,7 @@ def _describe(spec: Any) -> str | None:
 
 
 def _write(req: Request, chosen: dict[float, Any], bases: dict[str, Any],
-           rows: list[dict[str, Any]]) -> list[Path]:
+           rows: list[dict[str, Any]], targets_space: str) -> list[Path]:
     from omniplane.plan.runtime import label
     from omniplane.spec import dump, workload_ref
 
@@ -185,7 +188,8 @@ def _write(req: Request, chosen: dict[float, Any], bases: dict[str, Any],
             ref = workload_ref(wl, req.out.parent.absolute())
             pred = spec.prediction.model_copy(update={"workload": ref})
             meta = {**(spec.meta or {}), "runtime": {**label(base.problem.model, req.runtime, space),
-                                                      "priced_with": base.cost.runtime.name}}
+                                                      "priced_with": base.cost.runtime.name,
+                                                      "targets_space": targets_space}}
             spec = spec.model_copy(update={"prediction": pred, "meta": meta})
             files.text(req.out, dump(spec))
             written.append(req.out)
@@ -224,7 +228,8 @@ def _print(req: Request, doc: dict[str, Any], chosen: dict[float, Any], written:
         console.print(f"price {k}: ${p['usd_per_gpu_hour']:.2f}/GPU-h ({p['source']}, {p['date']})",
                       highlight=False)
     console.print(f"cost per type: {doc['cost_attribution']}", highlight=False)
-    console.print(f"latency targets resolved on {doc['targets_resolved_on']}, used for every kind",
+    console.print(f"latency targets resolved on {doc['targets_resolved_on']} in the {doc['targets_space']} "
+                  "space, used for every kind",
                   highlight=False)
     for rate, (row, _) in chosen.items():
         console.print(f"at {rate:g} req/s: {row['gpus']} x {row['gpu']} (objective: {req.objective})",
@@ -261,8 +266,8 @@ def from_plan(a: dict[str, Any], workload: Any, parse_mix: Any) -> None:
 def _base_planner(a: dict[str, Any], kind_name: str, targets: Any, workload: Any,
                   parse_mix: Any, runtime: str) -> tuple[Any, Any, Any]:
     """``workload``, ``parse_mix``: omniplane.cli.plan's (a workload file by model; --mix);
-    ``runtime``: the plan space (omniplane.plan.runtime.setup; targets resolved on the ideal table
-    as ``omniplane plan`` does)."""
+    ``runtime``: the plan space (omniplane.plan.runtime.setup; targets resolved in that space
+    as ``omniplane plan`` does, slo.resolve.space_targets)."""
     from omniplane.cli.slo import slo_choice
     from omniplane.perf import CostModel
     from omniplane.plan.costs import CostTable
@@ -270,7 +275,7 @@ def _base_planner(a: dict[str, Any], kind_name: str, targets: Any, workload: Any
     from omniplane.plan.pipeline import Planner
     from omniplane.plan.problem import make_problem
     from omniplane.plan.runtime import RuntimeUnavailable, pricing_runtime, setup
-    from omniplane.slo.resolve import resolve_targets
+    from omniplane.slo.resolve import space_targets
     from omniplane.spec import find_catalog_model, load_gpus, load_model, load_workload
 
     m = load_model(find_catalog_model(a["model"]) or Path(a["model"]))
@@ -298,5 +303,5 @@ def _base_planner(a: dict[str, Any], kind_name: str, targets: Any, workload: Any
         base = choice.base if choice is not None else None
         given = None if base is None or isinstance(base, str) else base
         overrides = dict(choice.targets_ms) if choice is not None else None
-        targets = resolve_targets(given or wl.spec.slo, table, cost, overrides, seed=options.seed)
+        targets = space_targets(rt, given or wl.spec.slo, overrides, seed=options.seed)
     return Planner(problem, options=options, cost=cost, table=rt.table, targets=targets), wl, rt.space

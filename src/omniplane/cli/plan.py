@@ -223,7 +223,7 @@ def plan(
         pricing_runtime,
         setup,
     )
-    from omniplane.slo.resolve import resolve_targets
+    from omniplane.slo.resolve import space_targets
 
     m = load_model(find_catalog_model(model) or Path(model))
     wl = load_workload(_workload(m.name, workload))
@@ -258,7 +258,7 @@ def plan(
             rt = setup(space_name, problem, cost, table, options.k_s, seed)
         except RuntimeUnavailable as exc:
             fail(str(exc))
-        targets = resolve_targets(given or wl.spec.slo, table, cost, overrides, seed=options.seed)
+        targets = space_targets(rt, given or wl.spec.slo, overrides, seed=options.seed)
         planner = Planner(problem, options=options, cost=cost, table=rt.table, targets=targets, policy=policy,
                           progress=StderrProgress("plan"))
         profile_s = time.perf_counter() - t0
@@ -320,6 +320,7 @@ def _runtime_block(cmp: Any, rt: Any, planner: Any, ideal: bool) -> dict[str, An
     model = planner.problem.model
     out = label(model, rt.name, rt.space)
     out["priced_with"] = planner.cost.runtime.name  # the perf runtime behind every price of the plan
+    out["targets_space"] = rt.targets_space()  # where the isolated-percentile targets were resolved
     pick = cmp.planner.total
     stock = next((e for e in cmp.baselines if e.name == "vllm-omni"), None)
     if stock is not None:
@@ -333,6 +334,7 @@ def _runtime_block(cmp: Any, rt: Any, planner: Any, ideal: bool) -> dict[str, An
                             targets=planner.targets, policy=planner.policy_name, progress=planner.progress)
             res = other.run(FULL)
             out["ideal_rps"] = res.total
+            out["ideal_scored_at"] = "this plan's targets (resolved in " + rt.targets_space() + ")"
             out["ideal_plan"] = _one_line(res.best.spec) if res.best and res.best.spec else None
             out["runtime_over_ideal"] = pick / res.total if res.total > 0 else None
     out["pick_rps"] = pick
@@ -448,8 +450,9 @@ def _print_runtime(rt: dict[str, Any]) -> None:
     if "runtime_over_ideal" in rt:
         ratio = rt["runtime_over_ideal"]
         parts.append(f"ideal space best {rt['ideal_rps']:.2f} req/s (runtime / ideal "
-                     f"{'-' if ratio is None else f'{ratio:.2f}x'}; not deployable)")
+                     f"{'-' if ratio is None else f'{ratio:.2f}x'}; not deployable; at the same targets)")
     console.print("; ".join(parts), highlight=False)
+    console.print(f"latency targets resolved in the {rt['targets_space']} space", highlight=False)
 
 
 def _one_line(spec: Any) -> str:

@@ -85,7 +85,7 @@ def run(
     from omniplane.perf.runtime import plan_pricing
     from omniplane.sim import RunSetup, simulate
     from omniplane.sim.trace import write_chrome_trace
-    from omniplane.slo.resolve import command_targets, plan_budget
+    from omniplane.slo.resolve import command_targets, plan_budget, plan_runtime
     from omniplane.spec import load_plan, plan_load
     from omniplane.workload import generate
 
@@ -104,7 +104,8 @@ def run(
         fail(f"{plan}: meta.runtime.priced_with: {exc}")
     try:
         targets, source = command_targets(slo_choice(slo, rplan.model.type_names), wl, stored=rplan.spec.slo,
-                                          gpu=rplan.gpu, gpus=plan_budget(rplan), cost=cost)
+                                          gpu=rplan.gpu, gpus=plan_budget(rplan), cost=cost,
+                                          runtime=plan_runtime(rplan.spec.meta))
     except ValueError as exc:
         fail(str(exc) if str(exc).startswith("--") else f"--slo: {exc}")
     requests = generate(wl, n=n, duration_s=duration, rate=rate, seed=seed, mix=mix)

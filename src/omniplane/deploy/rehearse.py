@@ -27,7 +27,7 @@ from omniplane.loadgen.metrics import Record, summarize
 from omniplane.perf import CostModel
 from omniplane.perf.runtime import plan_pricing
 from omniplane.sim import SimResult, simulate
-from omniplane.slo.resolve import command_targets, plan_budget
+from omniplane.slo.resolve import command_targets, plan_budget, plan_runtime
 from omniplane.spec import LatencyTargets, ResolvedPlan, ResolvedWorkload, SLOChoice
 from omniplane.workload import Request, generate
 
@@ -80,7 +80,7 @@ def rehearsal_targets(plan: ResolvedPlan, workload: ResolvedWorkload, cfg: Rehea
     """The targets the rehearsal judges both the deployment and the simulator by: the plan
     file's ``slo`` unless ``--slo`` says otherwise (``omniplane.slo.resolve.command_targets``)."""
     return command_targets(cfg.slo, workload, stored=plan.spec.slo, gpu=plan.gpu, gpus=plan_budget(plan),
-                           cost=cost)
+                           cost=cost, runtime=plan_runtime(plan.spec.meta))
 
 
 def rehearse(plan: ResolvedPlan, workload: ResolvedWorkload, cfg: RehearsalConfig,

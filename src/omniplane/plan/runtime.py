@@ -263,6 +263,18 @@ class Setup:
     baselines: list[Space] | None
     ideal_table: CostTable
 
+    def targets_space(self) -> str:
+        """Where :func:`omniplane.slo.resolve.space_targets` resolves isolated deployments (the
+        plan's ``meta.runtime``)."""
+        return targets_space(self.name, self.space)
+
+
+def targets_space(name: str, space: Space) -> str:
+    """The space runtime ``name``'s targets are resolved in, in words (plans' and capacity's meta)."""
+    if space.full:
+        return f"{name} (Algorithm 1's whole space)"
+    return f"{name} ({space.name}: whole stages as the runtime loads them)"
+
 
 def setup(name: str, problem: Problem, cost: CostModel, ideal_table: CostTable, k_s: int,
           seed: int = 0) -> Setup:

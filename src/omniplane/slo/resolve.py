@@ -47,14 +47,19 @@ from omniplane.spec.slo import USER_TABLE, describe
 if TYPE_CHECKING:
     from omniplane.plan.costs import CostTable
     from omniplane.plan.options import PlannerOptions
+    from omniplane.plan.runtime import Setup
+    from omniplane.plan.space import Space
 
 DEFAULT_TRANSFER_S = 0.010  # plans' default transfer_ms (Cornfigurator section 5.2: ~10 ms median)
 
 
 def resolve_targets(policy: SLOPolicy, table: CostTable, cost: CostModel,
                     overrides_ms: Mapping[str, float] | None = None, transfer_s: float = DEFAULT_TRANSFER_S,
-                    seed: int = 0) -> LatencyTargets:
-    """Targets for every type of ``table``'s model under ``policy``, then the user's table."""
+                    seed: int = 0, space: Space | None = None) -> LatencyTargets:
+    """Targets for every type of ``table``'s model under ``policy``, then the user's table.
+    ``space``: the plan space searched (None: Algorithm 1's whole space); an
+    ``isolated_percentile`` policy picks each type's isolated deployment among what that space
+    can build, on ``table`` (the space's own cost table: its fit check and prices)."""
     types = table.types
     ms: dict[str, float] = {}
     how: dict[str, str] = {}
@@ -70,19 +75,28 @@ def resolve_targets(policy: SLOPolicy, table: CostTable, cost: CostModel,
             how[t] = solo.how[t]
     else:
         assert isinstance(policy, IsolatedPercentileSLO)
-        from omniplane.plan.isolated import isolated_best, unpadded
+        from omniplane.plan.isolated import deployments, isolated_best, unpadded
 
         alone = unpadded(table, cost)
+        where = "" if space is None or space.full else f", in the {space.name} space"
         for t in types:
-            lat, desc = isolated_best(alone, t, transfer_s)
+            lat, desc = isolated_best(alone, t, transfer_s, deployments(alone, t, space))
             ms[t] = policy.multiplier * float(np.percentile(lat, policy.percentile)) * 1e3
-            how[t] = f"p{policy.percentile:g} x {policy.multiplier:g} of {desc}"
+            how[t] = f"p{policy.percentile:g} x {policy.multiplier:g} of {desc}{where}"
     for t, v in (overrides_ms or {}).items():
         ms[t] = v
         how[t] = USER_TABLE
     if not ms:
         raise ValueError(f"the SLO policy gives no target for any type of {table.model.name}")
     return LatencyTargets(targets_ms=ms, derived_from=policy, how=how)
+
+
+def space_targets(rt: Setup, policy: SLOPolicy, overrides_ms: Mapping[str, float] | None = None,
+                  seed: int = 0) -> LatencyTargets:
+    """One command's targets (its plan, the stock layout replicated, the ideal comparison and every
+    capacity probe judge by these): ``policy`` resolved in the plan space ``rt`` searches, on its
+    cost table (docs/decisions/0111-targets-in-runtime-space.md)."""
+    return resolve_targets(policy, rt.table, rt.table.cost, overrides_ms, seed=seed, space=rt.space)
 
 
 def solo_targets(model: ModelSpec, cost: CostModel, gpu: GPUKind, policy: SoloMultiplierSLO, *,
@@ -108,11 +122,12 @@ def explicit_targets(policy: ExplicitSLO, types: Sequence[str]) -> LatencyTarget
 def targets_for(workload: ResolvedWorkload, gpu: GPUKind, gpus: int, policy: SLOPolicy | None = None,
                 overrides_ms: Mapping[str, float] | None = None, *, cost: CostModel | None = None,
                 transfer_s: float = DEFAULT_TRANSFER_S,
-                options: PlannerOptions | None = None) -> LatencyTargets:
+                options: PlannerOptions | None = None, runtime: str | None = None) -> LatencyTargets:
     """What the planner resolves for ``workload`` on ``gpus`` GPUs of kind ``gpu`` with its default
     options (``PlannerOptions``: request sample and seed), for a command without a planner.
-    ``policy`` defaults to the workload's. Builds the planner's profile only when a type still
-    needs a target (a user's table naming every type needs nothing)."""
+    ``policy`` defaults to the workload's; ``runtime``: the plan space the targets are resolved
+    in (``omniplane plan --runtime``; None: the ideal space). Builds the planner's profile only
+    when a type still needs a target (a user's table naming every type needs nothing)."""
     from omniplane.plan.costs import CostTable
     from omniplane.plan.options import PlannerOptions
     from omniplane.plan.problem import make_problem
@@ -125,17 +140,23 @@ def targets_for(workload: ResolvedWorkload, gpu: GPUKind, gpus: int, policy: SLO
                               how=dict.fromkeys(overrides_ms, USER_TABLE))
     problem = make_problem(workload, gpu, gpus, samples=opts.mc_samples, seed=opts.seed)
     cost = cost or CostModel(workload.model)
+    if runtime is not None and runtime != "ideal":
+        from omniplane.plan.runtime import setup
+
+        rt = setup(runtime, problem, cost, CostTable(problem, cost), opts.k_s, opts.seed)
+        return space_targets(rt, policy, overrides_ms, seed=opts.seed)
     return resolve_targets(policy, CostTable(problem, cost), cost, overrides_ms, transfer_s, opts.seed)
 
 
 def command_targets(choice: SLOChoice | None, workload: ResolvedWorkload, *, stored: LatencyTargets | None,
                     gpu: GPUKind | None, gpus: int | None, cost: CostModel | None = None,
-                    where: str = "the plan file") -> tuple[LatencyTargets, str]:
+                    where: str = "the plan file", runtime: str | None = None) -> tuple[LatencyTargets, str]:
     """The targets a command judges by (``sim run``, ``rehearse``, ``loadgen``) and one line saying
     where they come from. Base, in order: the ``--slo`` policy; ``--slo workload``; the plan's
     stored ``slo`` (the default when there is one, and ``--slo plan``; ``where`` names its
     holder); else the workload's policy, resolved as the planner would on GPU kind ``gpu`` and
-    budget ``gpus``. A user's ``TYPE=DURATION`` items replace single types on top."""
+    budget ``gpus``, in the plan space ``runtime`` (:func:`plan_runtime`). A user's
+    ``TYPE=DURATION`` items replace single types on top."""
     choice = choice or SLOChoice()
     user = dict(choice.targets_ms)
     if choice.base == "plan" and stored is None:
@@ -153,13 +174,20 @@ def command_targets(choice: SLOChoice | None, workload: ResolvedWorkload, *, sto
     if gpu is None or gpus is None:
         raise ValueError(f"the {describe(policy)} targets need the GPU kind and budget they are for "
                          "(pass --gpu, or --slo TYPE=DURATION for every type)")
-    got = targets_for(workload, gpu, gpus, policy, user, cost=cost)
+    got = targets_for(workload, gpu, gpus, policy, user, cost=cost, runtime=runtime)
     if given is not None:
         why = "--slo"
     else:
         why = f"workload {workload.spec.name!r}'s policy" + (f"; {where} has no slo" if choice.base is None
                                                              else "")
     return got, f"{got.describe()} resolved on {gpus} x {gpu.name} ({why})"
+
+
+def plan_runtime(meta: Mapping[str, object] | None) -> str | None:
+    """The plan space a plan was searched in (its ``meta.runtime.name``; None: not recorded)."""
+    rt = (meta or {}).get("runtime")
+    name = rt.get("name") if isinstance(rt, dict) else None
+    return name if isinstance(name, str) else None
 
 
 def plan_budget(plan: ResolvedPlan) -> int:
