@@ -1,4 +1,4 @@
-"""Latency targets resolved in the plan space searched (docs/decisions/0111-targets-in-runtime-space.md):
+"""Latency targets resolved in the plan space searched (docs/decisions/0019-targets-in-runtime-space.md):
 with ``--runtime vllm-omni`` an ``isolated_percentile`` policy takes each type's isolated best among
 the whole-pipeline deployments vLLM-Omni builds, priced as that space is priced."""
 

@@ -95,7 +95,7 @@ def space_targets(rt: Setup, policy: SLOPolicy, overrides_ms: Mapping[str, float
                   seed: int = 0) -> LatencyTargets:
     """One command's targets (its plan, the stock layout replicated, the ideal comparison and every
     capacity probe judge by these): ``policy`` resolved in the plan space ``rt`` searches, on its
-    cost table (docs/decisions/0111-targets-in-runtime-space.md)."""
+    cost table (docs/decisions/0019-targets-in-runtime-space.md)."""
     return resolve_targets(policy, rt.table, rt.table.cost, overrides_ms, seed=seed, space=rt.space)
 
 
