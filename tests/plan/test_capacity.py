@@ -250,3 +250,16 @@ def test_runtime_ideal_is_asked_for_and_a_runtime_without_a_pipeline_fails(tmp_p
     bad = CliRunner().invoke(app, ["plan", "--model", "qwen3-vl", "--rate", "1", "--gpu", "H100",
                                    "--runtime", "vllm-omni"])
     assert bad.exit_code != 0 and "no pipeline for qwen3-vl" in bad.output
+
+
+def test_none_found_names_the_closest_count_and_its_binding_type() -> None:
+    from omniplane.cli.capacity import _none_found
+    from omniplane.plan.capacity import Probe
+
+    probes = [Probe(4, False, {"a": 0.50, "b": 0.95}, "simulated"),
+              Probe(8, False, {"a": 0.77, "b": 0.99}, "simulated"),
+              Probe(16, False, {"a": 0.76, "b": 0.99}, "simulated"),
+              Probe(2, False, {}, "no plan fits")]
+    why = _none_found(probes)
+    assert why == {"closest_gpus": 8, "type": "a", "attainment": 0.77, "largest_gpus_tried": 16}
+    assert _none_found([Probe(2, False, {}, "no plan fits")]) is None

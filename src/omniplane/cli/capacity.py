@@ -140,6 +140,7 @@ def _row(cap: Any, price: Any, mix: Any, costs: Any, seconds: float) -> dict[str
     fewer = cap.one_fewer
     return {
         "rate": cap.rate, "gpu": cap.gpu, "gpus": cap.gpus, "gpus_used": used,
+        "none_found": None if cap.gpus is not None else _none_found(cap.probes),
         "cost_per_hour": None if hourly is None else round(hourly, 2),
         "cost_per_1k_requests": {t: None if v is None else round(v, 4) for t, v in per.items()},
         "attainment": {t: round(a, 4) for t, a in cap.attainment.items()},
@@ -156,9 +157,21 @@ def _row(cap: Any, price: Any, mix: Any, costs: Any, seconds: float) -> dict[str
     }
 
 
+def _none_found(probes: list[Any]) -> dict[str, Any] | None:
+    """Why no count met the target: the probe that came closest (its worst type the highest) and
+    that type's attainment there; None when no probe had a plan."""
+    tried = [p for p in probes if p.attainment]
+    if not tried:
+        return None
+    best = max(tried, key=lambda p: (p.attainment[p.worst()], -p.gpus))
+    worst = best.worst()
+    return {"closest_gpus": best.gpus, "type": worst, "attainment": round(best.attainment[worst], 4),
+            "largest_gpus_tried": max(p.gpus for p in probes)}
+
+
 def _capacity_json(row: dict[str, Any]) -> dict[str, Any]:
-    keep = ("rate", "gpu", "gpus", "gpus_used", "cost_per_hour", "cost_per_1k_requests", "attainment",
-            "headroom_rps", "headroom", "one_fewer", "lower_bound", "probes", "plan", "seconds",
+    keep = ("rate", "gpu", "gpus", "gpus_used", "none_found", "cost_per_hour", "cost_per_1k_requests",
+            "attainment", "headroom_rps", "headroom", "one_fewer", "lower_bound", "probes", "plan", "seconds",
             "cpu_seconds")
     return {k: row[k] for k in keep}
 
@@ -231,6 +244,16 @@ def _print(req: Request, doc: dict[str, Any], chosen: dict[float, Any], written:
     console.print(f"latency targets resolved on {doc['targets_resolved_on']} in the {doc['targets_space']} "
                   "space, used for every kind",
                   highlight=False)
+    for r in doc["rows"]:
+        why = r.get("none_found")
+        if r["gpus"] is None and why:
+            target = doc["targets_ms"].get(why["type"])
+            console.print(
+                f"{r['gpu']} @ {r['rate']:g}/s: no count up to {why['largest_gpus_tried']} GPUs meets "
+                f"{req.attainment:.0%}; closest: {why['closest_gpus']} GPUs, where {why['type']} reaches "
+                f"{why['attainment']:.0%} of its {target:.0f} ms target. A target near the type's own solo "
+                "latency cannot be met by that share at any size (more GPUs do not make a request faster); "
+                "give looser targets, e.g. --slo '5x solo p95'", highlight=False)
     for rate, (row, _) in chosen.items():
         console.print(f"at {rate:g} req/s: {row['gpus']} x {row['gpu']} (objective: {req.objective})",
                       highlight=False)
