@@ -47,7 +47,7 @@ import yaml
 from omniplane.deploy.export_text import Process, cvd, host_var, launch_script, placement_yaml, readme
 from omniplane.deploy.placement import HEURISTIC, Hosts, Placement, place
 from omniplane.deploy.routing_file import KIND, Endpoint, RoutingFile, Share
-from omniplane.deploy.topology import Deployment, deployments, plan_layout
+from omniplane.deploy.topology import Deployment, NotRealisable, deployments, plan_layout
 from omniplane.spec import ResolvedPlan
 from omniplane.spec.layout import VllmOmniLayout
 
@@ -275,6 +275,11 @@ def export_vllm_omni(plan: ResolvedPlan, hosts: Hosts, *, serve: bool = False) -
     or :class:`~omniplane.perf.stage_memory.StageMemoryError` (all ValueErrors)."""
     from omniplane.vllm.stage_config import workload_contexts
 
+    kinds = plan.spec.gpus_by_kind()
+    if len(kinds) > 1:  # placement and memory sizing read one kind (docs/decisions/0017-mixed-fleets.md)
+        raise NotRealisable(f"plan {plan.spec.name or '(unnamed)'}: executor groups on several GPU kinds "
+                            f"({', '.join(f'{n} x {k}' for k, n in kinds.items())}); the vLLM-Omni export "
+                            "places one kind per plan so far (expected every group on the plan's gpu)")
     layout = plan_layout(plan)
     deps = deployments(plan)
     placement = place(deps, hosts)
