@@ -53,15 +53,33 @@ def from_plan(a: dict[str, Any], workload: Any, parse_mix: Any) -> None:
     model = next(iter(bases.values()))[0].problem.model
     doc = {"inventory": _json(res, model, prices, targets, next(iter(counts)))}
     if a["out"] is not None:
-        if res.spec is None:
+        if res.spec is None or res.pick is None:
             fail("--out: no plan found within the inventory")
         with Outputs() as files:
-            files.text(a["out"], dump(res.spec))
+            files.text(a["out"], dump(_plan_file(res, bases, a["out"])))
             files.commit()
     if a["json_out"]:
         print_json(doc)
         return
     _print(doc["inventory"], a["out"])
+
+
+def _plan_file(res: Any, bases: dict[str, Any], out: Path) -> Any:
+    """The pick as ``sim run`` reads it: its latency targets, the runtime that priced it and the
+    load it was simulated under (the first kind's workload, relative to the plan file)."""
+    from omniplane.plan.runtime import label
+    from omniplane.spec import Prediction, workload_ref
+
+    base, space = next(iter(bases.values()))
+    pick = res.pick
+    pred = Prediction.model_validate({
+        "workload": workload_ref(base.problem.workload, out.parent.absolute()),
+        "mix": {t: float(f) for t, f in base.problem.mix.items()},
+        "offered_rps": round(pick.simulated_at, 6), "requests": base.options.sim_requests,
+        "seed": base.options.seed, "goodput_rps": {"total": round(pick.goodput or 0.0, 4)}})
+    meta = {**res.spec.meta, "runtime": {**label(base.problem.model, "vllm-omni", space),
+                                         "priced_with": base.cost.runtime.name}}
+    return res.spec.model_copy(update={"slo": base.targets, "prediction": pred, "meta": meta})
 
 
 def _json(res: Any, model: Any, prices: Any, targets: Any, first: str) -> dict[str, Any]:
