@@ -107,3 +107,49 @@ def test_a_candidate_becomes_a_plan_with_each_group_on_its_kind() -> None:
     text_route = spec.routes["ti2t"][0].nodes
     audio_route = spec.routes["ti2a"][0].nodes
     assert len(text_route) == 1 and len(audio_route) == 2
+
+
+def _result(goodput: float, single: float, *, rate: float | None = None) -> Any:
+    from omniplane.plan.inventory import Candidate, InventoryResult, SingleKind
+
+    model = load_model(find_catalog_model("qwen3-omni") or "")
+    th, ta = frozenset({"thinker"}), frozenset({"talker"})
+    # thinker: 0.1 GPU-s per request on A, 0.8 on B; talker: 0.05 on A, 0.04 on B
+    res = InventoryResult({"A": 4, "B": 8}, 8, rate, 0.9, 1, [])
+    res.options = {(th, "A"): Option("A", 1, 32, 0.1), (th, "B"): Option("B", 1, 32, 0.8),
+                   (ta, "A"): Option("A", 1, 32, 0.05), (ta, "B"): Option("B", 1, 32, 0.04)}
+    res.usd = {"A": 4.0, "B": 2.0}
+    pick = Candidate((th, ta), (res.options[th, "A"], res.options[ta, "B"]), (4, 8), 40.0, hourly=32.0,
+                     goodput=goodput, attainment={"t2t": 0.95})
+    res.pick = pick
+    res.tried = [pick]
+    res.singles = [SingleKind("A", 8, 32.0, goodput=single, attainment={"t2t": 0.5})]
+    return res, model
+
+
+def test_when_mixing_does_not_pay_the_verdict_names_the_binding_stage_and_why() -> None:
+    from omniplane.plan.inventory import _verdict
+
+    res, model = _result(goodput=30.0, single=30.0)
+    pays, why = _verdict(res, model, ["t2t"])
+    assert pays is False
+    assert "does not pay" in why and "bound by stage thinker on A" in why
+    # the thinker costs 8x the GPU-seconds on B, at half the price: 4x the dollars
+    assert "8.00x the GPU-seconds per request on B and 4.00x the dollars" in why
+
+
+def test_when_the_mix_serves_more_per_dollar_it_pays() -> None:
+    from omniplane.plan.inventory import _verdict
+
+    res, model = _result(goodput=40.0, single=30.0)
+    pays, why = _verdict(res, model, ["t2t"])
+    assert pays is True and "mixing pays: 1.33x the goodput per dollar of A alone" in why
+    res, model = _result(goodput=31.0, single=30.0)  # within the margin: a tie, not a win
+    assert _verdict(res, model, ["t2t"])[0] is False
+
+
+def test_at_a_rate_the_mix_pays_when_no_kind_alone_meets_at_its_cost() -> None:
+    from omniplane.plan.inventory import _verdict
+
+    res, model = _result(goodput=20.0, single=10.0, rate=20.0)
+    assert _verdict(res, model, ["t2t"]) == (True, "no kind alone meets the targets at the same hourly cost")
