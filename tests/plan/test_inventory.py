@@ -116,10 +116,11 @@ def _result(goodput: float, single: float, *, rate: float | None = None) -> Any:
     th, ta = frozenset({"thinker"}), frozenset({"talker"})
     # thinker: 0.1 GPU-s per request on A, 0.8 on B; talker: 0.05 on A, 0.04 on B
     res = InventoryResult({"A": 4, "B": 8}, 8, rate, 0.9, 1, [])
-    res.options = {(th, "A"): Option("A", 1, 32, 0.1), (th, "B"): Option("B", 1, 32, 0.8),
-                   (ta, "A"): Option("A", 1, 32, 0.05), (ta, "B"): Option("B", 1, 32, 0.04)}
+    th_a, ta_b = Option("A", 1, 32, 0.1), Option("B", 1, 32, 0.04)
+    res.options = {(th, "A"): th_a, (th, "B"): Option("B", 1, 32, 0.8),
+                   (ta, "A"): Option("A", 1, 32, 0.05), (ta, "B"): ta_b}
     res.usd = {"A": 4.0, "B": 2.0}
-    pick = Candidate((th, ta), (res.options[th, "A"], res.options[ta, "B"]), (4, 8), 40.0, hourly=32.0,
+    pick = Candidate((th, ta), (th_a, ta_b), (4, 8), 40.0, hourly=32.0,
                      goodput=goodput, attainment={"t2t": 0.95})
     res.pick = pick
     res.tried = [pick]
