@@ -95,10 +95,55 @@ def test_cost_attribution_prices_each_group_at_its_kind(tmp_path: Path) -> None:
     assert "3 x H100 + 5 x L40S" in render(spec) and "L40S)" in render(spec)
 
 
-def test_the_vllm_omni_export_refuses_a_mixed_plan_naming_its_kinds(tmp_path: Path) -> None:
-    from omniplane.deploy.export_omni import export_vllm_omni
-    from omniplane.deploy.placement import Hosts
-    from omniplane.deploy.topology import NotRealisable
+def _runtime_plan(tmp_path: Path, back_gpu: str | None) -> Path:
+    """A plan vLLM-Omni runs: the thinker stage (with its encoders) on H100, talker + code2wav
+    sharing GPUs on ``back_gpu`` (None: the plan's H100)."""
+    back: dict[str, Any] = {"count": 3, "tp": 1, "max_batch": 32}
+    if back_gpu is not None:
+        back["gpu"] = back_gpu
+    front = ["image_encoder", "video_encoder", "audio_encoder", "thinker"]
+    doc = {"kind": "plan", "name": "mixed", "model": "qwen3-omni", "gpu": "H100", "nodes": [
+        {"name": "front", "components": front, "executors": [{"count": 2, "tp": 1, "max_batch": 16}]},
+        {"name": "back", "components": ["talker", "code2wav"], "executors": [back], "sharing": "timeslice"}],
+        "routes": {t: [{"nodes": ["front", "back"] if t.endswith("2a") else ["front"], "p": 1.0}]
+                   for t in ("ti2t", "tiv2t", "tia2t", "tiva2t", "ti2a", "tiv2a", "tia2a", "tiva2a")}}
+    path = tmp_path / f"runtime-{back_gpu}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
 
-    with pytest.raises(NotRealisable, match="3 x H100, 5 x L40S"):
-        export_vllm_omni(load_plan(_write(tmp_path, "L40S")), Hosts.parse(None))
+
+def test_the_vllm_omni_export_places_each_kind_on_its_own_hosts(tmp_path: Path) -> None:
+    from omniplane.deploy.export_omni import export_vllm_omni
+    from omniplane.deploy.placement import Hosts, PlacementError
+
+    ex = export_vllm_omni(load_plan(_runtime_plan(tmp_path, "L40S")), Hosts.parse(None))
+    placed = yaml.safe_load(ex.files["placement.yaml"])
+    kind_of = {h: v["gpu"] for h, v in placed["hosts"].items()}
+    nodes_on = {h: {e["node"] for e in v["executors"]} for h, v in placed["hosts"].items()}
+    assert sorted(kind_of.values()) == ["H100-SXM", "L40S"]
+    for h, nodes in nodes_on.items():
+        assert nodes == ({"front"} if kind_of[h] == "H100-SXM" else {"back"})
+    assert placed["edges"]["d0: front -> back"] == "across hosts"
+    # the talker + code2wav GPUs are sized on the L40S's 48 GB, not the H100's 80 GB
+    same = export_vllm_omni(load_plan(_runtime_plan(tmp_path, None)), Hosts.parse(None))
+
+    def util(e: Any) -> float:
+        doc = e.configs["d0"]
+        return float(next(s for s in doc["stages"] if s["stage_id"] == 2)["gpu_memory_utilization"])
+
+    assert util(ex) != util(same)
+    assert "L40S" in "".join(ex.configs["d0"]["omniplane"]["memory"])
+    with pytest.raises(PlacementError, match="2 GPU kinds"):
+        export_vllm_omni(load_plan(_runtime_plan(tmp_path, "L40S")), Hosts.parse("2x8"))
+
+
+def test_the_kuberay_export_refuses_hosts_of_several_kinds(tmp_path: Path) -> None:
+    from omniplane.deploy.export_omni import export_vllm_omni
+    from omniplane.deploy.export_ray import ray_files
+    from omniplane.deploy.placement import Hosts
+
+    plan = load_plan(_runtime_plan(tmp_path, "L40S"))
+    ex = export_vllm_omni(plan, Hosts.parse(None))
+    assert "serve-config.yaml" in ray_files(plan, ex, "ray-serve")
+    with pytest.raises(ValueError, match="several GPU kinds"):
+        ray_files(plan, ex, "kuberay")
