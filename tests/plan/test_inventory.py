@@ -154,3 +154,21 @@ def test_at_a_rate_the_mix_pays_when_no_kind_alone_meets_at_its_cost() -> None:
 
     res, model = _result(goodput=20.0, single=10.0, rate=20.0)
     assert _verdict(res, model, ["t2t"]) == (True, "no kind alone meets the targets at the same hourly cost")
+
+
+def test_cost_per_type_prices_each_stage_at_its_kind_and_adds_up_to_the_hourly_cost() -> None:
+    from omniplane.plan.inventory import Candidate, InventoryResult
+
+    # types t2t (thinker only) and t2a (thinker + talker); thinker on A ($4/h), talker on B ($1/h)
+    th = Option("A", 1, 32, 0.1, per_type=(0.1, 0.1))
+    ta = Option("B", 1, 32, 0.2, per_type=(0.0, 0.4))
+    c = Candidate((frozenset({"thinker"}), frozenset({"talker"})), (th, ta), (2, 4), 10.0, hourly=12.0,
+                  goodput=10.0, simulated_at=10.0)
+    res = InventoryResult({"A": 2, "B": 4}, 8, None, 0.9, 1, [], usd={"A": 4.0, "B": 1.0},
+                          mix={"t2t": 0.5, "t2a": 0.5})
+    assert c.dollar_weights(res.usd, ["t2t", "t2a"]) == pytest.approx({"t2t": 0.4, "t2a": 0.8})
+    per = res.cost_per_1k(c)
+    assert per["t2a"] == pytest.approx(2 * (per["t2t"] or 0.0))  # twice the dollars per request
+    # every type's share, times its requests in an hour, is the hourly cost
+    spent = sum((per[t] or 0.0) / 1000 * 10.0 * f * 3600 for t, f in res.mix.items())
+    assert spent == pytest.approx(12.0)

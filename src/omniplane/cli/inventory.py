@@ -92,6 +92,8 @@ def _json(res: Any, model: Any, prices: Any, targets: Any, first: str) -> dict[s
                 "goodput_rps": None if c.goodput is None else round(c.goodput, 3),
                 "simulated_at_rps": None if c.simulated_at is None else round(c.simulated_at, 3),
                 "attainment": {t: round(v, 4) for t, v in c.attainment.items()},
+                "cost_per_1k_requests": {t: None if v is None else round(v, 4)
+                                         for t, v in res.cost_per_1k(c).items()},
                 "bound": dict(zip(("gpu", "stage"), c.bound(model, res.counts), strict=True))}
 
     return {

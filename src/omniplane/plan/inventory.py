@@ -74,6 +74,7 @@ class Option:
     tp: int
     max_batch: int
     w: float
+    per_type: tuple[float, ...] = ()  # GPU-seconds per request of each type (full batch)
 
 
 @dataclass
@@ -91,6 +92,15 @@ class Candidate:
         out: dict[str, int] = {}
         for o, r in zip(self.options, self.replicas, strict=True):
             out[o.kind] = out.get(o.kind, 0) + o.tp * r
+        return out
+
+    def dollar_weights(self, usd: Mapping[str, float], types: Sequence[str]) -> dict[str, float]:
+        """Per type: the dollars one request costs at full batch, each stage at its kind's
+        price (the weights of the per-type cost attribution)."""
+        out = dict.fromkeys(types, 0.0)
+        for o in self.options:
+            for t, g in zip(types, o.per_type, strict=False):
+                out[t] += g * usd.get(o.kind, 0.0)
         return out
 
     def describe(self, model: ModelSpec) -> str:
@@ -121,7 +131,7 @@ def best_option(table: CostTable, node: Node, kind: str, pi: np.ndarray) -> Opti
         return None
     o = int(np.argmin(np.where(np.isfinite(gpu_s), gpu_s, np.inf)))
     tp, batch = nc.options[o]
-    return Option(kind, int(tp), int(batch), float(w[o]))
+    return Option(kind, int(tp), int(batch), float(w[o]), tuple(float(x) * float(tp) for x in s[o]))
 
 
 def size(options: Sequence[Option], counts: Mapping[str, int], rate: float | None = None
@@ -249,6 +259,17 @@ class InventoryResult:
     seconds: float = 0.0
     options: dict[tuple[Node, str], Option | None] = field(default_factory=dict)  # (node, kind) -> config
     usd: dict[str, float] = field(default_factory=dict)  # USD per GPU-hour per kind priced
+    mix: dict[str, float] = field(default_factory=dict)  # the type mix planned
+
+    def cost_per_1k(self, c: Candidate) -> dict[str, float | None]:
+        """USD per 1,000 requests of each type at the rate ``c`` was simulated at (each stage
+        at its kind's price; ``plan.prices.costs``)."""
+        from omniplane.plan.prices import costs
+
+        if c.hourly is None or not c.simulated_at:
+            return dict.fromkeys((t for t, f in self.mix.items() if f > 0), None)
+        return costs(None, 0, c.simulated_at, self.mix, c.dollar_weights(self.usd, list(self.mix)),
+                     hourly=c.hourly)[1]
 
     def stage_costs(self, model: ModelSpec) -> dict[str, dict[str, float | None]]:
         """Per stage group and kind: GPU-seconds per request at full batch (None: does not fit)."""
@@ -303,6 +324,7 @@ def search(bases: Mapping[str, tuple[object, object]], counts: Mapping[str, int]
     res = InventoryResult(dict(counts), host_gpus, rate, target, len(cands), [])
     res.options = per
     res.usd = {k: p.usd_per_gpu_hour for k, p in price.items() if k in counts}
+    res.mix = {t: float(base0.problem.mix.get(t, 0.0)) for t in base0.problem.types}
     sim = base0.simulator
     active = [t for t in base0.problem.types if base0.problem.mix.get(t, 0.0) > 0]
     for c in cands:
