@@ -172,3 +172,11 @@ def test_cost_per_type_prices_each_stage_at_its_kind_and_adds_up_to_the_hourly_c
     # every type's share, times its requests in an hour, is the hourly cost
     spent = sum((per[t] or 0.0) / 1000 * 10.0 * f * 3600 for t, f in res.mix.items())
     assert spent == pytest.approx(12.0)
+
+
+def test_trimming_keeps_the_binding_stage_and_drops_the_idle_replicas() -> None:
+    opts = [Option("A", 1, 32, 0.1), Option("B", 1, 32, 0.05)]
+    full = size(opts, {"A": 4, "B": 8})
+    assert full is not None and full[0] == (4, 8) and full[1] == pytest.approx(40.0)
+    trimmed = size(opts, {"A": 4, "B": 8}, full[1])  # what search() simulates as "trimmed"
+    assert trimmed is not None and trimmed[0] == (4, 2) and trimmed[1] == pytest.approx(40.0)

@@ -96,6 +96,13 @@ def _json(res: Any, model: Any, prices: Any, targets: Any, first: str) -> dict[s
                                          for t, v in res.cost_per_1k(c).items()},
                 "bound": dict(zip(("gpu", "stage"), c.bound(model, res.counts), strict=True))}
 
+    def single(s: Any) -> dict[str, Any]:
+        return {"gpu": s.kind, "gpus": s.gpus, "cost_per_hour": round(s.hourly, 2),
+                "goodput_rps": None if s.goodput is None else round(s.goodput, 3),
+                "simulated_at_rps": None if s.simulated_at is None else round(s.simulated_at, 3),
+                "attainment": {t: round(v, 4) for t, v in s.attainment.items()},
+                "plan": _describe(s.plan), "note": s.note}
+
     return {
         "counts": res.counts, "host_gpus": res.host_gpus, "rate": res.rate, "attainment_target": res.target,
         "objective": "cheapest subset meeting the rate" if res.rate is not None else "most goodput",
@@ -103,11 +110,9 @@ def _json(res: Any, model: Any, prices: Any, targets: Any, first: str) -> dict[s
         "pick": cand(res.pick) if res.pick is not None else None,
         "stage_gpu_seconds": {s: {k: None if v is None else round(v, 5) for k, v in per.items()}
                               for s, per in res.stage_costs(model).items()},
-        "single_kind": [{"gpu": s.kind, "gpus": s.gpus, "cost_per_hour": round(s.hourly, 2),
-                         "goodput_rps": None if s.goodput is None else round(s.goodput, 3),
-                         "simulated_at_rps": None if s.simulated_at is None else round(s.simulated_at, 3),
-                         "attainment": {t: round(v, 4) for t, v in s.attainment.items()},
-                         "plan": _describe(s.plan), "note": s.note} for s in res.singles],
+        "single_kind": [single(s) for s in res.singles],
+        "trimmed": cand(res.trimmed) if res.trimmed is not None else None,
+        "trimmed_single_kind": [single(s) for s in res.trimmed_singles],
         "mixing_pays": res.pays, "why": res.why,
         "prices": {k: {"usd_per_gpu_hour": p.usd_per_gpu_hour, "source": p.source, "date": p.date}
                    for k, p in prices.items() if k in res.counts},
@@ -137,7 +142,12 @@ def _print(inv: dict[str, Any], out: Path | None) -> None:
         table.add_row(c["plan"], ", ".join(f"{n} {k}" for k, n in c["gpus"].items()), fmt(c["cost_per_hour"]),
                       fmt(c["goodput_rps"]), fmt(c["simulated_at_rps"]), f"{c['bound']['stage']} on "
                       f"{c['bound']['gpu']}")
-    for s in inv["single_kind"]:
+    c = inv["trimmed"]
+    if c:  # the pick without the replicas its flow leaves idle
+        table.add_row("trimmed: " + c["plan"], ", ".join(f"{n} {k}" for k, n in c["gpus"].items()),
+                      fmt(c["cost_per_hour"]), fmt(c["goodput_rps"]), fmt(c["simulated_at_rps"]),
+                      f"{c['bound']['stage']} on {c['bound']['gpu']}")
+    for s in inv["single_kind"] + inv["trimmed_single_kind"]:
         table.add_row(f"{s['gpu']} alone: {s['plan'] or s['note']}", f"{s['gpus']} {s['gpu']}",
                       fmt(s["cost_per_hour"]), fmt(s["goodput_rps"]), fmt(s["simulated_at_rps"]), "")
     print_table(table)

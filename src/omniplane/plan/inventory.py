@@ -25,7 +25,8 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -260,6 +261,9 @@ class InventoryResult:
     options: dict[tuple[Node, str], Option | None] = field(default_factory=dict)  # (node, kind) -> config
     usd: dict[str, float] = field(default_factory=dict)  # USD per GPU-hour per kind priced
     mix: dict[str, float] = field(default_factory=dict)  # the type mix planned
+    # the most-goodput pick without the replicas its flow leaves idle, and each kind alone at its cost
+    trimmed: Candidate | None = None
+    trimmed_singles: list[SingleKind] = field(default_factory=list)
 
     def cost_per_1k(self, c: Candidate) -> dict[str, float | None]:
         """USD per 1,000 requests of each type at the rate ``c`` was simulated at (each stage
@@ -352,29 +356,54 @@ def search(bases: Mapping[str, tuple[object, object]], counts: Mapping[str, int]
     res.spec = to_spec(model, res.pick, f"{model.name}-inventory")
     hourly = res.pick.hourly
     if compare and hourly is not None:
-        for kind, (b, space) in bases.items():
-            assert isinstance(b, Planner)
-            if kind not in price:
-                continue
-            n = int(hourly // price[kind].usd_per_gpu_hour)
-            one = SingleKind(kind, n, n * price[kind].usd_per_gpu_hour)
-            res.singles.append(one)
-            if n < 1:
-                one.note = "the same dollars buy no GPU of this kind"
-                continue
-            p = Planner(b.problem.with_budget(n), options=b.options, cost=b.cost, table=b.table,
-                        targets=b.targets, policy=b.policy_name, transfer_s=b.transfer_s, gpus=b.gpus)
-            p._sim = sim  # the same request sample
-            found = p.run(space)  # type: ignore[arg-type]
-            if found.best is None:
-                one.note = f"no plan fits {n} x {kind}"
-                continue
-            one.plan = found.best.plan
-            one.goodput, one.attainment, one.simulated_at = _sim(sim, one.plan, rate, found.best.outcome.rate)
-            log(f"{kind} alone, {n} GPUs: {one.goodput:.2f} req/s")
+        res.singles = _singles(bases, price, hourly, sim, rate, log)
         res.pays, res.why = _verdict(res, model, active)
+        trimmed = size(res.pick.options, counts, res.pick.flow_rps) if rate is None else None
+        if trimmed is not None and trimmed[0] != res.pick.replicas:  # the mix without idle replicas
+            t = Candidate(res.pick.nodes, res.pick.options, trimmed[0], trimmed[1])
+            t.hourly = plan_hourly(to_spec(model, t, "x"), price)[0]
+            spec = to_spec(model, t, f"{model.name}-inventory-trimmed")
+            t.goodput, t.attainment, t.simulated_at = _sim(sim, spec, None, t.flow_rps)
+            log(f"trimmed {t.describe(model)}: {t.goodput:.2f} req/s")
+            res.trimmed = t
+            if t.hourly is not None:
+                res.trimmed_singles = _singles(bases, price, t.hourly, sim, None, log)
+                other = replace(res, pick=t, singles=res.trimmed_singles)
+                pays, why = _verdict(other, model, active)
+                res.why += f". Trimmed to its stages' flow ({t.describe(model)}): {why}"
+                res.pays = bool(res.pays) or bool(pays)
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def _singles(bases: Mapping[str, tuple[object, object]], price: Mapping[str, Any], hourly: float, sim: Any,
+             rate: float | None, log: Any) -> list[SingleKind]:
+    """The existing planner on each priced kind alone at the GPUs ``hourly`` buys (rounded
+    down), simulated on ``sim``'s sample (at ``rate``, else at its best goodput)."""
+    from omniplane.plan.pipeline import Planner
+
+    out = []
+    for kind, (b, space) in bases.items():
+        assert isinstance(b, Planner)
+        if kind not in price:
+            continue
+        n = int(hourly // price[kind].usd_per_gpu_hour)
+        one = SingleKind(kind, n, n * price[kind].usd_per_gpu_hour)
+        out.append(one)
+        if n < 1:
+            one.note = "the same dollars buy no GPU of this kind"
+            continue
+        p = Planner(b.problem.with_budget(n), options=b.options, cost=b.cost, table=b.table,
+                    targets=b.targets, policy=b.policy_name, transfer_s=b.transfer_s, gpus=b.gpus)
+        p._sim = sim  # the same request sample
+        found = p.run(space)  # type: ignore[arg-type]
+        if found.best is None:
+            one.note = f"no plan fits {n} x {kind}"
+            continue
+        one.plan = found.best.plan
+        one.goodput, one.attainment, one.simulated_at = _sim(sim, one.plan, rate, found.best.outcome.rate)
+        log(f"{kind} alone, {n} GPUs (${one.hourly:.2f}/h): {one.goodput:.2f} req/s")
+    return out
 
 
 def _meets(att: Mapping[str, float], active: Sequence[str], target: float) -> bool:
