@@ -123,6 +123,12 @@ def plan(
     prices: Annotated[Path | None, opt.file_opt(
         "--prices", help="With --rate: USD per GPU-hour per kind (YAML, kind: prices), over the "
                          "catalog's.")] = None,
+    inventory: Annotated[str | None, typer.Option(
+        metavar="KIND:N,...", help="Mixed fleet: the best plan within this inventory (e.g. H100:8,L40S:16; "
+                                   "with --rate: the cheapest subset that meets it), against each kind alone "
+                                   "at the same hourly cost.")] = None,
+    host_gpus: Annotated[int, opt.int_opt("--host-gpus", help="With --inventory: GPUs per host.", lo=1,
+                                          hi=64)] = 8,
     objective: Annotated[str, opt.choice_opt(
         "--objective", help="With --rate: pick the kind with the fewest GPUs or the lowest cost.",
         choices=("gpus", "cost"), what="objective")] = "gpus",
@@ -200,6 +206,11 @@ def plan(
 ) -> None:
     """Plan a deployment: enumerate, flow bound, Monte Carlo, simulate, select."""
     if ctx.invoked_subcommand is not None:
+        return
+    if inventory is not None:
+        from omniplane.cli.inventory import from_plan as from_inventory
+
+        from_inventory(locals(), _workload, parse_mix)
         return
     if rate is not None or rates is not None:
         from_plan(locals(), _workload, parse_mix)

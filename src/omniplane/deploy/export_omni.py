@@ -45,10 +45,10 @@ from typing import Any
 import yaml
 
 from omniplane.deploy.export_text import Process, cvd, host_var, launch_script, placement_yaml, readme
-from omniplane.deploy.placement import HEURISTIC, Hosts, Placement, place
+from omniplane.deploy.placement import HEURISTIC, Hosts, Placement, place_kinds
 from omniplane.deploy.routing_file import KIND, Endpoint, RoutingFile, Share
 from omniplane.deploy.topology import Deployment, deployments, plan_layout
-from omniplane.spec import ResolvedPlan
+from omniplane.spec import ResolvedPlan, load_gpus
 from omniplane.spec.layout import VllmOmniLayout
 
 API_PORT = 8001  # deployment i serves on API_PORT + i (the router takes 8000)
@@ -171,13 +171,15 @@ def deployment_config(plan: ResolvedPlan, layout: VllmOmniLayout, dep: Deploymen
     for g in dep.groups:
         group = [entries[s] for s in g.stage_ids]
         try:
-            dev = size_device(plan.model, layout, group, plan.gpu, contexts)
+            dev = size_device(plan.model, layout, group, load_gpus().get(g.gpu) if g.gpu else plan.gpu,
+                              contexts)
         except StageMemoryError as exc:
             raise StageMemoryError(f"deployment {dep.name}, plan node {g.node!r} (TP {g.tp}, max batch "
                                    f"{g.max_batch}): {exc}") from None
         for d, s in zip(group, dev.stages, strict=True):
             d["gpu_memory_utilization"] = s.utilization
-        sized[f"{dep.name} {g.node} (each of its {g.count} x TP{g.tp} GPUs)"] = dev
+        on = f" {g.gpu}" if g.gpu else ""
+        sized[f"{dep.name} {g.node} (each of its {g.count} x TP{g.tp}{on} GPUs)"] = dev
     deploy["omniplane"] = {
         "plan": plan.spec.name,
         "deployment": dep.name,
@@ -277,7 +279,7 @@ def export_vllm_omni(plan: ResolvedPlan, hosts: Hosts, *, serve: bool = False) -
 
     layout = plan_layout(plan)
     deps = deployments(plan)
-    placement = place(deps, hosts)
+    placement = place_kinds(deps, hosts)
     lb = _lb_policy(plan)
     ctx = workload_contexts(plan.model, _workload_ref(plan))
     configs = {d.name: deployment_config(plan, layout, d, placement, ctx) for d in deps}

@@ -135,6 +135,10 @@ def ray_files(plan: ResolvedPlan, ex: OmniExport, target: str) -> dict[str, str]
         head = ("# Ray Serve config (serve deploy serve-config.yaml) written by omniplane export; start\n"
                 "# each host's Ray node with --resources '{\"omniplane-hostN\": 1}' (README.md)\n")
         return {"serve-config.yaml": head + yaml.safe_dump(serve, sort_keys=False, width=110)}
+    if ex.placement.kinds:
+        raise ValueError(f"plan {plan.spec.name or plan.spec.model}: its hosts are of several GPU kinds and "
+                         "the RayService's worker groups select none; export --target vllm-omni or ray-serve "
+                         "(placement.yaml names each host's kind)")
     head = ("# KubeRay RayService (kubectl apply -f rayservice.yaml) written by omniplane export; image: "
             "assumption,\n# replace with one that has ray[serve], vllm-omni 0.30.0 and omniplane\n")
     text = yaml.safe_dump(ray_service(plan, ex, serve), sort_keys=False, width=110)

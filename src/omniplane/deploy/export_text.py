@@ -78,6 +78,8 @@ def placement_yaml(plan: ResolvedPlan, deps: list[Deployment], placement: Placem
     hosts: dict[str, Any] = {}
     for e in placement.executors:
         h = hosts.setdefault(e.host, {"gpus": placement.host_gpus, "executors": []})
+        if placement.kinds:  # a plan on several kinds: each host's kind
+            h.setdefault("gpu", placement.kind_of(e.host) or plan.gpu.name)
         d = next(x for x in deps if x.name == e.deployment)
         g = next(x for x in d.groups if x.node == e.node)
         h["executors"].append({"deployment": e.deployment, "node": e.node, "replica": e.replica,
@@ -95,12 +97,21 @@ def placement_yaml(plan: ResolvedPlan, deps: list[Deployment], placement: Placem
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=110)
 
 
+def _kinds(plan: ResolvedPlan, placement: Placement) -> str:
+    """The GPU kind, or each host's kind of a plan on several kinds."""
+    if not placement.kinds:
+        return plan.gpu.name
+    pairs = zip(placement.hosts, placement.kinds, strict=True)
+    return ", ".join(f"{h}: {k or plan.gpu.name}" for h, k in pairs)
+
+
 def readme(plan: ResolvedPlan, layout: VllmOmniLayout, deps: list[Deployment], placement: Placement,
            procs: list[Process], lb: str, heuristic: str) -> str:
     out = [
         f"# vLLM-Omni deployment of plan {plan.spec.name or plan.spec.model}",
         "",
-        f"Model {plan.model.name} ({layout.hf_id}) on {plan.gpu.name}, hosts of {placement.host_gpus} GPUs, "
+        f"Model {plan.model.name} ({layout.hf_id}) on {_kinds(plan, placement)}, hosts of "
+        f"{placement.host_gpus} GPUs, "
         f"vLLM-Omni {layout.vllm_omni}. Written by `omniplane export`.",
         "",
         "Files: `<deployment>.yaml` (vLLM-Omni deploy configs, memory table in the header), "

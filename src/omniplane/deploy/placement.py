@@ -73,6 +73,10 @@ class Placement:
     host_gpus: int
     hosts: tuple[str, ...]
     executors: tuple[Executor, ...]
+    kinds: tuple[str, ...] = ()  # per host: its GPU kind (a plan on several kinds; empty: the plan's)
+
+    def kind_of(self, host: str) -> str:
+        return self.kinds[self.hosts.index(host)] if self.kinds else ""
 
     def of(self, deployment: str, node: str | None = None) -> list[Executor]:
         return [e for e in self.executors
@@ -141,3 +145,31 @@ def place(deps: list[Deployment], hosts: Hosts) -> Placement:
     order = {(d.name, g.node): (i, j) for i, d in enumerate(deps) for j, g in enumerate(d.groups)}
     out.sort(key=lambda e: (order[(e.deployment, e.node)], e.replica))
     return Placement(G, tuple(host_name(i) for i in range(len(free))), tuple(out))
+
+
+def place_kinds(deps: list[Deployment], hosts: Hosts) -> Placement:
+    """:func:`place` for a plan whose stage groups run on several GPU kinds: each kind's groups
+    go onto hosts of that kind only (hosts are homogeneous), with the same heuristic; edges
+    between kinds cross hosts. One kind: :func:`place` itself."""
+    from dataclasses import replace
+
+    kinds = list(dict.fromkeys(g.gpu for d in deps for g in d.groups))
+    if len(kinds) <= 1:
+        return place(deps, hosts)
+    if hosts.count is not None:
+        named = ", ".join(k or "the plan's gpu" for k in kinds)
+        raise PlacementError(f"the plan runs on {len(kinds)} GPU kinds ({named}): give --hosts xG (as many "
+                             "hosts of each kind as needed), not a host count")
+    names: list[str] = []
+    host_kinds: list[str] = []
+    out: list[Executor] = []
+    for kind in kinds:
+        part = [Deployment(d.name, tuple(g for g in d.groups if g.gpu == kind)) for d in deps]
+        sub = place([d for d in part if d.groups], hosts)
+        rename = {h: host_name(len(names) + i) for i, h in enumerate(sub.hosts)}
+        names += [rename[h] for h in sub.hosts]
+        host_kinds += [kind] * len(sub.hosts)
+        out += [replace(e, host=rename[e.host]) for e in sub.executors]
+    order = {(d.name, g.node): (i, j) for i, d in enumerate(deps) for j, g in enumerate(d.groups)}
+    out.sort(key=lambda e: (order[(e.deployment, e.node)], e.replica))
+    return Placement(hosts.gpus, tuple(names), tuple(out), tuple(host_kinds))

@@ -45,6 +45,7 @@ class StageGroup:
     count: int  # executors (replicas of each of the stages)
     tp: int  # GPUs per executor (the stages' tensor_parallel_size)
     max_batch: int  # the stages' max_num_seqs
+    gpu: str = ""  # the GPU kind its executors run on (catalog name; "": the plan's)
 
     @property
     def gpus(self) -> int:
@@ -162,8 +163,14 @@ def deployments(plan: ResolvedPlan) -> list[Deployment]:
                     )
                 runs.setdefault(sid, name)
             tp, mb = node.executors[0].tp, node.executors[0].max_batch
+            kinds = {plan.spec.group_gpu(g) for g in node.executors}
+            if len(kinds) > 1:
+                problems.append(f"plan node {name!r}: executor groups on GPU kinds {sorted(kinds)}; "
+                                "vLLM-Omni runs a stage's replicas with one configuration (one kind a node)")
+            kind = _kind(plan, node.executors[0].gpu)
             if stages_of[name]:
-                groups.append(StageGroup(name, stages_of[name], sum(g.count for g in node.executors), tp, mb))
+                groups.append(StageGroup(name, stages_of[name], sum(g.count for g in node.executors), tp, mb,
+                                         kind))
         missing = [st for st in layout.stages if st.stage_id not in runs]
         if missing:
             problems.append(
@@ -182,6 +189,16 @@ def deployments(plan: ResolvedPlan) -> list[Deployment]:
             + f"\n{IDEAL_HINT}"
         )
     return out
+
+
+def _kind(plan: ResolvedPlan, gpu: str | None) -> str:
+    """A group's kind as a catalog name ("" for the plan's own)."""
+    if gpu is None:
+        return ""
+    from omniplane.spec import load_gpus
+
+    name = load_gpus().get(gpu).name
+    return "" if name == plan.gpu.name else name
 
 
 def deployment_of(deps: list[Deployment], node: str) -> Deployment:

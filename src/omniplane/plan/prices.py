@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from omniplane.errors import InputError
-from omniplane.spec import load_gpus
+from omniplane.spec import PlanSpec, load_gpus
 from omniplane.spec.catalog import catalog_dir
 from omniplane.spec.yamlio import load_yaml
 
@@ -111,14 +111,30 @@ def parse_prices(data: Any, file: str, user: bool = True) -> dict[str, Price]:
     return out
 
 
+def plan_hourly(spec: PlanSpec, prices: Mapping[str, Price]) -> tuple[float | None, dict[str, float]]:
+    """``(USD per hour, {kind: USD per hour})`` of a plan's GPUs, each executor group at its own
+    kind's price (a mixed fleet); None when a kind it uses has no price."""
+    catalog = load_gpus()
+    per: dict[str, float] = {}
+    for kind, n in spec.gpus_by_kind().items():
+        name = catalog.get(kind).name
+        if name not in prices:
+            return None, {}
+        per[name] = per.get(name, 0.0) + prices[name].usd_per_gpu_hour * n
+    return sum(per.values()), per
+
+
 def costs(price: Price | None, gpus: int, rate: float, mix: Mapping[str, float],
-          gpu_seconds: Mapping[str, float]) -> tuple[float | None, dict[str, float | None]]:
+          gpu_seconds: Mapping[str, float],
+          hourly: float | None = None) -> tuple[float | None, dict[str, float | None]]:
     """``(USD per hour, {type: USD per 1,000 requests})`` of ``gpus`` GPUs serving ``rate``
-    requests/s of ``mix`` (see the module docstring); None without a price."""
+    requests/s of ``mix`` (see the module docstring); None without a price. ``hourly`` (a mixed
+    plan's :func:`plan_hourly`) replaces ``price x gpus``."""
     active = [t for t, f in mix.items() if f > 0]
-    if price is None:
-        return None, dict.fromkeys(active, None)
-    hourly = price.usd_per_gpu_hour * gpus
+    if hourly is None:
+        if price is None:
+            return None, dict.fromkeys(active, None)
+        hourly = price.usd_per_gpu_hour * gpus
     weight = {t: mix[t] * gpu_seconds.get(t, 0.0) for t in active}
     total = sum(weight.values())
     per: dict[str, float | None] = {}

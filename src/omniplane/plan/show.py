@@ -6,13 +6,18 @@ from omniplane.spec import PlanSpec, Prediction
 
 
 def render(spec: PlanSpec) -> str:
-    lines = [f"plan {spec.name or '(unnamed)'}: {spec.model} on {spec.total_gpus}"
-             f"{f' of {spec.gpus}' if spec.gpus else ''} x {spec.gpu}, transfer {spec.transfer_ms:g} ms/edge"]
+    kinds = spec.gpus_by_kind()
+    budget = f" of {spec.gpus}" if spec.gpus else ""
+    on = (f"{spec.total_gpus}{budget} x {spec.gpu}" if len(kinds) == 1
+          else " + ".join(f"{n} x {k}" for k, n in kinds.items()))
+    lines = [f"plan {spec.name or '(unnamed)'}: {spec.model} on {on}, transfer {spec.transfer_ms:g} ms/edge"]
     lines.append("")
     lines.append("nodes")
     width = max(len(n.name) for n in spec.nodes)
     for n in spec.nodes:
-        groups = ", ".join(f"{g.count} x (tp {g.tp}, max batch {g.max_batch})" for g in n.executors)
+        groups = ", ".join(f"{g.count} x (tp {g.tp}, max batch {g.max_batch}"
+                           f"{f', {g.gpu}' if g.gpu is not None and g.gpu != spec.gpu else ''})"
+                           for g in n.executors)
         gpus = "#" * n.gpus
         lines.append(f"  {n.name:<{width}}  {groups:<34} {n.gpus:>3} GPU  {gpus}")
         for t, probs in n.routing.items():

@@ -81,6 +81,7 @@ def build_topology(model: ModelSpec, plan: PlanSpec, gpu: GPUKind | None, cost: 
     KV-cache edge (its transfer time is the GPU kind's link bandwidth's)."""
     setup = setup or RunSetup()
     cpu = setup.cpu_seconds or model.cpu_seconds_per_item
+    kinds = _group_kinds(plan, gpu)
     nodes: dict[str, Node] = {}
     executors: list[Executor] = []
     for pnode in plan.nodes:
@@ -92,7 +93,7 @@ def build_topology(model: ModelSpec, plan: PlanSpec, gpu: GPUKind | None, cost: 
             members: list[Any] = []
             for k in range(g.count):
                 name = f"{pnode.name}/{gi}.{k}"
-                cfg = setup.make_cfg(gpu, g.tp, g.max_batch)
+                cfg = setup.make_cfg(kinds.get(g.gpu or "", gpu), g.tp, g.max_batch)
                 engines = _engines(model, comps, cfg, g.max_batch, cost, shared, name, setup, cpu)
 
                 def make(n: str, engs: list[Engine], node: str = pnode.name) -> Executor:
@@ -126,6 +127,18 @@ def build_topology(model: ModelSpec, plan: PlanSpec, gpu: GPUKind | None, cost: 
         raise ValueError(f"{model.name}: {kv[0].name}'s KV-cache edge needs a GPU kind (its link bandwidth)")
     kv_s = {c.name: c.size.kv_bytes_per_token() / gpu.link_bw for c in kv} if gpu is not None else {}
     return Topology(nodes, routes, plan.transfer_ms / 1e3, executors, kv_s)
+
+
+def _group_kinds(plan: PlanSpec, gpu: GPUKind | None) -> dict[str, GPUKind]:
+    """The catalog kind of each executor group's own ``gpu`` (a mixed fleet: each group is
+    priced on its kind); empty when no group names one, or the run has no GPU kind."""
+    named = {g.gpu for n in plan.nodes for g in n.executors if g.gpu is not None}
+    if not named or gpu is None:
+        return {}
+    from omniplane.spec.load import load_gpus
+
+    catalog = load_gpus()
+    return {k: catalog.get(k) for k in named}
 
 
 def _stages(model: ModelSpec, comps: tuple[str, ...]) -> dict[str, int] | None:

@@ -113,6 +113,13 @@ def check_plan(spec: PlanSpec, model: ModelSpec, gpus: GPUCatalog) -> list[SpecI
                                     f"no executor type can host {sorted(node.components)}"))
             continue
         for j, g in enumerate(node.executors):
+            if g.gpu is not None:
+                try:
+                    gpus.get(g.gpu)
+                except KeyError:
+                    issues.append(SpecIssue(("nodes", i, "executors", j, "gpu"),
+                                            f"unknown GPU kind {g.gpu!r} (expected a catalog kind or alias: "
+                                            f"{', '.join(gpus.names())}; default: the plan's gpu)"))
             if g.tp not in et.tp:
                 issues.append(SpecIssue(("nodes", i, "executors", j, "tp"),
                                         f"tp {g.tp} not allowed for {et.name} (allowed: {et.tp})"))

@@ -48,6 +48,11 @@ files without them load as before)::
         sharing: timeslice     # CUDA time slicing between the processes (default CUDA, no MPS); or mps
         # policy: unset        # vLLM-Omni's own schedulers (FCFS), what the planner priced
 
+An executor group may run on another GPU kind than the plan's (a mixed fleet; the simulator
+prices the group on its own kind, and so does the cost attribution)::
+
+    executors: [{count: 2, tp: 1, max_batch: 32, gpu: L40S}]   # default: the plan's gpu
+
 A plan file from before these fields kept the same numbers in ``meta`` (``latency_targets_ms``,
 ``predicted_goodput_rps``, ``evaluated_at_rps``, ``provenance``); they are read into the typed
 fields when such a file loads. A plan without ``slo`` (hand-written, like the catalog's) is
@@ -84,6 +89,9 @@ class ExecutorGroup(SpecModel):
     count: Annotated[int, NotBool, Field(gt=0, le=10_000)]  # assumption: beyond any one cluster
     tp: TP = 1
     max_batch: Batch
+    # the group's GPU kind (a catalog kind or alias); None: the plan's ``gpu`` (mixed fleets,
+    # module docstring)
+    gpu: Name | None = None
 
     @property
     def gpus(self) -> int:
@@ -233,6 +241,19 @@ class PlanSpec(Document):
     @property
     def total_gpus(self) -> int:
         return sum(n.gpus for n in self.nodes)
+
+    def group_gpu(self, group: ExecutorGroup) -> str:
+        """The GPU kind a group runs on, as written (its own ``gpu``, else the plan's)."""
+        return group.gpu if group.gpu is not None else self.gpu
+
+    def gpus_by_kind(self) -> dict[str, int]:
+        """GPUs per kind, as written (a plan on one kind: ``{gpu: total_gpus}``)."""
+        out: dict[str, int] = {}
+        for n in self.nodes:
+            for g in n.executors:
+                k = self.group_gpu(g)
+                out[k] = out.get(k, 0) + g.gpus
+        return out
 
     def node(self, name: str) -> PlanNode:
         for n in self.nodes:
