@@ -72,7 +72,8 @@ def rows() -> list[Row]:
     have = set(layout_models())
     out += [Row(m, 2, "H100-SXM", None if _has_workload(m) else EVEN, "1x2")
             for m in sorted(have - {"qwen2.5-omni", "qwen3-omni"})]
-    out += [Row(m, 2, "H100-SXM", None, "1x2") for m in catalog_models() if m not in have]
+    out += [Row(m, 2, "H100-SXM", None if _has_workload(m) else EVEN, "1x2")
+            for m in catalog_models() if m not in have]
     return out
 
 
@@ -133,10 +134,16 @@ class Result:
 
 
 def _pick(plan: dict[str, Any]) -> str:
+    """The plan's nodes as vLLM-Omni stages (``thinker+talker``: those stages sharing each GPU)."""
+    from omniplane.spec.load import load_layout
+
+    layout = load_layout(plan["model"])
     parts = []
     for n in plan["nodes"]:
-        name = "thinker stage" if "thinker" in n["name"].split("+") and "encoder" in n["name"] else n["name"]
-        name = name.replace("audio_encoder+image_encoder+video_encoder+thinker", "thinker stage")
+        name = n["name"]
+        if layout is not None:
+            seen = [st.model_stage for st in layout.stages if set(st.components) & set(n["components"])]
+            name = "+".join(seen)
         for e in n["executors"]:
             parts.append(f"{e['count']}x {name} (tp{e['tp']}, b{e['max_batch']})")
     return " + ".join(parts)
@@ -330,7 +337,8 @@ def table(results: list[Result]) -> str:
         if r.status.startswith(("no plan", "no vLLM-Omni", "export refused")):
             lines.append(f"| {name} | {r.status} |" + " |" * 11 + f" {r.seconds:.0f} |")
             continue
-        lines.append(f"| {name} | {r.pick} | {_f(r.goodput, '.2f')} | {_f(r.stock, '.2f')} | "
+        stock = _f(r.stock, ".2f") if r.stock else "- (needs more GPUs)"
+        lines.append(f"| {name} | {r.pick} | {_f(r.goodput, '.2f')} | {stock} | "
                      f"{_x(r.over_stock)} | {_x(r.over_ideal)} | {r.deployments} | {r.per_host} | "
                      f"{r.loader} | {r.routes} | {r.memory} | {r.kv} | {r.seconds:.0f} |")
     return "\n".join(lines)
