@@ -399,6 +399,9 @@ def main(argv: list[str] | None = None) -> int:
             f"--mc-budget {args.mc_budget}", f"--sim-requests {args.sim_requests}", f"--seed {args.seed}",
             f"--write {args.write}"]
         cmd = "PYTHONPATH=src:. .venv/bin/python bench/bench_export_matrix.py " + " ".join(opts)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src", "bench"], capture_output=True,
+                               text=True, cwd=ROOT, check=False).stdout.strip()
+        commit += " (with uncommitted changes to src/ or bench/)" if dirty else ""
         body = (f"Recorded at commit {commit} with\n\n```\n{cmd}\n```\n\n{table(results)}\n")
         write(args.write, body)
     return 1 if any(r.status == "FAIL" for r in results) else 0
