@@ -55,11 +55,11 @@ from omniplane.plan.pipeline import Planner
 from omniplane.plan.problem import make_problem
 from omniplane.plan.refine import SampleRunner
 from omniplane.plan.routing import routing_vectors
-from omniplane.plan.runtime import mark_shared, setup
+from omniplane.plan.runtime import mark_shared, pricing_runtime, setup
 from omniplane.plan.select import bound_factor
 from omniplane.plan.space import Space
 from omniplane.repro.exhaust import Tally, WholeSpace
-from omniplane.slo.resolve import resolve_targets, target_array
+from omniplane.slo.resolve import space_targets, target_array
 from omniplane.spec import find_catalog_workload, load_gpus, load_workload
 
 
@@ -133,13 +133,13 @@ def run(workload: str, gpus: int, k_c: int, k_s: int, redundant: bool, mc_sample
     opts = PlannerOptions(k_c=k_c, k_s=k_s, mc_samples=mc_samples, sim_requests=sim_requests,
                           max_simulated=max_simulated, routing_step=routing_step)
     rt_space: Space | None = None
-    if runtime == "vllm-omni":  # the runtime's space and fit check; targets from the ideal table, as `plan`
-        cost = CostModel(pb.model)
+    if runtime == "vllm-omni":  # the runtime's space, fit check, prices and targets, as `plan` has them
+        cost = CostModel(pb.model, runtime=pricing_runtime(runtime))  # decision 0018
         ideal = CostTable(pb, cost)
         rt = setup(runtime, pb, cost, ideal, k_s)
         rt_space = rt.space
         planner = Planner(pb, options=opts, cost=cost, table=rt.table,
-                          targets=resolve_targets(wl.spec.slo, ideal, cost, seed=opts.seed))
+                          targets=space_targets(rt, wl.spec.slo, seed=opts.seed))  # decision 0019
     else:
         planner = Planner(pb, options=opts)
     t0 = time.perf_counter()
