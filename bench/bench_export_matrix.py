@@ -260,7 +260,7 @@ def loader_check(export: Path, model: str, gpu: str) -> dict[str, Any]:
     from tests.vllm.omni_loader import HF_CONFIGS, resolve
     from vllm_omni.engine.stage_admission import StageAdmissionError, StageDemand, evaluate
 
-    from omniplane.deploy.routing_file import load_routing
+    from omniplane.deploy.routing_file import read_routing_file
     from omniplane.perf.stage_memory import GRAPH_RESERVE_BYTES
     from omniplane.spec import load_gpus
     from omniplane.spec.load import load_layout, load_model
@@ -296,7 +296,7 @@ def loader_check(export: Path, model: str, gpu: str) -> dict[str, Any]:
                     problems.append(f"{f.name} {key}: admission: {exc}")
     loader_ok = not problems
     bad: list[str] = []
-    route = load_routing(export / "routing.yaml")
+    route = read_routing_file(export / "routing.yaml")
     types = {t.name: t for t in spec.request_types}
     for t, shares in route.types.items():
         rt = types[t]
