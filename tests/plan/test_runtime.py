@@ -347,3 +347,28 @@ def test_each_space_is_priced_by_its_runtime_and_the_prices_differ() -> None:
     # CUDA-graph decode and the CI-fitted talker: a talker frame is cheaper than under eager Cornserve
     frame = {c.runtime.name: c.decode_step_time("talker", cfg, 8, 8 * 1000) for c in (omni, ideal)}
     assert frame["vllm-v1"] < frame["cornserve"]
+
+
+def test_a_logical_plan_the_estimate_prices_at_zero_is_still_simulated() -> None:
+    """Qwen2.5-Omni on 2 H100 at vllm-v1 prices: the estimate (stages taking turns) scores every
+    plan with all three stages on one GPU at zero; the search simulates that logical plan's
+    highest-flow plan anyway (Search._simulate_unpriced), and the simulator finds it the best."""
+    from omniplane.plan.problem import make_problem
+    from omniplane.plan.runtime import pricing_runtime, setup
+    from omniplane.slo.resolve import space_targets
+    from omniplane.spec import find_catalog_workload, load_workload
+
+    wl = load_workload(find_catalog_workload("qwen2.5-omni-horizon"))
+    pb = make_problem(wl, load_gpus().get("H100"), 2, samples=64)
+    cost = CostModel(pb.model, runtime=pricing_runtime("vllm-omni"))
+    rt = setup("vllm-omni", pb, cost, CostTable(pb, cost), 2)
+    planner = Planner(pb, options=PlannerOptions(sim_requests=150, mc_samples=64), cost=cost, table=rt.table,
+                      targets=space_targets(rt, wl.spec.slo))
+    res = planner.run(rt.space)
+    unpriced = [s for s in res.simulated if float(np.sum(s.estimate)) == 0.0]
+    assert unpriced, "no zero-estimate plan was simulated"
+    best = max(res.simulated, key=lambda s: float(s.outcome.goodput.sum()))
+    assert res.total == pytest.approx(float(best.outcome.goodput.sum()))
+    priced = [s for s in res.simulated if float(np.sum(s.estimate)) > 0.0]
+    assert max(float(s.outcome.goodput.sum()) for s in unpriced) > max(
+        (float(s.outcome.goodput.sum()) for s in priced), default=0.0)

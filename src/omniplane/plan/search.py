@@ -126,6 +126,7 @@ class Search:
         if self.pool.blocks:  # a search with no survivor simulates no reserve either
             self._simulate_survivors()
             self._simulate_reserve()
+            self._simulate_unpriced()
         self.stats.threshold, self.stats.incumbent = self.bound.threshold(), self.bound.simulated
         return SearchResult(self.simulated, self.pool.blocks, self.counts, self.stats, self.ledger,
                             self.cloud)
@@ -423,6 +424,25 @@ class Search:
                 self.drops.not_simulated_budget(b.cands.lp, float(est[k]), spent, limit)
                 continue
             self._simulate(b, i)
+
+    def _simulate_unpriced(self) -> None:
+        """In a space whose estimates are approximations (``Space.approximation``: vLLM-Omni's
+        stages sharing a GPU, estimated as taking turns but simulated as separate processes), a
+        logical plan whose every estimated plan scored zero was not priced by the estimate at
+        all: its plan of highest flow rate is simulated when its bound beats the best simulated
+        plan (a heuristic: one plan per such logical plan; the simulator decides)."""
+        if not self.space.approximation:
+            return
+        for b in self.pool.reserve.values():
+            if len(b.goodput) == 0 or float(self._scores(b.goodput).max()) > 0.0:
+                continue
+            i = int(np.argmax(b.cands.rate))
+            if self._key(b.cands, i) in self._sim_keys:
+                continue
+            if float(self.bound.goodput_bound(b.cands.rate[i])) < self.bound.simulated:
+                continue
+            self._simulate(b, i)
+            self.stats.reserve_simulated += 1
 
     def _simulate_reserve(self) -> None:
         """With ``max_simulated`` set and not spent, simulate the reserve (plans the estimate
