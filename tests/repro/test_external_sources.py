@@ -45,6 +45,7 @@ def test_every_number_has_a_source_with_repository_commit_and_path() -> None:
     (lambda d: d["sources"]["sglang-omni-sm-cap"].pop("commit"),
      r"sources\[sglang-omni-sm-cap\]: missing 'commit'"),
     (lambda d: d["points"][1].update(value="8.6"), r"points\[.*\]\.value: expected a number"),
+    (lambda d: d.update(split="fit"), r"split: expected 'check'"),
 ])
 def test_a_bad_file_is_named_with_the_field(tmp_path: Path, edit: Any, message: str) -> None:
     data = json.loads(json.dumps(external_data()))

@@ -47,6 +47,9 @@ def load_external(path: Path) -> dict[str, Any]:
     """A data file, checked: every source has repository, commit and path, every point a known
     source, a metric and a numeric value."""
     data: dict[str, Any] = json.loads(path.read_text())
+    if data.get("split") != "check":
+        raise ValueError(f"{path}: split: expected 'check' (nothing is fitted to these sources), "
+                         f"got {data.get('split')!r}")
     sources = data.get("sources")
     if not isinstance(sources, dict) or not sources:
         raise ValueError(f"{path}: sources: expected a non-empty mapping")
