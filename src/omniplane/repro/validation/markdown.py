@@ -198,10 +198,28 @@ def vllm_omni_ci_tables(report: dict[str, Any]) -> list[str]:
     return out
 
 
+def external_tables(report: dict[str, Any]) -> list[str]:
+    """The vLLM blog and SGLang-Omni checks: ratios under stated assumptions, or not comparable."""
+    ex = report.get("external_sources")
+    if not ex:
+        return []
+    out = ["Other sources (check only; ratios under the stated assumptions):", "",
+           "| source | check | measured | predicted | error | assumption |", "|---|---|---|---|---|---|"]
+    for r in ex["rows"]:
+        meas = "" if r["measured"] is None else f"{r['measured']:.3g}"
+        pred = "" if r["predicted"] is None else f"{r['predicted']:.3g}"
+        err = "not comparable" if r["rel_error"] is None else format(r["rel_error"], "+.1%")
+        out.append(f"| {r['source']} | {r['check']} | {meas} | {pred} | {err} | {r['assumption']} |")
+    out += ["", f"Compared: {ex['compared']} (median |error| {ex['median_abs_err']:.1%}, max "
+                f"{ex['max_abs_err']:.1%}); not comparable: {ex['not_comparable']}. Sources: "
+                + "; ".join(f"{k}: {v['cited']}" for k, v in ex["sources"].items()) + "."]
+    return out
+
+
 def to_markdown(report: dict[str, Any]) -> str:
     coloc = ["Co-location (HorizonServe Figure 4 and every catalog GPU):", "", *colocation_tables(report)]
     parts = [_summary(report), table2_tables(report), report_tables(report), vllm_omni_ci_tables(report),
-             _splitwise(report),
+             external_tables(report), _splitwise(report),
              _vidur(report), _single(report), _rest(report), coloc]
     if report.get("table3"):
         parts.append(table3_tables(report))

@@ -17,6 +17,7 @@ from typing import Any
 from omniplane.perf.factors import Calibration, load_calibration
 from omniplane.repro.validation.anchors import report_points, report_section, table2_points, table2_section
 from omniplane.repro.validation.colocation import colocation_rows
+from omniplane.repro.validation.external_sources import external_section
 from omniplane.repro.validation.fit import fit_calibration
 from omniplane.repro.validation.points import Context, NotExpressible, Point, Role
 from omniplane.repro.validation.published import published_points
@@ -118,6 +119,7 @@ def validate(calibration: Calibration | None = None, *, transfer: bool = True) -
         "qwen3_omni_report": report_section([r.to_json() for r in rows]),
         "vllm_omni_ci": ci_section(ctx, cal) if CI_RUNTIME in cal.runtimes else None,
         "vllm_omni_ci_audio": audio_section(ctx, cal) if CI_RUNTIME in cal.runtimes else None,
+        "external_sources": external_section(ctx, cal),
         "colocation": coloc,
         "not_expressible": [m.__dict__ for m in missing],
     }
