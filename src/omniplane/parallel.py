@@ -16,6 +16,7 @@ from concurrent.futures import TimeoutError as FuturesTimeout
 from typing import Any, TypeVar
 
 POLL_S = 0.2  # seconds; assumption: well within the 5 s docs/reference/command-line.md promises
+MANAGER_JOIN_S = 2.0  # seconds; assumption: the manager thread ends at once when its workers are gone
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -75,6 +76,7 @@ def terminate(pool: Any, futures: Iterable[Any] = ()) -> None:
     """End ``pool``'s worker processes now (SIGTERM, then SIGKILL) and drop its queued tasks:
     the pool's futures end as cancelled or broken, none is waited for."""
     procs = list((getattr(pool, "_processes", None) or {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)
     for p in procs:
         if p.is_alive():
             p.terminate()
@@ -84,3 +86,8 @@ def terminate(pool: Any, futures: Iterable[Any] = ()) -> None:
             p.kill()
             p.join(timeout=1)
     pool.shutdown(wait=False)
+    # the pool's manager thread closes its wake-up pipe as it ends; if it is still ending when
+    # the interpreter exits, CPython 3.11's exit hook can write to that pipe as it closes
+    # (OSError: Bad file descriptor printed after the command's last line): let it end first
+    if manager is not None and manager.is_alive():
+        manager.join(timeout=MANAGER_JOIN_S)
