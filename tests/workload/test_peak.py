@@ -56,7 +56,7 @@ def test_a_trace_shorter_than_an_hour_is_its_whole_span() -> None:
 
 @pytest.mark.parametrize("t", [[], [5.0], [3.0, 3.0]])
 def test_too_few_arrivals_is_a_clear_error(t: list[float]) -> None:
-    with pytest.raises(InputError, match="my.csv: expected at least two arrivals"):
+    with pytest.raises(InputError, match=r"my\.csv: expected at least two arrivals"):
         peak_rate(np.array(t), 99, source="my.csv")
 
 
