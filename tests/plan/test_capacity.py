@@ -287,6 +287,8 @@ def test_rate_from_with_rate_or_a_bad_trace_fails_clearly(tmp_path: Path) -> Non
     base = ["plan", "--model", "qwen-image", "--gpu", "H100"]
     res = CliRunner().invoke(app, [*base, "--rate", "1", "--rate-from", "azure-conv"])
     assert res.exit_code != 0 and "--rate-from" in res.output and "not several" in res.output
+    res = CliRunner().invoke(app, [*base, "--rate", "1", "--rate-percentile", "90"])
+    assert res.exit_code != 0 and "--rate-percentile goes with --rate-from" in res.output
     res = CliRunner().invoke(app, [*base, "--rate-from", str(tmp_path / "nope.csv")])
     assert res.exit_code != 0 and "--rate-from" in res.output and "nope.csv" in res.output
     bad = tmp_path / "bad.csv"

@@ -17,6 +17,7 @@ from omniplane.cli.output import console, notice, print_json, print_table
 from omniplane.errors import InputError, unknown_name
 
 OBJECTIVES = ("gpus", "cost")
+RATE_PERCENTILE = 99.0  # --rate-percentile: near the busiest minute of the busiest hour
 
 RateFromOpt = Annotated[str | None, typer.Option(
     "--rate-from", metavar="TRACE", help="Capacity planning at a trace's peak rate (a shipped trace name or "
@@ -282,6 +283,8 @@ def gpu_kinds(value: object) -> str:
 
 def from_plan(a: dict[str, Any], workload: Any, parse_mix: Any) -> None:
     """--rate/--rates/--rate-from: omniplane.cli.capacity, one base planner per GPU kind."""
+    if a["rate_from"] is None and a["rate_percentile"] != RATE_PERCENTILE:
+        fail("--rate-percentile goes with --rate-from TRACE")
     if sum(a[k] is not None for k in ("rate", "rates", "rate_from")) > 1:
         fail("give one of --rate R, --rates R1,R2,... or --rate-from TRACE, not several")
     if a["model"] is None:
