@@ -263,3 +263,39 @@ def test_none_found_names_the_closest_count_and_its_binding_type() -> None:
     why = _none_found(probes)
     assert why == {"closest_gpus": 8, "type": "a", "attainment": 0.77, "largest_gpus_tried": 16}
     assert _none_found([Probe(2, False, {}, "no plan fits")]) is None
+
+
+def test_plan_rate_from_a_trace_plans_at_its_busiest_hours_rate(tmp_path: Path) -> None:
+    # 0.2 req/s for an hour, then an hour at 1 req/s: the second hour is the busiest
+    times = [5.0 * i for i in range(720)] + [3600.0 + i for i in range(3600)] + [9000.0]
+    trace = tmp_path / "arrivals.csv"
+    trace.write_text("arrival_s\n" + "".join(f"{t}\n" for t in times))
+    args = ["plan", "--model", "qwen-image", "--rate-from", str(trace), "--rate-percentile", "50",
+            "--gpu", "H100", "--mc-budget", "2000", "--sim-requests", "300", "--json"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout[res.stdout.index("{"):])
+    got = doc["rate_from"]
+    assert got["trace"] == str(trace) and got["percentile"] == 50
+    assert (got["hour_start_s"], got["hour_end_s"], got["window_s"]) == (3600, 7200, 3600)
+    assert got["rate"] == pytest.approx(1.0) and not got["whole_trace"]
+    assert doc["capacity"]["rate"] == got["rate"]  # planned exactly as --rate R
+    assert doc["capacity"]["gpus"] >= 1
+
+
+def test_rate_from_with_rate_or_a_bad_trace_fails_clearly(tmp_path: Path) -> None:
+    base = ["plan", "--model", "qwen-image", "--gpu", "H100"]
+    res = CliRunner().invoke(app, [*base, "--rate", "1", "--rate-from", "azure-conv"])
+    assert res.exit_code != 0 and "--rate-from" in res.output and "not several" in res.output
+    res = CliRunner().invoke(app, [*base, "--rate", "1", "--rate-percentile", "90"])
+    assert res.exit_code != 0 and "--rate-percentile goes with --rate-from" in res.output
+    res = CliRunner().invoke(app, [*base, "--rate-from", str(tmp_path / "nope.csv")])
+    assert res.exit_code != 0 and "--rate-from" in res.output and "nope.csv" in res.output
+    bad = tmp_path / "bad.csv"
+    bad.write_text("arrival_s\n1\nsoon\n")
+    res = CliRunner().invoke(app, [*base, "--rate-from", str(bad)])
+    assert res.exit_code != 0 and "bad.csv:3" in res.output and "arrival_s" in res.output
+    one = tmp_path / "one.csv"
+    one.write_text("arrival_s\n1\n")
+    res = CliRunner().invoke(app, [*base, "--rate-from", str(one)])
+    assert res.exit_code != 0 and "one.csv" in res.output and "at least two arrivals" in res.output

@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich.table import Table
 
 from omniplane.cli import options as opt
@@ -16,6 +17,15 @@ from omniplane.cli.output import console, notice, print_json, print_table
 from omniplane.errors import InputError, unknown_name
 
 OBJECTIVES = ("gpus", "cost")
+RATE_PERCENTILE = 99.0  # --rate-percentile: near the busiest minute of the busiest hour
+
+RateFromOpt = Annotated[str | None, typer.Option(
+    "--rate-from", metavar="TRACE", help="Capacity planning at a trace's peak rate (a shipped trace name or "
+    "a file): --rate-percentile of the per-minute arrival rate within its busiest hour (a heuristic).")]
+RatePercentileOpt = Annotated[float, opt.float_opt(
+    "--rate-percentile", help="With --rate-from: the percentile of the busiest hour's minutes (99: "
+    "near its busiest minute, as a queue that is over capacity for a minute misses targets).", lo=0,
+    hi=100, lo_open=True, metavar="P")]
 
 
 def parse_kinds(text: str) -> list[str]:
@@ -63,6 +73,7 @@ class Request:
     figures: Path | None
     json_out: bool
     runtime: str = "ideal"  # the plan space searched (omniplane.plan.runtime)
+    rate_from: dict[str, Any] | None = None  # --rate-from: the trace, its busiest hour and the rate
 
 
 def run(req: Request, make_base: Any) -> None:
@@ -118,6 +129,8 @@ def run(req: Request, make_base: Any) -> None:
         "prices": {k: {"usd_per_gpu_hour": p.usd_per_gpu_hour, "source": p.source, "date": p.date}
                    for k, p in prices.items() if k in req.kinds},
         "runtime": req.runtime, "rows": rows, "seconds": round(time.perf_counter() - t_all, 2)}
+    if req.rate_from is not None:
+        doc["rate_from"] = req.rate_from
     if len(req.rates) == 1:
         pick = chosen.get(req.rates[0])
         doc["capacity"] = _capacity_json(pick[0]) if pick else None
@@ -218,6 +231,8 @@ def _write(req: Request, chosen: dict[float, Any], bases: dict[str, Any],
 
 
 def _print(req: Request, doc: dict[str, Any], chosen: dict[float, Any], written: list[Path]) -> None:
+    if req.rate_from is not None:
+        console.print(rate_from_line(req.rate_from), highlight=False)
     table = Table(title=f"capacity: every type at >= {req.attainment:.0%} attainment (simulated at the rate; "
                         f"{req.runtime} plan space)")
     for col in ("rate", "GPU", "GPUs", "$/h", "headroom", "N-1 misses", "plan", "s"):
@@ -267,9 +282,11 @@ def gpu_kinds(value: object) -> str:
 
 
 def from_plan(a: dict[str, Any], workload: Any, parse_mix: Any) -> None:
-    """--rate/--rates: omniplane.cli.capacity, one base planner per GPU kind."""
-    if a["rate"] is not None and a["rates"] is not None:
-        fail("give --rate R or --rates R1,R2,..., not both")
+    """--rate/--rates/--rate-from: omniplane.cli.capacity, one base planner per GPU kind."""
+    if a["rate_from"] is None and a["rate_percentile"] != RATE_PERCENTILE:
+        fail("--rate-percentile goes with --rate-from TRACE")
+    if sum(a[k] is not None for k in ("rate", "rates", "rate_from")) > 1:
+        fail("give one of --rate R, --rates R1,R2,... or --rate-from TRACE, not several")
     if a["model"] is None:
         fail("give --model (capacity planning: --model M --rate R --gpu KINDS)")
     if a["gpus"] is not None:
@@ -280,10 +297,39 @@ def from_plan(a: dict[str, Any], workload: Any, parse_mix: Any) -> None:
     from omniplane.spec import find_catalog_model, load_model
 
     m = load_model(find_catalog_model(a["model"]) or Path(a["model"]))
-    req = Request([a["rate"]] if a["rate"] is not None else parse_rates(a["rates"]), parse_kinds(a["gpu"]),
-                  a["attainment"], a["objective"], a["prices"], a["out"], a["figures"], a["json_out"],
-                  a["runtime"] or default_runtime(m))
+    peak = trace_rate(a["rate_from"], a["rate_percentile"], a["seed"]) if a["rate_from"] is not None else None
+    rates = [a["rate"]] if a["rate"] is not None else [peak["rate"]] if peak else parse_rates(a["rates"])
+    req = Request(rates, parse_kinds(a["gpu"]), a["attainment"], a["objective"], a["prices"], a["out"],
+                  a["figures"], a["json_out"], a["runtime"] or default_runtime(m), peak)
     run(req, lambda kind, targets: _base_planner(a, kind, targets, workload, parse_mix, req.runtime))
+
+
+def trace_rate(ref: str, percentile: float, seed: int) -> dict[str, Any]:
+    """``--rate-from``: the trace's busiest-hour rate (omniplane.workload.peak) as ``rate_from``
+    JSON; a ServeGen folder is one seeded 24-hour realisation (``seed``)."""
+    from omniplane.workload import load_trace, resolve_trace
+    from omniplane.workload.peak import peak_rate
+
+    try:
+        path, fmt = resolve_trace(ref)
+        trace = load_trace(path, fmt, seed=seed)
+        peak = peak_rate(trace.arrival, percentile, source=str(path))
+    except FileNotFoundError as exc:
+        fail(f"--rate-from: {exc.args[0] if exc.args else exc}")
+    except InputError as exc:
+        fail(f"--rate-from: {exc} (expected a trace: azure, mooncake, servegen, or a CSV / "
+             "JSONL with arrival_s; docs/reference/workloads.md)")
+    if not peak.rate > 0:
+        fail(f"--rate-from {ref}: the {percentile:g}th percentile of its busiest hour's minutes is 0 req/s; "
+             "give a higher --rate-percentile")
+    return {"trace": ref, "format": fmt, **peak.to_json()}
+
+
+def rate_from_line(p: dict[str, Any]) -> str:
+    span = "whole trace (under an hour)" if p["whole_trace"] else "busiest hour"
+    return (f"rate from {p['trace']}: {span} {p['hour_start_s']:.0f}-{p['hour_end_s']:.0f} s "
+            f"({p['window_s']:.0f} s, {p['arrivals']} arrivals); p{p['percentile']:g} of its "
+            f"{p['bin_s']:.0f}-s rates: {p['rate']:g} req/s (a heuristic; docs/guides/plan.md)")
 
 
 def _base_planner(a: dict[str, Any], kind_name: str, targets: Any, workload: Any,

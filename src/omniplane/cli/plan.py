@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from omniplane.cli import options as opt
-from omniplane.cli.capacity import from_plan, gpu_kinds
+from omniplane.cli.capacity import RATE_PERCENTILE, RateFromOpt, RatePercentileOpt, from_plan, gpu_kinds
 from omniplane.cli.errors import fail, new_app
 from omniplane.cli.files import Outputs
 from omniplane.cli.output import console, notice, print_json, print_table
@@ -117,6 +117,8 @@ def plan(
     rates: Annotated[str | None, typer.Option(
         metavar="R1,R2,...", help="Capacity planning at each of these rates (a table; --figures: a "
                                   "figure).")] = None,
+    rate_from: RateFromOpt = None,
+    rate_percentile: RatePercentileOpt = RATE_PERCENTILE,
     attainment: Annotated[float, opt.float_opt(
         "--attainment", help="With --rate: share of each type's requests within its target.", lo=0,
         hi=1, lo_open=True)] = 0.9,
@@ -212,7 +214,7 @@ def plan(
 
         from_inventory(locals(), _workload, parse_mix)
         return
-    if rate is not None or rates is not None:
+    if rate is not None or rates is not None or rate_from is not None or rate_percentile != RATE_PERCENTILE:
         from_plan(locals(), _workload, parse_mix)
         return
     if "," in gpu:
