@@ -3,6 +3,7 @@ section whose predictions are deterministic and behave as the model says they sh
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -10,11 +11,15 @@ from typing import Any
 
 import pytest
 
-from omniplane.perf.factors import load_calibration
+from omniplane.perf.factors import Calibration, load_calibration
 from omniplane.repro.validation.external_sources import (
+    GRAPHS,
+    _row,
+    blog_frames_per_s,
     external_data,
     external_section,
     load_external,
+    talker_cap_frames_per_s,
     value,
 )
 from omniplane.repro.validation.markdown import external_tables
@@ -63,7 +68,7 @@ def test_the_section_is_deterministic_and_every_row_cites_known_points(section: 
     for r in section["rows"]:
         assert r["points"] and set(r["points"]) <= ids and r["assumption"]
         if r["rel_error"] is None:
-            assert r["predicted"] is None or r["measured"] is None
+            assert r["assumption"].startswith("not comparable")
         else:
             assert r["rel_error"] == pytest.approx(r["predicted"] / r["measured"] - 1.0, abs=1e-3)
     assert section["compared"] >= 6 and section["not_comparable"] >= 3
@@ -89,3 +94,36 @@ def test_the_markdown_lists_every_check(section: dict[str, Any]) -> None:
     lines = external_tables({"external_sources": section})
     assert sum(line.startswith("| ") for line in lines) == len(section["rows"]) + 1
     assert any("not comparable" in line for line in lines)
+
+
+def test_a_row_left_uncompared_must_say_why() -> None:
+    with pytest.raises(ValueError, match="must say why"):
+        _row("x", "vllm-blog-2026-07-01", 1.0, 2.0, "talker-bound", ["blog/c64/batch/rtf"], comparable=False)
+    r = _row("x", "vllm-blog-2026-07-01", 1.0, 2.0, "not comparable: a reason", ["blog/c64/batch/rtf"],
+             comparable=False)
+    assert r["rel_error"] is None and r["predicted"] == 2.0
+
+
+def test_the_blog_throughput_is_its_concurrency_over_rtf() -> None:
+    # 64 requests in flight, each gaining 1 / RTF seconds of audio a second, 12.5 frames a second
+    assert blog_frames_per_s("cuda_graph") == pytest.approx(64 * 12.5 / value("blog/c64/cuda_graph/rtf"))
+    assert blog_frames_per_s("async_output") > blog_frames_per_s("async_chunk")
+
+
+def _with_seq_pass(cal: Calibration, seq_pass: float) -> Calibration:
+    rts = dict(cal.runtimes)
+    rts[GRAPHS] = dataclasses.replace(rts[GRAPHS], mtp_seq_pass_s=seq_pass)
+    return dataclasses.replace(cal, runtimes=rts)
+
+
+def test_the_absolute_rtf_is_compared_exactly_when_the_talker_could_reach_the_blogs_rate() -> None:
+    cal = load_calibration()
+    same_mode = blog_frames_per_s("cuda_graph")
+    for seq_pass, comparable in ((2.0 / (15 * same_mode), False), (0.5 / (15 * same_mode), True)):
+        c = _with_seq_pass(cal, seq_pass)
+        assert (talker_cap_frames_per_s(c, 15) >= same_mode) is comparable
+        s = external_section(Context(), c)
+        assert s is not None
+        row = next(r for r in s["rows"] if r["check"] == "RTF, async output, c64 (absolute)")
+        assert (row["rel_error"] is not None) is comparable
+        assert row["assumption"].startswith("not comparable") is not comparable
