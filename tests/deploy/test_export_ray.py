@@ -13,16 +13,17 @@ import yaml
 from typer.testing import CliRunner
 
 from omniplane.cli.app import app
-from omniplane.deploy.omni_process import VLLM_ENV, OmniProcess, OmniProcessError
+from omniplane.deploy.omni_process import VLLM_ENV, OmniProcess, OmniProcessError, child_env
 
 serve_schema = pytest.importorskip("ray.serve.schema")
 QWEN3 = Path(__file__).parent / "qwen3-omni-2dep.yaml"
 runner = CliRunner()
 
 
-def _export(tmp_path: Path, target: str, hosts: str = "2x8") -> Path:
+def _export(tmp_path: Path, target: str, hosts: str = "2x8", *extra: str) -> Path:
     out = tmp_path / target
-    res = runner.invoke(app, ["export", str(QWEN3), "--target", target, "--hosts", hosts, "--out", str(out)])
+    res = runner.invoke(app, ["export", str(QWEN3), "--target", target, "--hosts", hosts, "--out", str(out),
+                              *extra])
     assert res.exit_code == 0, res.output
     return out
 
@@ -86,7 +87,8 @@ STAND_IN = """\
 import http.server, json, os, sys
 args = sys.argv[1:]
 cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
-open(os.environ["STAND_IN_ARGS"], "w").write(json.dumps({"argv": args, "cvd": cvd}))
+open(os.environ["STAND_IN_ARGS"], "w").write(json.dumps({"argv": args, "cvd": cvd, "key": os.environ.get(
+    "VLLM_API_KEY"), "names": "OMNI_TEST_KEY" in os.environ}))
 port = int(args[args.index("--port") + 1])
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
@@ -167,3 +169,60 @@ def test_the_serve_config_args_build_the_omni_server_application(tmp_path: Path,
     cfg = yaml.safe_load((out / "serve-config.yaml").read_text())
     d0 = next(a for a in cfg["applications"] if a["name"] == "d0")
     assert isinstance(omni_server.app(d0["args"]), Application)  # the builder Serve calls with args
+
+
+def test_the_ray_targets_name_the_key_and_kuberay_takes_it_from_a_secret(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "sk-upstream-ray-91c2"
+    monkeypatch.setenv("OMNI_TEST_KEY", secret)
+    serve_out = _export(tmp_path, "ray-serve", "3x4", "--upstream-key-env", "OMNI_TEST_KEY")
+    kube_out = _export(tmp_path, "kuberay", "2x8", "--upstream-key-env", "OMNI_TEST_KEY")
+    assert all(secret not in f.read_text() for out in (serve_out, kube_out) for f in out.iterdir())
+    cfg = yaml.safe_load((serve_out / "serve-config.yaml").read_text())
+    serve_schema.ServeDeploySchema.model_validate(cfg)
+    apps = {a["name"]: a for a in cfg["applications"]}
+    assert apps["d0"]["args"]["api_key_env"] == apps["d1"]["args"]["api_key_env"] == "OMNI_TEST_KEY"
+    assert {d["api_key_env"] for d in apps["router"]["args"]["routing"]["deployments"].values()} == {
+        "OMNI_TEST_KEY"}
+    assert "runtime_env" not in str(cfg)
+    svc = yaml.safe_load((kube_out / "rayservice.yaml").read_text())
+    serve_schema.ServeDeploySchema.model_validate(yaml.safe_load(svc["spec"]["serveConfigV2"]))
+    cluster = svc["spec"]["rayClusterConfig"]
+    pods = [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]
+    for pod in pods:
+        [c] = pod["template"]["spec"]["containers"]
+        assert c["env"] == [{"name": "OMNI_TEST_KEY", "valueFrom": {"secretKeyRef": {
+            "name": "omniplane-upstream-key", "key": "api-key"}}}]
+    head = (kube_out / "rayservice.yaml").read_text()
+    assert "kubectl create secret generic omniplane-upstream-key" in head
+
+
+def test_omni_server_gives_its_api_server_the_key_by_environment_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from omniplane.deploy import omni_server
+
+    exe = tmp_path / "vllm"
+    exe.write_text(f"#!{sys.executable}\n{STAND_IN}")
+    exe.chmod(0o755)
+    monkeypatch.setenv(VLLM_ENV, str(exe))
+    monkeypatch.setenv("STAND_IN_ARGS", str(tmp_path / "args.json"))
+    monkeypatch.delenv("OMNI_TEST_KEY", raising=False)
+    server_cls = omni_server.OmniServer.func_or_class  # type: ignore[attr-defined]  # the class Serve wraps
+    with pytest.raises(OmniProcessError, match="api_key_env OMNI_TEST_KEY: the environment variable is "):
+        server_cls("Qwen/X", {"stages": []}, port=_free_port(), host="127.0.0.1", api_key_env="OMNI_TEST_KEY")
+    assert not (tmp_path / "args.json").exists()  # nothing started
+    monkeypatch.setenv("OMNI_TEST_KEY", "sk-upstream-serve-5d1e")
+    server = server_cls("Qwen/X", {"stages": []}, port=_free_port(), host="127.0.0.1",
+                        startup_timeout_s=30, api_key_env="OMNI_TEST_KEY")
+    try:
+        rec = json.loads((tmp_path / "args.json").read_text())
+        assert rec["key"] == "sk-upstream-serve-5d1e" and rec["names"] is False
+        assert "sk-upstream-serve-5d1e" not in " ".join(rec["argv"])
+        assert "sk-upstream-serve-5d1e" not in server.proc.config.read_text()
+    finally:
+        server.__del__()
+    env = {"OMNI_TEST_KEY": "k", "VLLM_API_KEY": "stale", "PATH": "/bin"}  # headless stages: no key at all
+    assert child_env("OMNI_TEST_KEY", api=False, environ=env) == {"PATH": "/bin"}
+    assert child_env(None, api=True, environ=env) is None  # no key: the environment as it is

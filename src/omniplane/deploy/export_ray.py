@@ -17,6 +17,13 @@ it). A deployment across hosts becomes vLLM-Omni's distributed mode, as the laun
 (``stages<S>+<S'>-<host>``) per set of GPUs on a host, running the headless processes of the
 stages sharing them (each replica holds its GPUs once; stages sharing them with the head run
 beside it in ``OmniServer``).
+
+Keys (``export --upstream-key-env NAME``): each application's args and the router's routing
+document carry only the name ``NAME``. On ``serve deploy`` the operator sets ``NAME`` in the
+environment ``ray start`` runs in on every node (Ray's workers inherit it; a ``runtime_env``
+would write the key into the config); ``OmniServer`` passes it to its API server as
+``VLLM_API_KEY``. The RayService sets ``NAME`` in every pod from the Kubernetes Secret
+``omniplane-upstream-key``, key ``api-key`` (``valueFrom.secretKeyRef``).
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ IMAGE = "omniplane-vllm-omni:0.30.0"  # assumption: an image with ray[serve], vl
 HOST_RESOURCE = "omniplane-{host}"
 CPUS_PER_GPU = 4  # assumption: CPU cores per GPU for a replica (tokenisation, stage processes)
 MEMORY_PER_GPU_GI = 64  # assumption: host memory per GPU (checkpoint loading, shared-memory connectors)
+KEY_SECRET = ("omniplane-upstream-key", "api-key")  # the Kubernetes Secret (name, key) holding the key
 
 
 def host_resource(host: str) -> str:
@@ -50,6 +58,8 @@ def serve_config(plan: ResolvedPlan, ex: OmniExport) -> dict[str, Any]:
         doc = ex.configs[d.name]
         args: dict[str, Any] = {"model": doc["omniplane"]["model"], "deploy_config": loader_document(doc),
                                 "port": API_PORT + i, "name": d.name}
+        if ex.key_env is not None:
+            args["api_key_env"] = ex.key_env
         deps = []
         groups: dict[tuple[str, tuple[int, ...]], list[Process]] = {}  # processes sharing GPUs
         for p in processes(d, i, ex.placement, ex.lb_policy):
@@ -100,8 +110,11 @@ def ray_service(plan: ResolvedPlan, ex: OmniExport, serve: dict[str, Any]) -> di
                   "memory": f"{max(16, MEMORY_PER_GPU_GI * gpus)}Gi"}
         if gpus:
             limits["nvidia.com/gpu"] = str(gpus)
+        secret = {"name": KEY_SECRET[0], "key": KEY_SECRET[1]}
+        env = [{"name": ex.key_env, "valueFrom": {"secretKeyRef": secret}}]
         return {"spec": {"containers": [{
             "name": name, "image": IMAGE, "resources": {"limits": limits, "requests": dict(limits)},
+            **({"env": env} if ex.key_env is not None else {}),
             **({"ports": [{"containerPort": 6379, "name": "gcs"},
                           {"containerPort": 8265, "name": "dashboard"},
                           {"containerPort": 8000, "name": "serve"}]} if name == "ray-head" else {}),
@@ -134,6 +147,8 @@ def ray_files(plan: ResolvedPlan, ex: OmniExport, target: str) -> dict[str, str]
     if target == "ray-serve":
         head = ("# Ray Serve config (serve deploy serve-config.yaml) written by omniplane export; start\n"
                 "# each host's Ray node with --resources '{\"omniplane-hostN\": 1}' (README.md)\n")
+        if ex.key_env is not None:
+            head += f"# and with {ex.key_env} (the deployments' API key) set in its environment\n"
         return {"serve-config.yaml": head + yaml.safe_dump(serve, sort_keys=False, width=110)}
     if ex.placement.kinds:
         raise ValueError(f"plan {plan.spec.name or plan.spec.model}: its hosts are of several GPU kinds and "
@@ -141,5 +156,9 @@ def ray_files(plan: ResolvedPlan, ex: OmniExport, target: str) -> dict[str, str]
                          "(placement.yaml names each host's kind)")
     head = ("# KubeRay RayService (kubectl apply -f rayservice.yaml) written by omniplane export; image: "
             "assumption,\n# replace with one that has ray[serve], vllm-omni 0.30.0 and omniplane\n")
+    if ex.key_env is not None:
+        head += (f"# {ex.key_env} (the deployments' API key) comes from the Secret {KEY_SECRET[0]}, key "
+                 f"{KEY_SECRET[1]}:\n# kubectl create secret generic {KEY_SECRET[0]} "
+                 f"--from-file={KEY_SECRET[1]}=<(printf %s \"${ex.key_env}\")\n")
     text = yaml.safe_dump(ray_service(plan, ex, serve), sort_keys=False, width=110)
     return {"rayservice.yaml": head + text}
