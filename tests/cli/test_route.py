@@ -91,3 +91,45 @@ def test_route_listens_on_loopback_and_sigterm_stops_it(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _metric(url: str, name: str) -> str:
+    text = httpx.get(f"{url}/metrics", timeout=10, trust_env=False).text
+    return dict(line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))[name]
+
+
+def test_ejection_settings_are_options_and_a_non_default_threshold_is_honoured(tmp_path: Path) -> None:
+    routes = tmp_path / "routing.yaml"
+    dead = free_port()  # nothing listens there: every try is refused
+    routes.write_text(json.dumps({**ROUTES, "deployments": {"a": {"url": f"http://127.0.0.1:{dead}"}}}))
+    for bad, says in ((["--eject-after", "0"], "--eject-after"),
+                      (["--probe-interval-s", "0"], "--probe-interval-s"),
+                      (["--eject-base-s", "10", "--eject-max-s", "5"], "below --eject-base-s 10")):
+        done = run(str(routes), *bad, cwd=tmp_path)
+        assert done.returncode == 2 and says in done.stderr, done.stderr
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([sys.executable, "-c", CLI, "route", str(routes), "--port", str(port),
+                             "--eject-after", "5", "--eject-base-s", "600", "--eject-max-s", "600"],
+                            cwd=tmp_path, env=ENV, stderr=subprocess.DEVNULL, start_new_session=True)
+    up = 'omniplane_router_deployment_up{deployment="a"}'
+    try:
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            assert proc.poll() is None
+            try:
+                if httpx.get(f"{url}/health", timeout=2, trust_env=False).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        codes = []
+        for i in range(6):
+            codes.append(httpx.post(f"{url}/v1/chat/completions", trust_env=False, timeout=30,
+                                    json=IMAGE_CHAT).status_code)
+            # in rotation through the 4th failure (the default, 3, would have ejected it at the 3rd)
+            assert _metric(url, up) == ("1" if i < 4 else "0"), (i, codes)
+        assert codes == [502] * 5 + [503]  # the 6th finds no deployment in rotation for its type
+        assert _metric(url, 'omniplane_router_deployment_ejections_total{deployment="a"}') == "1"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)

@@ -177,3 +177,54 @@ def test_bad_hosts_is_a_clear_option_error(tmp_path: Path, bad: str) -> None:
     res = runner.invoke(app, ["export", str(QWEN3), "--hosts", bad, "--out", str(tmp_path / "x")])
     assert res.exit_code == 2 and "--hosts" in res.output and "2x8" in res.output, res.output
     assert not (tmp_path / "x").exists()
+
+
+def test_the_upstream_key_reaches_each_api_server_by_environment_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--upstream-key-env``: the routing file names the variable, no file holds the key, and each
+    launch script gives it to its API servers as VLLM_API_KEY (not in argv; headless stages get
+    none, no process gets the variable itself); unset, the script stops naming it."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    secret = "sk-upstream-test-7f3a"
+    monkeypatch.setenv("OMNI_TEST_KEY", secret)  # set while exporting: still never written
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["export", str(QWEN3), "--hosts", "3x4", "--out", str(out),
+                              "--upstream-key-env", "OMNI_TEST_KEY"])
+    assert res.exit_code == 0, res.output
+    assert all(secret not in f.read_text() for f in out.iterdir())
+    route = read_routing_file(out / "routing.yaml")
+    assert {d: ep.api_key_env for d, ep in route.deployments.items()} == {"d0": "OMNI_TEST_KEY",
+                                                                          "d1": "OMNI_TEST_KEY"}
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    rec = tmp_path / "calls.jsonl"
+    (bin_dir / "vllm").write_text(
+        f"#!{sys.executable}\nimport json, os, sys\n"
+        f"open({str(rec)!r}, 'a').write(json.dumps([sys.argv[1:], os.environ.get('VLLM_API_KEY'), "
+        "'OMNI_TEST_KEY' in os.environ]) + '\\n')\n"
+        "import time; time.sleep(1)\n")
+    (bin_dir / "vllm").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "HOST0_ADDR": "10.0.0.1",
+           "HOST1_ADDR": "10.0.0.2", "HOST2_ADDR": "10.0.0.3", "VLLM_API_KEY": "stale"}
+    for script in sorted(out.glob("launch-*.sh")):
+        subprocess.run(["bash", str(script)], env=env, check=True, timeout=30)
+    calls = [json.loads(line) for line in rec.read_text().splitlines()]
+    api = [(key, has) for argv, key, has in calls if "--port" in argv]
+    headless = [(key, has) for argv, key, has in calls if "--headless" in argv]
+    assert len(api) == 2 and headless and len(calls) == len(api) + len(headless)
+    assert api == [(secret, False)] * 2 and headless == [(None, False)] * len(headless)
+    assert all(secret not in " ".join(argv) for argv, _, _ in calls)
+    rec.unlink()
+    unset = {k: v for k, v in env.items() if k != "OMNI_TEST_KEY"}
+    bad = subprocess.run(["bash", str(out / "launch-host0.sh")], env=unset, capture_output=True, text=True,
+                         timeout=30)
+    assert bad.returncode != 0 and "OMNI_TEST_KEY" in bad.stderr and not rec.exists()
+    for name, why in (("1KEY", "not an environment variable name"), ("MODEL", "launch scripts set")):
+        res = runner.invoke(app, ["export", str(QWEN3), "--out", str(tmp_path / "x"),
+                                  "--upstream-key-env", name])
+        assert res.exit_code == 2 and "--upstream-key-env" in res.output and why in res.output, res.output
+    assert not (tmp_path / "x").exists()

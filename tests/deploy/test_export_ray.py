@@ -13,16 +13,17 @@ import yaml
 from typer.testing import CliRunner
 
 from omniplane.cli.app import app
-from omniplane.deploy.omni_process import VLLM_ENV, OmniProcess, OmniProcessError
+from omniplane.deploy.omni_process import VLLM_ENV, OmniProcess, OmniProcessError, child_env
 
 serve_schema = pytest.importorskip("ray.serve.schema")
 QWEN3 = Path(__file__).parent / "qwen3-omni-2dep.yaml"
 runner = CliRunner()
 
 
-def _export(tmp_path: Path, target: str, hosts: str = "2x8") -> Path:
+def _export(tmp_path: Path, target: str, hosts: str = "2x8", *extra: str) -> Path:
     out = tmp_path / target
-    res = runner.invoke(app, ["export", str(QWEN3), "--target", target, "--hosts", hosts, "--out", str(out)])
+    res = runner.invoke(app, ["export", str(QWEN3), "--target", target, "--hosts", hosts, "--out", str(out),
+                              *extra])
     assert res.exit_code == 0, res.output
     return out
 
@@ -62,7 +63,70 @@ def test_rayservice_has_serve_config_and_gpu_groups(tmp_path: Path) -> None:
     for h, g in groups.items():
         limits = g["template"]["spec"]["containers"][0]["resources"]["limits"]
         assert limits["nvidia.com/gpu"] == "8" and g["replicas"] == 1
-        assert f'omniplane-{h}' in g["rayStartParams"]["resources"]
+        assert _start_resources(g) == {f"omniplane-{h}": 1, "gpu_A100-80GB": 8}
+        assert g["template"]["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+    assert "nodeSelector" not in cluster["headGroupSpec"]["template"]["spec"]
+    for a in yaml.safe_load(svc["spec"]["serveConfigV2"])["applications"][:-1]:
+        [d] = a["deployments"]
+        assert d["ray_actor_options"]["resources"]["gpu_A100-80GB"] == d["ray_actor_options"]["num_gpus"]
+
+
+def _start_resources(group: dict) -> dict:  # type: ignore[type-arg]
+    """A worker group's ``rayStartParams.resources`` (KubeRay's quoted JSON) as a dict."""
+    import json
+
+    text = group["rayStartParams"]["resources"]
+    assert text.startswith('"') and text.endswith('"')
+    return dict(json.loads(text[1:-1].replace('\\"', '"')))
+
+
+def _mixed_plan(tmp_path: Path) -> Path:
+    """The thinker stage (with its encoders) on H100, talker + code2wav on L40S (plan --inventory's
+    shape: a per-group gpu)."""
+    front = ["image_encoder", "video_encoder", "audio_encoder", "thinker"]
+    doc = {"kind": "plan", "name": "mixed", "model": "qwen3-omni", "gpu": "H100", "nodes": [
+        {"name": "front", "components": front, "executors": [{"count": 2, "tp": 1, "max_batch": 16}]},
+        {"name": "back", "components": ["talker", "code2wav"], "sharing": "timeslice",
+         "executors": [{"count": 3, "tp": 1, "max_batch": 32, "gpu": "L40S"}]}],
+        "routes": {t: [{"nodes": ["front", "back"] if t.endswith("2a") else ["front"], "p": 1.0}]
+                   for t in ("ti2t", "tiv2t", "tia2t", "tiva2t", "ti2a", "tiv2a", "tia2a", "tiva2a")}}
+    path = tmp_path / "mixed.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_a_plan_on_two_gpu_kinds_puts_each_deployment_on_its_kind(tmp_path: Path) -> None:
+    out = tmp_path / "kuberay"
+    res = runner.invoke(app, ["export", str(_mixed_plan(tmp_path)), "--target", "kuberay", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    svc = yaml.safe_load((out / "rayservice.yaml").read_text())
+    serve = yaml.safe_load(svc["spec"]["serveConfigV2"])
+    serve_schema.ServeDeploySchema.model_validate(serve)
+    kind_of = {h: v["gpu"] for h, v in yaml.safe_load((out / "placement.yaml").read_text())["hosts"].items()}
+    assert sorted(set(kind_of.values())) == ["H100-SXM", "L40S"]
+    label = {"H100-SXM": "NVIDIA-H100-80GB-HBM3", "L40S": "NVIDIA-L40S"}
+    groups = svc["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    assert sorted(g["groupName"] for g in groups) == sorted(kind_of)
+    for g in groups:
+        kind = kind_of[g["groupName"]]
+        assert g["template"]["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": label[kind]}
+        assert _start_resources(g) == {f"omniplane-{g['groupName']}": 1, f"gpu_{kind}": 8}
+    asked = []
+    for a in serve["applications"]:
+        for d in a.get("deployments", []) if a["name"] != "router" else []:
+            opts = d["ray_actor_options"]
+            [host] = [r.removeprefix("omniplane-") for r in opts["resources"] if r.startswith("omniplane-")]
+            kinds = {r: v for r, v in opts["resources"].items() if r.startswith("gpu_")}
+            assert kinds == {f"gpu_{kind_of[host]}": opts["num_gpus"]}, (d["name"], opts)
+            asked.append(kind_of[host])
+    assert sorted(set(asked)) == ["H100-SXM", "L40S"]  # the head on H100, the talker stages on L40S
+    serve_out = tmp_path / "serve"  # the ray-serve target pins by host only (the operator starts the nodes)
+    res = runner.invoke(app, ["export", str(_mixed_plan(tmp_path)), "--target", "ray-serve", "--out",
+                              str(serve_out)])
+    assert res.exit_code == 0, res.output
+    pinned = yaml.safe_load((serve_out / "serve-config.yaml").read_text())
+    assert not [r for a in pinned["applications"] for d in a.get("deployments", [])
+                for r in d["ray_actor_options"]["resources"] if r.startswith("gpu_")]
 
 
 def test_a_deployment_across_hosts_is_a_head_and_headless_stages(tmp_path: Path) -> None:
@@ -86,7 +150,8 @@ STAND_IN = """\
 import http.server, json, os, sys
 args = sys.argv[1:]
 cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
-open(os.environ["STAND_IN_ARGS"], "w").write(json.dumps({"argv": args, "cvd": cvd}))
+open(os.environ["STAND_IN_ARGS"], "w").write(json.dumps({"argv": args, "cvd": cvd, "key": os.environ.get(
+    "VLLM_API_KEY"), "names": "OMNI_TEST_KEY" in os.environ}))
 port = int(args[args.index("--port") + 1])
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
@@ -167,3 +232,75 @@ def test_the_serve_config_args_build_the_omni_server_application(tmp_path: Path,
     cfg = yaml.safe_load((out / "serve-config.yaml").read_text())
     d0 = next(a for a in cfg["applications"] if a["name"] == "d0")
     assert isinstance(omni_server.app(d0["args"]), Application)  # the builder Serve calls with args
+
+
+def test_the_ray_targets_name_the_key_and_kuberay_takes_it_from_a_secret(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "sk-upstream-ray-91c2"
+    monkeypatch.setenv("OMNI_TEST_KEY", secret)
+    serve_out = _export(tmp_path, "ray-serve", "3x4", "--upstream-key-env", "OMNI_TEST_KEY")
+    kube_out = _export(tmp_path, "kuberay", "2x8", "--upstream-key-env", "OMNI_TEST_KEY")
+    assert all(secret not in f.read_text() for out in (serve_out, kube_out) for f in out.iterdir())
+    cfg = yaml.safe_load((serve_out / "serve-config.yaml").read_text())
+    serve_schema.ServeDeploySchema.model_validate(cfg)
+    apps = {a["name"]: a for a in cfg["applications"]}
+    assert apps["d0"]["args"]["api_key_env"] == apps["d1"]["args"]["api_key_env"] == "OMNI_TEST_KEY"
+    assert {d["api_key_env"] for d in apps["router"]["args"]["routing"]["deployments"].values()} == {
+        "OMNI_TEST_KEY"}
+    assert "runtime_env" not in str(cfg)
+    svc = yaml.safe_load((kube_out / "rayservice.yaml").read_text())
+    serve_schema.ServeDeploySchema.model_validate(yaml.safe_load(svc["spec"]["serveConfigV2"]))
+    cluster = svc["spec"]["rayClusterConfig"]
+    pods = [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]
+    for pod in pods:
+        [c] = pod["template"]["spec"]["containers"]
+        assert c["env"] == [{"name": "OMNI_TEST_KEY", "valueFrom": {"secretKeyRef": {
+            "name": "omniplane-upstream-key", "key": "api-key"}}}]
+    head = (kube_out / "rayservice.yaml").read_text()
+    assert "kubectl create secret generic omniplane-upstream-key" in head
+
+
+def test_omni_server_gives_its_api_server_the_key_by_environment_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from omniplane.deploy import omni_server
+
+    exe = tmp_path / "vllm"
+    exe.write_text(f"#!{sys.executable}\n{STAND_IN}")
+    exe.chmod(0o755)
+    monkeypatch.setenv(VLLM_ENV, str(exe))
+    monkeypatch.setenv("STAND_IN_ARGS", str(tmp_path / "args.json"))
+    monkeypatch.delenv("OMNI_TEST_KEY", raising=False)
+    server_cls = omni_server.OmniServer.func_or_class  # type: ignore[attr-defined]  # the class Serve wraps
+    with pytest.raises(OmniProcessError, match="api_key_env OMNI_TEST_KEY: the environment variable is "):
+        server_cls("Qwen/X", {"stages": []}, port=_free_port(), host="127.0.0.1", api_key_env="OMNI_TEST_KEY")
+    assert not (tmp_path / "args.json").exists()  # nothing started
+    monkeypatch.setenv("OMNI_TEST_KEY", "sk-upstream-serve-5d1e")
+    server = server_cls("Qwen/X", {"stages": []}, port=_free_port(), host="127.0.0.1",
+                        startup_timeout_s=30, api_key_env="OMNI_TEST_KEY")
+    try:
+        rec = json.loads((tmp_path / "args.json").read_text())
+        assert rec["key"] == "sk-upstream-serve-5d1e" and rec["names"] is False
+        assert "sk-upstream-serve-5d1e" not in " ".join(rec["argv"])
+        assert "sk-upstream-serve-5d1e" not in server.proc.config.read_text()
+    finally:
+        server.__del__()
+    env = {"OMNI_TEST_KEY": "k", "VLLM_API_KEY": "stale", "PATH": "/bin"}  # headless stages: no key at all
+    assert child_env("OMNI_TEST_KEY", api=False, environ=env) == {"PATH": "/bin"}
+    assert child_env(None, api=True, environ=env) is None  # no key: the environment as it is
+
+
+def test_a_kind_without_a_product_label_is_refused_naming_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from omniplane.deploy import export_ray
+    from omniplane.spec import load_gpus
+
+    cat = load_gpus()
+    gpus = [g.model_copy(update={"gpu_product_label": None}) if g.name == "L40S" else g for g in cat.gpus]
+    bare = cat.model_copy(update={"gpus": gpus})
+    monkeypatch.setattr(export_ray, "load_gpus", lambda: bare)
+    out = tmp_path / "x"
+    res = runner.invoke(app, ["export", str(_mixed_plan(tmp_path)), "--target", "kuberay", "--out", str(out)])
+    assert res.exit_code == 2 and "GPU kind L40S" in res.output, res.output
+    assert "gpu_product_label" in res.output and not out.exists()

@@ -203,6 +203,8 @@ def test_bad_health_options_are_refused() -> None:
         HealthOptions(eject_after=0)
     with pytest.raises(ValueError, match="base_s"):
         HealthOptions(base_s=0)
+    with pytest.raises(ValueError, match=r"max_s: expected at least base_s \(10\), got 5"):
+        HealthOptions(base_s=10, max_s=5)
 
 
 def test_each_deployment_gets_its_own_key_from_the_environment_and_never_the_clients(

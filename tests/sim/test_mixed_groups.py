@@ -135,15 +135,3 @@ def test_the_vllm_omni_export_places_each_kind_on_its_own_hosts(tmp_path: Path) 
     assert "L40S" in "".join(ex.configs["d0"]["omniplane"]["memory"])
     with pytest.raises(PlacementError, match="2 GPU kinds"):
         export_vllm_omni(load_plan(_runtime_plan(tmp_path, "L40S")), Hosts.parse("2x8"))
-
-
-def test_the_kuberay_export_refuses_hosts_of_several_kinds(tmp_path: Path) -> None:
-    from omniplane.deploy.export_omni import export_vllm_omni
-    from omniplane.deploy.export_ray import ray_files
-    from omniplane.deploy.placement import Hosts
-
-    plan = load_plan(_runtime_plan(tmp_path, "L40S"))
-    ex = export_vllm_omni(plan, Hosts.parse(None))
-    assert "serve-config.yaml" in ray_files(plan, ex, "ray-serve")
-    with pytest.raises(ValueError, match="several GPU kinds"):
-        ray_files(plan, ex, "kuberay")

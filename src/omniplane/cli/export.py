@@ -32,14 +32,24 @@ def _hosts(value: Any) -> str:
     return text
 
 
-def export_files(plan: ResolvedPlan, target: str, hosts: str | None) -> tuple[OmniExport, dict[str, str]]:
+def _key_env(value: Any) -> str:
+    from omniplane.deploy.export_text import check_key_env
+
+    try:
+        return check_key_env(str(value))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def export_files(plan: ResolvedPlan, target: str, hosts: str | None,
+                 key_env: str | None = None) -> tuple[OmniExport, dict[str, str]]:
     """(the vLLM-Omni export, file name -> text) of ``plan`` for ``target``; a clear user error
     when the plan cannot run there. ``deploy --engine vllm-omni`` writes the same files."""
     from omniplane.deploy.export_omni import export_vllm_omni
     from omniplane.deploy.placement import Hosts
 
     try:
-        ex = export_vllm_omni(plan, Hosts.parse(hosts), serve=target != "vllm-omni")
+        ex = export_vllm_omni(plan, Hosts.parse(hosts), serve=target != "vllm-omni", key_env=key_env)
         files = dict(ex.files)
         if target != "vllm-omni":
             from omniplane.deploy.export_ray import ray_files
@@ -58,10 +68,11 @@ def write_files(out: Path, files: dict[str, str]) -> None:
         outs.commit()
 
 
-def write_export(plan_file: Path, target: str, hosts: str | None, out: Path) -> dict[str, Any]:
+def write_export(plan_file: Path, target: str, hosts: str | None, out: Path,
+                 key_env: str | None = None) -> dict[str, Any]:
     """Write the export of ``plan_file`` for ``target`` into ``out``; the summary shown."""
     plan = load_plan(plan_file)
-    ex, files = export_files(plan, target, hosts)
+    ex, files = export_files(plan, target, hosts, key_env)
     write_files(out, files)
     return {
         "plan": plan.spec.name,
@@ -71,6 +82,7 @@ def write_export(plan_file: Path, target: str, hosts: str | None, out: Path) -> 
         "deployments": {d.name: {"nodes": list(d.nodes), "gpus": d.gpus,
                                  "hosts": ex.placement.hosts_of(d.name)} for d in ex.deployments},
         "routing": {t: {s.deployment: s.p for s in shares} for t, shares in ex.routing.types.items()},
+        "upstream_key_env": key_env,
     }
 
 
@@ -84,6 +96,10 @@ def export(
         "--hosts", help="Hosts as HOSTSxGPUS, e.g. 2x8 (default: hosts of 8 GPUs, as many as needed).",
         parser=_hosts, metavar="HxG")] = None,
     out: Annotated[Path, opt.out_dir_opt("--out", help="Folder to write the files into.")] = Path("export"),
+    key_env: Annotated[str | None, opt.option(
+        "--upstream-key-env", help="Environment variable holding the deployments' API key: the routing "
+        "file names it (api_key_env) and each vLLM server gets it as VLLM_API_KEY; never written.",
+        parser=_key_env, metavar="NAME")] = None,
     json_out: Annotated[bool, opt.json_opt()] = False,
 ) -> None:
     """Write a plan's deployment: per vLLM-Omni deployment a deploy YAML and the launch commands
@@ -92,7 +108,7 @@ def export(
     The plan must be a set of whole vLLM-Omni pipelines (made with --runtime vllm-omni); any other
     is refused naming the node and what it lacks.
     """
-    summary = write_export(plan_file, target, hosts, out)
+    summary = write_export(plan_file, target, hosts, out, key_env)
     if json_out:
         print_json(summary)
         return

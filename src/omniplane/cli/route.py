@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -21,9 +21,15 @@ from omniplane.cli.deploy import (
 from omniplane.cli.errors import fail
 from omniplane.cli.output import notice
 from omniplane.deploy.auth import API_KEY_ENV, MAX_BODY_BYTES, MAX_PROMPT_TOKENS, Guard, is_loopback
+from omniplane.deploy.gateway_health import EJECT_AFTER, EJECT_BASE_S, EJECT_MAX_S, PROBE_INTERVAL_S
 from omniplane.deploy.ingress import REQUEST_DEADLINE_S
 
 GRACE_S = 5  # assumption: streams still open get 5 s after SIGINT/SIGTERM before they are cut
+DAY_S = 86_400
+
+
+def _seconds(name: str, help: str) -> Any:
+    return opt.float_opt(name, help=help, lo=0, hi=DAY_S, lo_open=True, metavar="S")
 
 
 def route(
@@ -39,19 +45,32 @@ def route(
     max_body_mb: MaxBodyOpt = MAX_BODY_BYTES / 2**20,
     max_prompt_tokens: MaxPromptOpt = MAX_PROMPT_TOKENS,
     deadline_s: DeadlineOpt = REQUEST_DEADLINE_S,
+    eject_after: Annotated[int, opt.int_opt(
+        "--eject-after", help="Failures in a row that take a deployment out of rotation.", lo=1,
+        hi=1000)] = EJECT_AFTER,
+    eject_base_s: Annotated[float, _seconds(
+        "--eject-base-s", "Seconds out of rotation after a first ejection; doubles with each ejection in "
+        "a row.")] = EJECT_BASE_S,
+    eject_max_s: Annotated[float, _seconds("--eject-max-s", "Most seconds out of rotation (at least "
+                                           "--eject-base-s).")] = EJECT_MAX_S,
+    probe_interval_s: Annotated[float, _seconds(
+        "--probe-interval-s", "Seconds between /health probes of an ejected deployment.")] = PROBE_INTERVAL_S,
 ) -> None:
     """Route OpenAI requests to the deployments a plan names, by request type and probability.
 
     Each request (POST /v1/chat/completions or /v1/completions) is classified into a request
     type, sent unchanged to a deployment drawn with the routing file's probabilities, and the
     engine's answer comes back unchanged (streamed as it arrives). A deployment that fails
-    before answering is retried once on another; one that keeps failing leaves rotation until its
-    /health answers. A deployment's api_key_env names the variable holding its key (the client's
-    --api-key is checked here, not forwarded). GET /metrics: per-type Prometheus metrics.
-    Stops on Ctrl-C or SIGTERM.
+    before answering is retried once on another; one that fails --eject-after times in a row leaves
+    rotation (--eject-base-s, doubling, at most --eject-max-s), then its /health is probed every
+    --probe-interval-s until it answers 200. A deployment's api_key_env names the variable holding
+    its key (the client's --api-key is checked here, not forwarded). GET /metrics: per-type
+    Prometheus metrics. Stops on Ctrl-C or SIGTERM.
     """
     if api_key is not None and not api_key.strip():
         fail("--api-key: the key is empty")
+    if eject_max_s < eject_base_s:
+        fail(f"--eject-max-s {eject_max_s:g}: below --eject-base-s {eject_base_s:g}; expected at least it")
     if not is_loopback(host) and not api_key:
         fail(f"--host {host}: binding beyond loopback lets anyone who can reach the port send work; "
              f"give --api-key KEY (or set {API_KEY_ENV}), or bind 127.0.0.1")
@@ -64,12 +83,15 @@ def route(
     import uvicorn
 
     from omniplane.deploy.gateway import Gateway, GatewayOptions
+    from omniplane.deploy.gateway_health import HealthOptions
 
     guard = Guard.with_keys([api_key] if api_key else [], max_body_bytes=int(max_body_mb * 2**20),
                             max_prompt_tokens=max_prompt_tokens)
     os.environ.pop(API_KEY_ENV, None)
+    health = HealthOptions(eject_after=eject_after, base_s=eject_base_s, max_s=eject_max_s,
+                           probe_interval_s=probe_interval_s)
     gateway = Gateway(routing, GatewayOptions(max_in_flight=max_in_flight, guard=guard,
-                                              deadline_s=deadline_s))
+                                              deadline_s=deadline_s, health=health))
     for t, routes in routing.routes.items():
         shares = ", ".join(f"{r.deployment} {r.p:g}" for r in routes)
         notice(f"{t}: {shares}")

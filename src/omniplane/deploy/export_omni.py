@@ -33,6 +33,14 @@ all stages local. A deployment across hosts runs vLLM-Omni's distributed mode: t
 other (stage, host) pair is ``vllm serve MODEL --omni --deploy-config FILE --headless --stage-id
 S --omni-master-address A --omni-master-port M --omni-dp-size-local N``. ``--omni-lb-policy``
 (random, round-robin, least-queue-length) is read by the head in distributed mode only.
+
+Keys (``key_env``, ``export --upstream-key-env NAME``): the routing file names ``NAME`` as each
+deployment's ``api_key_env`` and every API server gets the key as ``VLLM_API_KEY`` in its
+environment, never on a command line or in a file. vLLM 0.30 requires a Bearer token on ``/v1``
+when ``--api-key`` is absent and ``VLLM_API_KEY`` is set (``vllm/entrypoints/serve/middleware/
+register.py``, ``init_entrypoints_middleware``: ``args.api_key or [envs.VLLM_API_KEY]``; ``/health``
+stays open, ``authenticate.py`` ``GUARDED_PREFIX``); vLLM-Omni's API server builds vLLM's app
+(``vllm_omni/entrypoints/openai/api_server.py``, ``build_openai_app``), so the same holds.
 """
 
 from __future__ import annotations
@@ -44,7 +52,15 @@ from typing import Any
 
 import yaml
 
-from omniplane.deploy.export_text import Process, cvd, host_var, launch_script, placement_yaml, readme
+from omniplane.deploy.export_text import (
+    Process,
+    check_key_env,
+    cvd,
+    host_var,
+    launch_script,
+    placement_yaml,
+    readme,
+)
 from omniplane.deploy.placement import HEURISTIC, Hosts, Placement, place_kinds
 from omniplane.deploy.routing_file import KIND, Endpoint, RoutingFile, Share
 from omniplane.deploy.topology import Deployment, deployments, plan_layout
@@ -73,6 +89,7 @@ class OmniExport:
     configs: dict[str, dict[str, Any]]  # deployment -> deploy document (with the omniplane block)
     lb_policy: str = "random"
     files: dict[str, str] = field(default_factory=dict)
+    key_env: str | None = None  # the variable holding the deployments' API key (module docstring)
 
 
 def _lb_policy(plan: ResolvedPlan) -> str:
@@ -236,7 +253,7 @@ def processes(dep: Deployment, index: int, placement: Placement, lb: str) -> lis
 
 
 def routing(plan: ResolvedPlan, layout: VllmOmniLayout, deps: list[Deployment], placement: Placement,
-            *, serve: bool = False) -> RoutingFile:
+            *, serve: bool = False, key_env: str | None = None) -> RoutingFile:
     """The routing file (:mod:`omniplane.deploy.routing_file`): per type the plan's route
     probabilities summed per deployment; endpoints are URLs on the head hosts, or (``serve``)
     the Serve applications named after the deployments."""
@@ -252,7 +269,7 @@ def routing(plan: ResolvedPlan, layout: VllmOmniLayout, deps: list[Deployment], 
     for i, dep in enumerate(deps):
         head = placement.of(dep.name, dep.groups[0].node)[0].host
         where = {"serve_app": dep.name} if serve else {"url": f"http://{head}:{API_PORT + i}"}
-        eps[dep.name] = Endpoint(gpus=dep.gpus, nodes=list(dep.nodes), **where)
+        eps[dep.name] = Endpoint(gpus=dep.gpus, nodes=list(dep.nodes), api_key_env=key_env, **where)
     slo = dict(plan.spec.slo.targets_ms) if plan.spec.slo is not None else {}
     return RoutingFile(kind=KIND, plan=plan.spec.name, model=plan.model.name, served_model=layout.hf_id,
                        deployments=eps, types=types, slo_ms=slo)
@@ -271,19 +288,23 @@ def _workload_ref(plan: ResolvedPlan) -> str | None:
     return ref
 
 
-def export_vllm_omni(plan: ResolvedPlan, hosts: Hosts, *, serve: bool = False) -> OmniExport:
-    """Everything ``export --target vllm-omni`` writes (module docstring). Raises
+def export_vllm_omni(plan: ResolvedPlan, hosts: Hosts, *, serve: bool = False,
+                     key_env: str | None = None) -> OmniExport:
+    """Everything ``export --target vllm-omni`` writes (module docstring); ``key_env``: the
+    environment variable holding the deployments' API key (None: no key). Raises
     :class:`omniplane.deploy.topology.NotRealisable`, :class:`~omniplane.deploy.placement.PlacementError`
     or :class:`~omniplane.perf.stage_memory.StageMemoryError` (all ValueErrors)."""
     from omniplane.vllm.stage_config import workload_contexts
 
+    if key_env is not None:
+        check_key_env(key_env)
     layout = plan_layout(plan)
     deps = deployments(plan)
     placement = place_kinds(deps, hosts)
     lb = _lb_policy(plan)
     ctx = workload_contexts(plan.model, _workload_ref(plan))
     configs = {d.name: deployment_config(plan, layout, d, placement, ctx) for d in deps}
-    route = routing(plan, layout, deps, placement, serve=serve)
+    route = routing(plan, layout, deps, placement, serve=serve, key_env=key_env)
     procs = [p for i, d in enumerate(deps) for p in processes(d, i, placement, lb)]
     files = {f"{d}.yaml": dump_deploy(doc) for d, doc in configs.items()}
     files["routing.yaml"] = routing_text(route)
@@ -291,9 +312,9 @@ def export_vllm_omni(plan: ResolvedPlan, hosts: Hosts, *, serve: bool = False) -
     for h in placement.hosts:
         mine = [p for p in procs if p.host == h]
         if mine:
-            files[f"launch-{h}.sh"] = launch_script(h, mine, layout.hf_id, procs)
-    files["README.md"] = readme(plan, layout, deps, placement, procs, lb, HEURISTIC)
-    return OmniExport(deps, placement, route, configs, lb, files)
+            files[f"launch-{h}.sh"] = launch_script(h, mine, layout.hf_id, procs, key_env)
+    files["README.md"] = readme(plan, layout, deps, placement, procs, lb, HEURISTIC, key_env)
+    return OmniExport(deps, placement, route, configs, lb, files, key_env)
 
 
 def routing_text(route: RoutingFile) -> str:

@@ -17,10 +17,27 @@ it). A deployment across hosts becomes vLLM-Omni's distributed mode, as the laun
 (``stages<S>+<S'>-<host>``) per set of GPUs on a host, running the headless processes of the
 stages sharing them (each replica holds its GPUs once; stages sharing them with the head run
 beside it in ``OmniServer``).
+
+GPU kinds (the RayService): each worker group is one host of the placement, and its pods select
+nodes of the host's GPU kind with ``nodeSelector: {nvidia.com/gpu.product: LABEL}`` (the catalog's
+``gpu_product_label``: the label NVIDIA's GPU feature discovery publishes). Its Ray node offers
+``gpu_<KIND>: G`` beside ``omniplane-<host>``, and every Serve deployment in ``serveConfigV2``
+asks for ``gpu_<KIND>`` as many as its GPUs, so Ray places it only on that kind. A plan on
+several kinds (``plan --inventory``) gets one group per host of each kind. Groups are per host, not
+per kind: ``rayStartParams`` are per group, and a deployment across hosts needs each host's own
+resource to pin its head and stages.
+
+Keys (``export --upstream-key-env NAME``): each application's args and the router's routing
+document carry only the name ``NAME``. On ``serve deploy`` the operator sets ``NAME`` in the
+environment ``ray start`` runs in on every node (Ray's workers inherit it; a ``runtime_env``
+would write the key into the config); ``OmniServer`` passes it to its API server as
+``VLLM_API_KEY``. The RayService sets ``NAME`` in every pod from the Kubernetes Secret
+``omniplane-upstream-key``, key ``api-key`` (``valueFrom.secretKeyRef``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -28,28 +45,43 @@ import yaml
 
 from omniplane.deploy.export_omni import API_PORT, MASTER_PORT, OmniExport, loader_document, processes
 from omniplane.deploy.export_text import Process
-from omniplane.spec import ResolvedPlan
+from omniplane.spec import ResolvedPlan, load_gpus
 
 OMNI_SERVER = "omniplane.deploy.omni_server:app"
 GATEWAY = "omniplane.deploy.gateway_serve:app"
 RAY_VERSION = "2.60.0"  # the Ray the project pins (pyproject's deploy extra)
 IMAGE = "omniplane-vllm-omni:0.30.0"  # assumption: an image with ray[serve], vllm-omni 0.30.0 and omniplane
 HOST_RESOURCE = "omniplane-{host}"
+KIND_RESOURCE = "gpu_{kind}"  # a KubeRay node's GPUs of one catalog kind, as a Ray custom resource
+PRODUCT_LABEL = "nvidia.com/gpu.product"  # GPU feature discovery's node label (catalog gpu_product_label)
 CPUS_PER_GPU = 4  # assumption: CPU cores per GPU for a replica (tokenisation, stage processes)
 MEMORY_PER_GPU_GI = 64  # assumption: host memory per GPU (checkpoint loading, shared-memory connectors)
+KEY_SECRET = ("omniplane-upstream-key", "api-key")  # the Kubernetes Secret (name, key) holding the key
 
 
 def host_resource(host: str) -> str:
     return HOST_RESOURCE.format(host=host)
 
 
-def serve_config(plan: ResolvedPlan, ex: OmniExport) -> dict[str, Any]:
-    """The ``serve deploy`` document (module docstring); ValueError for a deployment across hosts."""
+def kind_of(plan: ResolvedPlan, ex: OmniExport, host: str) -> str:
+    """The catalog GPU kind of ``host``."""
+    return ex.placement.kind_of(host) or plan.gpu.name
+
+
+def kind_resource(kind: str) -> str:
+    return KIND_RESOURCE.format(kind=kind)
+
+
+def serve_config(plan: ResolvedPlan, ex: OmniExport, *, kinds: bool = False) -> dict[str, Any]:
+    """The ``serve deploy`` document (module docstring); ``kinds``: each deployment also asks for
+    its GPU kind's resource (the RayService's nodes offer it)."""
     apps: list[dict[str, Any]] = []
     for i, d in enumerate(ex.deployments):
         doc = ex.configs[d.name]
         args: dict[str, Any] = {"model": doc["omniplane"]["model"], "deploy_config": loader_document(doc),
                                 "port": API_PORT + i, "name": d.name}
+        if ex.key_env is not None:
+            args["api_key_env"] = ex.key_env
         deps = []
         groups: dict[tuple[str, tuple[int, ...]], list[Process]] = {}  # processes sharing GPUs
         for p in processes(d, i, ex.placement, ex.lb_policy):
@@ -74,7 +106,9 @@ def serve_config(plan: ResolvedPlan, ex: OmniExport) -> dict[str, Any]:
                 "health_check_timeout_s": 30,
                 "graceful_shutdown_timeout_s": 30,
                 "ray_actor_options": {"num_gpus": len(p.gpus), "num_cpus": CPUS_PER_GPU * len(p.gpus),
-                                      "resources": {host_resource(p.host): 0.001}},
+                                      "resources": {host_resource(p.host): 0.001, **(
+                                          {kind_resource(kind_of(plan, ex, p.host)): len(p.gpus)}
+                                          if kinds else {})}},
             })
         apps.append({"name": d.name, "route_prefix": None, "import_path": OMNI_SERVER, "args": args,
                      "deployments": deps})
@@ -91,17 +125,34 @@ def _k8s_name(text: str) -> str:
 def ray_service(plan: ResolvedPlan, ex: OmniExport, serve: dict[str, Any]) -> dict[str, Any]:
     """The KubeRay ``RayService`` (apiVersion ray.io/v1): ``serveConfigV2`` is ``serve``; a head
     group without GPUs (the router and Serve's controller) and one worker group per host of the
-    placement, each a pod with the host's GPUs and its ``omniplane-<host>`` resource."""
+    placement, each a pod with the host's GPUs on a node of its kind, its ``omniplane-<host>`` and
+    ``gpu_<KIND>`` resources (module docstring). ValueError for a kind without a product label."""
     G = ex.placement.host_gpus
     used = [h for h in ex.placement.hosts if any(e.host == h for e in ex.placement.executors)]
+    gpus = load_gpus()
+    labels = {}
+    for kind in dict.fromkeys(kind_of(plan, ex, h) for h in used):
+        label = gpus.get(kind).gpu_product_label
+        if label is None:
+            raise ValueError(f"GPU kind {kind}: the catalog states no gpu_product_label (the node label "
+                             f"{PRODUCT_LABEL} its KubeRay pods select on); export --target ray-serve")
+        labels[kind] = label
 
-    def pod(name: str, gpus: int) -> dict[str, Any]:
+    def start_params(h: str) -> dict[str, str]:
+        res = json.dumps({host_resource(h): 1, kind_resource(kind_of(plan, ex, h)): G})
+        return {"num-gpus": str(G), "resources": '"' + res.replace('"', '\\"') + '"'}
+
+    def pod(name: str, gpus: int, kind: str | None = None) -> dict[str, Any]:
         limits = {"cpu": str(max(4, CPUS_PER_GPU * gpus + 4)),
                   "memory": f"{max(16, MEMORY_PER_GPU_GI * gpus)}Gi"}
         if gpus:
             limits["nvidia.com/gpu"] = str(gpus)
-        return {"spec": {"containers": [{
+        secret = {"name": KEY_SECRET[0], "key": KEY_SECRET[1]}
+        env = [{"name": ex.key_env, "valueFrom": {"secretKeyRef": secret}}]
+        select = {"nodeSelector": {PRODUCT_LABEL: labels[kind]}} if kind is not None else {}
+        return {"spec": {**select, "containers": [{
             "name": name, "image": IMAGE, "resources": {"limits": limits, "requests": dict(limits)},
+            **({"env": env} if ex.key_env is not None else {}),
             **({"ports": [{"containerPort": 6379, "name": "gcs"},
                           {"containerPort": 8265, "name": "dashboard"},
                           {"containerPort": 8000, "name": "serve"}]} if name == "ray-head" else {}),
@@ -109,8 +160,8 @@ def ray_service(plan: ResolvedPlan, ex: OmniExport, serve: dict[str, Any]) -> di
 
     workers = [{
         "groupName": h, "replicas": 1, "minReplicas": 1, "maxReplicas": 1,
-        "rayStartParams": {"num-gpus": str(G), "resources": f'"{{\\"{host_resource(h)}\\": 1}}"'},
-        "template": pod("ray-worker", G),
+        "rayStartParams": start_params(h),
+        "template": pod("ray-worker", G, kind_of(plan, ex, h)),
     } for h in used]
     return {
         "apiVersion": "ray.io/v1",
@@ -130,16 +181,19 @@ def ray_service(plan: ResolvedPlan, ex: OmniExport, serve: dict[str, Any]) -> di
 
 def ray_files(plan: ResolvedPlan, ex: OmniExport, target: str) -> dict[str, str]:
     """``serve-config.yaml`` (ray-serve) or ``rayservice.yaml`` (kuberay), with a header."""
-    serve = serve_config(plan, ex)
+    serve = serve_config(plan, ex, kinds=target == "kuberay")
     if target == "ray-serve":
         head = ("# Ray Serve config (serve deploy serve-config.yaml) written by omniplane export; start\n"
                 "# each host's Ray node with --resources '{\"omniplane-hostN\": 1}' (README.md)\n")
+        if ex.key_env is not None:
+            head += f"# and with {ex.key_env} (the deployments' API key) set in its environment\n"
         return {"serve-config.yaml": head + yaml.safe_dump(serve, sort_keys=False, width=110)}
-    if ex.placement.kinds:
-        raise ValueError(f"plan {plan.spec.name or plan.spec.model}: its hosts are of several GPU kinds and "
-                         "the RayService's worker groups select none; export --target vllm-omni or ray-serve "
-                         "(placement.yaml names each host's kind)")
     head = ("# KubeRay RayService (kubectl apply -f rayservice.yaml) written by omniplane export; image: "
-            "assumption,\n# replace with one that has ray[serve], vllm-omni 0.30.0 and omniplane\n")
+            "assumption,\n# replace with one that has ray[serve], vllm-omni 0.30.0 and omniplane; worker "
+            f"pods select nodes\n# by {PRODUCT_LABEL} (NVIDIA GPU feature discovery: the GPU Operator)\n")
+    if ex.key_env is not None:
+        head += (f"# {ex.key_env} (the deployments' API key) comes from the Secret {KEY_SECRET[0]}, key "
+                 f"{KEY_SECRET[1]}:\n# kubectl create secret generic {KEY_SECRET[0]} "
+                 f"--from-file={KEY_SECRET[1]}=<(printf %s \"${ex.key_env}\")\n")
     text = yaml.safe_dump(ray_service(plan, ex, serve), sort_keys=False, width=110)
     return {"rayservice.yaml": head + text}

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,22 @@ def cvd(gpus: list[int] | tuple[int, ...]) -> str:
     return ",".join(str(g) for g in gpus)
 
 
+KEY_COPY = "_upstream_key"  # the launch script's own copy of the key: a shell variable, never exported
+VLLM_KEY = "VLLM_API_KEY"  # vllm serve's key when no --api-key is given (module docstring of export_omni)
+_SCRIPT_VARS = ("MODEL", "BIND_HOST", "CONFIG_DIR", "CUDA_VISIBLE_DEVICES", "PATH", "pids", KEY_COPY)
+
+
+def check_key_env(name: str) -> str:
+    """``name`` if it can name the upstream key's environment variable; ValueError otherwise."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", name):
+        raise ValueError(f"{name!r} is not an environment variable name (expected letters, digits and _, "
+                         "not starting with a digit)")
+    if name in _SCRIPT_VARS or re.fullmatch(r"HOST\d+_ADDR", name):
+        raise ValueError(f"{name!r} is a variable the launch scripts set themselves; name another, "
+                         "e.g. OMNI_UPSTREAM_KEY")
+    return name
+
+
 @dataclass(frozen=True)
 class Process:
     """One ``vllm serve`` process of a deployment on one host."""
@@ -31,10 +48,13 @@ class Process:
     gpus: tuple[int, ...]  # host-local GPUs (CUDA_VISIBLE_DEVICES)
     argv: tuple[str, ...]  # after ``vllm``
 
-    def command(self, model: str = '"$MODEL"', cfg_dir: str = '"$CONFIG_DIR"') -> str:
+    def command(self, model: str = '"$MODEL"', cfg_dir: str = '"$CONFIG_DIR"', key: bool = False) -> str:
+        """The shell command; ``key``: an API server gets the script's key copy as VLLM_API_KEY in
+        its environment (the value is on no command line)."""
         args = " ".join(a if a.startswith(("$", '"')) else shlex.quote(a) for a in self.argv)
         args = args.replace("@MODEL", model).replace("@CONFIG_DIR", cfg_dir)
-        return f"CUDA_VISIBLE_DEVICES={cvd(self.gpus)} vllm {args}"
+        env = f'{VLLM_KEY}="${KEY_COPY}" ' if key and self.head else ""
+        return f"CUDA_VISIBLE_DEVICES={cvd(self.gpus)} {env}vllm {args}"
 
 
 def host_var(host: str) -> str:
@@ -48,8 +68,12 @@ def _what(p: Process) -> str:
     return f"deployment {p.deployment}: {role} stage {p.stage_id} x{p.replicas}"
 
 
-def launch_script(host: str, mine: list[Process], model: str, every: list[Process]) -> str:
-    """The shell script that starts every ``vllm serve`` process of ``host``."""
+def launch_script(host: str, mine: list[Process], model: str, every: list[Process],
+                  key_env: str | None = None) -> str:
+    """The shell script that starts every ``vllm serve`` process of ``host``. ``key_env``: the
+    variable holding the deployments' API key; the script fails when it is unset or empty, keeps
+    a copy in an unexported shell variable, unsets it, and gives it to each API server (not the
+    headless stages) as ``VLLM_API_KEY`` in that process's environment only."""
     needs = sorted({host_var(q.host) for q in every if q.head and q.stage_id is not None
                     and any(x.deployment == q.deployment for x in mine)})
     lines = [
@@ -64,10 +88,15 @@ def launch_script(host: str, mine: list[Process], model: str, every: list[Proces
     ]
     lines += [f': "${{{v}:?set {v} to the address of {v[:-5].lower()} (a deployment head)}}"'
               for v in needs]
+    if key_env is not None:
+        lines += [f"# {key_env}: the deployments' API key (the router sends it; vllm serve reads it as "
+                  f"{VLLM_KEY})",
+                  f': "${{{key_env}:?set {key_env} to the API key the vLLM-Omni servers require}}"',
+                  f'{KEY_COPY}="${key_env}"', f"unset {' '.join(dict.fromkeys((key_env, VLLM_KEY)))}"]
     lines.append("pids=()")
     lines.append("trap 'kill \"${pids[@]}\" 2>/dev/null || true' EXIT INT TERM")
     for p in mine:
-        lines += [f"# {_what(p)}", f"{p.command()} &", "pids+=($!)"]
+        lines += [f"# {_what(p)}", f"{p.command(key=key_env is not None)} &", "pids+=($!)"]
     lines.append("wait -n  # one process ending stops the host's others (trap)")
     return "\n".join(lines) + "\n"
 
@@ -106,7 +135,7 @@ def _kinds(plan: ResolvedPlan, placement: Placement) -> str:
 
 
 def readme(plan: ResolvedPlan, layout: VllmOmniLayout, deps: list[Deployment], placement: Placement,
-           procs: list[Process], lb: str, heuristic: str) -> str:
+           procs: list[Process], lb: str, heuristic: str, key_env: str | None = None) -> str:
     out = [
         f"# vLLM-Omni deployment of plan {plan.spec.name or plan.spec.model}",
         "",
@@ -146,4 +175,9 @@ def readme(plan: ResolvedPlan, layout: VllmOmniLayout, deps: list[Deployment], p
         "Then the router: `omniplane` reads `routing.yaml` (the `url` of each deployment names its head host "
         "and port; replace `hostN` with the host's address).",
     ]
+    if key_env is not None:
+        out += ["", f"Keys: set `{key_env}` to the deployments' API key on every host before its script, "
+                "and where the router runs (`routing.yaml` names it as `api_key_env`). Each API server gets "
+                f"it as `{VLLM_KEY}` in its environment (headless stages do not); it is in no file and on "
+                "no command line."]
     return "\n".join(out) + "\n"

@@ -48,6 +48,8 @@ class HealthOptions:
         for name in ("base_s", "max_s", "probe_interval_s", "probe_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name}: expected a number > 0, got {getattr(self, name)}")
+        if self.max_s < self.base_s:
+            raise ValueError(f"max_s: expected at least base_s ({self.base_s:g}), got {self.max_s:g}")
 
 
 @dataclass

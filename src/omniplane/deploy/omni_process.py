@@ -5,7 +5,8 @@ group. No Ray here: :mod:`omniplane.deploy.omni_server` wraps it as a Ray Serve 
 The deploy document is written to a private temporary folder; the process inherits the caller's
 environment (on Ray, ``CUDA_VISIBLE_DEVICES`` is the replica's GPUs, which the document's
 ``devices`` index into). The ``vllm`` executable is looked up on ``PATH`` (``OMNIPLANE_VLLM``
-overrides it, e.g. with a stand-in for tests).
+overrides it, e.g. with a stand-in for tests). With a key (:func:`child_env`), the API server
+gets it as ``VLLM_API_KEY`` in its environment and no process gets the variable it came from.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +30,31 @@ STARTUP_TIMEOUT_S = 1800.0  # assumption: a 30B checkpoint loads, compiles and c
 STOP_TIMEOUT_S = 10.0
 
 
+VLLM_KEY = "VLLM_API_KEY"  # vllm serve's key without --api-key (omniplane.deploy.export_omni's docstring)
+
+
 class OmniProcessError(RuntimeError):
     """The ``vllm serve`` process did not come up, or died."""
+
+
+def child_env(api_key_env: str | None, *, api: bool,
+              environ: Mapping[str, str] | None = None) -> dict[str, str] | None:
+    """The environment of a ``vllm serve`` process when the deployment's key is in the variable
+    ``api_key_env`` (None: no key, the caller's environment as it is): without that variable, and
+    for an API server (``api``) with ``VLLM_API_KEY`` set to the key. :class:`OmniProcessError`
+    naming the variable when it is unset or empty."""
+    if api_key_env is None:
+        return None
+    env = dict(os.environ if environ is None else environ)
+    key = env.pop(api_key_env, "").strip()
+    env.pop(VLLM_KEY, None)
+    if not key:
+        raise OmniProcessError(f"api_key_env {api_key_env}: the environment variable is unset or empty on "
+                               "this node; set it where `ray start` runs on every node (KubeRay: the "
+                               "Secret rayservice.yaml names)")
+    if api:
+        env[VLLM_KEY] = key
+    return env
 
 
 class OmniProcess:
@@ -37,8 +62,9 @@ class OmniProcess:
 
     def __init__(self, model: str, deploy_config: dict[str, Any], *, host: str = "127.0.0.1",
                  port: int | None = 8001, extra_args: list[str] | None = None,
-                 log: str | None = None) -> None:
-        """``port`` None: a ``--headless`` stage process (no API server; alive is healthy)."""
+                 log: str | None = None, env: Mapping[str, str] | None = None) -> None:
+        """``port`` None: a ``--headless`` stage process (no API server; alive is healthy);
+        ``env``: its environment (None: the caller's)."""
         self.model, self.host, self.port = model, host, port
         self.dir = Path(tempfile.mkdtemp(prefix="omniplane-omni-"))
         self.config = self.dir / "deploy.yaml"
@@ -52,7 +78,8 @@ class OmniProcess:
         self.log_path = Path(log) if log else self.dir / "vllm.log"
         self._log = self.log_path.open("ab")
         self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-            self.argv, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.argv, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+            env=None if env is None else dict(env))
 
     @property
     def url(self) -> str:

@@ -13,7 +13,9 @@ hosts runs vLLM-Omni's distributed mode: ``OmniServer`` is the head (``--stage-i
 head host's placement resource (so no stage waits for the head replica to be ready).
 
 Application args: ``model``, ``deploy_config`` (the deploy document), ``port``, ``name``;
-optional ``host`` (default: the node's IP address), ``startup_timeout_s``; across hosts
+optional ``host`` (default: the node's IP address), ``startup_timeout_s``, ``api_key_env`` (the
+variable holding the deployment's key on the node: the API server gets it as ``VLLM_API_KEY``,
+:func:`omniplane.deploy.omni_process.child_env`; the Serve config holds only its name); across hosts
 ``distributed`` = ``{"stage_id", "replicas", "master_port", "lb_policy", "master_resource",
 "colocated"}`` for the head (``colocated``: ``[{"stage_id", "replicas"}]``, headless stages
 sharing its GPUs) and ``stages`` = ``[{"name", "processes": [{"stage_id", "replicas"}]}]`` for
@@ -30,7 +32,7 @@ import ray
 from ray import serve
 from ray.serve import Application
 
-from omniplane.deploy.omni_process import STARTUP_TIMEOUT_S, OmniProcess
+from omniplane.deploy.omni_process import STARTUP_TIMEOUT_S, OmniProcess, child_env
 
 MASTER_LOOKUP_S = 600.0  # assumption: the head host's Ray node joins within 10 minutes
 
@@ -58,12 +60,13 @@ def _dist_args(stage_id: int, replicas: int, master: str, master_port: int) -> l
 
 
 def _headless(model: str, deploy_config: dict[str, Any], processes: list[dict[str, Any]], master: str,
-              master_port: int) -> list[OmniProcess]:
+              master_port: int, api_key_env: str | None = None) -> list[OmniProcess]:
     """The ``--headless`` processes of stages sharing this replica's GPUs, started and alive."""
     out: list[OmniProcess] = []
+    env = child_env(api_key_env, api=False)
     try:
         for p in processes:
-            out.append(OmniProcess(model, deploy_config, port=None, extra_args=_dist_args(
+            out.append(OmniProcess(model, deploy_config, port=None, env=env, extra_args=_dist_args(
                 int(p["stage_id"]), int(p["replicas"]), master, master_port)))
             out[-1].wait_ready(timeout=10.0)  # alive: it registers with the head on its own
     except Exception:
@@ -78,8 +81,9 @@ class OmniStage:
     """The ``--headless`` stage processes sharing one set of GPUs of a deployment across hosts."""
 
     def __init__(self, model: str, deploy_config: dict[str, Any], processes: list[dict[str, Any]],
-                 master_resource: str, master_port: int) -> None:
-        self.procs = _headless(model, deploy_config, processes, node_with(master_resource), master_port)
+                 master_resource: str, master_port: int, api_key_env: str | None = None) -> None:
+        self.procs = _headless(model, deploy_config, processes, node_with(master_resource), master_port,
+                               api_key_env)
 
     def check_health(self) -> None:
         for p in self.procs:
@@ -94,7 +98,9 @@ class OmniStage:
 class OmniServer:
     def __init__(self, model: str, deploy_config: dict[str, Any], port: int, name: str = "",
                  host: str | None = None, startup_timeout_s: float = STARTUP_TIMEOUT_S,
-                 distributed: dict[str, Any] | None = None, stages: list[Any] | None = None) -> None:
+                 distributed: dict[str, Any] | None = None, stages: list[Any] | None = None,
+                 api_key_env: str | None = None) -> None:
+        env = child_env(api_key_env, api=True)  # before anything starts: an unset key fails here
         host = host or node_ip()
         extra: list[str] = []
         self.colocated: list[OmniProcess] = []
@@ -103,11 +109,11 @@ class OmniServer:
             extra = [*_dist_args(int(distributed["stage_id"]), int(distributed["replicas"]), host, mp),
                      "--omni-lb-policy", str(distributed["lb_policy"])]
         self.name, self.stages = name, stages or []  # the stages' handles keep them in the application
-        self.proc = OmniProcess(model, deploy_config, host=host, port=port, extra_args=extra)
+        self.proc = OmniProcess(model, deploy_config, host=host, port=port, extra_args=extra, env=env)
         try:
             if distributed is not None:  # stages sharing the head's GPUs, beside it
                 self.colocated = _headless(model, deploy_config, list(distributed.get("colocated", [])),
-                                           host, int(distributed["master_port"]))
+                                           host, int(distributed["master_port"]), api_key_env)
             self.proc.wait_ready(startup_timeout_s)
         except Exception:
             self.__del__()
@@ -139,6 +145,7 @@ def app(args: dict[str, Any]) -> Application:
             raise ValueError("stages without distributed: a deployment on one host is one process")
         stages.append(OmniStage.options(name=s["name"]).bind(  # type: ignore[attr-defined]
             model=args["model"], deploy_config=args["deploy_config"], processes=list(s["processes"]),
-            master_resource=dist["master_resource"], master_port=int(dist["master_port"])))
+            master_resource=dist["master_resource"], master_port=int(dist["master_port"]),
+            api_key_env=args.get("api_key_env")))
     bound: Application = OmniServer.bind(**args, stages=stages)  # type: ignore[attr-defined]
     return bound

@@ -11,6 +11,7 @@ from omniplane.spec.errors import SpecFieldError
 
 # assumptions far beyond any GPU: 100k SMs, 100 TB of memory, an exaFLOP/s, a PB/s
 Hardware = Annotated[float, NotBool, Field(gt=0, le=1e6)]
+ProductLabel = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")]  # k8s label
 
 
 class GPUKind(Sourced):
@@ -36,8 +37,12 @@ class GPUKind(Sourced):
     # partition rule of green contexts (omniplane.sched.ladder) follows from it. None: not
     # stated. Read it through compute_capability() below.
     compute_capability: Annotated[str, StringConstraints(pattern=r"^\d+\.\d+$")] | None = None
+    # the value of the Kubernetes node label nvidia.com/gpu.product that NVIDIA's GPU feature
+    # discovery publishes for this kind (the export's KubeRay worker groups select on it). None: not
+    # stated (a KubeRay export of a plan on this kind is refused naming it).
+    gpu_product_label: ProductLabel | None = None
 
-    _sourced_text: ClassVar[frozenset[str]] = frozenset({"compute_capability"})
+    _sourced_text: ClassVar[frozenset[str]] = frozenset({"compute_capability", "gpu_product_label"})
 
     @property
     def memory_bytes(self) -> float:
