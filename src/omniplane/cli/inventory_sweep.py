@@ -41,7 +41,7 @@ def run(a: dict[str, Any], bases: dict[str, Any], counts: dict[str, int], prices
             "cost_per_hour": None if pick is None or pick.hourly is None else round(pick.hourly, 2),
             "attainment": {} if pick is None else {t: round(v, 4) for t, v in pick.attainment.items()},
             "plan": None if pick is None else pick.describe(model),
-            "note": "" if pick is not None else f"not within the inventory: {res.why}",
+            "note": "" if pick is not None else f"none found within the inventory: {res.why}",
             "seconds": round(time.perf_counter() - t0, 2)})
         for kind, (base, space) in bases.items():
             t0 = time.perf_counter()
