@@ -48,3 +48,37 @@ def test_a_rate_picks_a_subset_within_the_counts_and_writes_its_plan_with_target
     spec = load_plan(out).spec
     assert spec.gpus_by_kind() == pick["gpus"]
     assert spec.slo is not None and spec.meta["runtime"]["priced_with"] == "vllm-v1"
+
+
+def test_both_a_rate_and_rates_are_refused() -> None:
+    res = runner.invoke(app, ["plan", "--model", "qwen3-omni", "--inventory", "H100:8", "--rate", "5",
+                              "--rates", "5,10"])
+    assert res.exit_code != 0
+    assert "not both" in " ".join(res.output.split())
+
+
+def test_a_rate_sweep_gives_the_inventory_and_each_kind_alone_within_its_count(tmp_path: Path) -> None:
+    figs = tmp_path / "figs"
+    res = runner.invoke(app, ["plan", "--model", "qwen3-omni", "--workload", "qwen3-omni-servegen",
+                              "--inventory", "H100:8,L40S:16", "--rates", "10,40", "--slo", "5x solo p95",
+                              "--sim-requests", "200", "--mc-budget", "500", "--json",
+                              "--figures", str(figs)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)["inventory_sweep"]
+    counts = {"H100-SXM": 8, "L40S": 16}
+    rows = doc["rows"]
+    assert {(r["rate"], r["gpu"]) for r in rows} == {(r, k) for r in (10.0, 40.0)
+                                                     for k in ("inventory (mixed)", *counts)}
+    for r in rows:
+        if r["gpus"] is None:  # said why, not left blank
+            assert "within the inventory: " in r["note"]
+            continue
+        assert all(n <= counts[k] for k, n in r["gpus_by_kind"].items())  # within the inventory
+        assert sum(r["gpus_by_kind"].values()) == r["gpus"]
+        assert min(r["attainment"].values()) >= 0.9
+    mixed = {r["rate"]: r for r in rows if r["gpu"] == "inventory (mixed)"}
+    assert mixed[10.0]["gpus"] is not None and mixed[40.0]["gpus"] is not None
+    assert mixed[40.0]["cost_per_hour"] >= mixed[10.0]["cost_per_hour"]  # more load, no cheaper subset
+    # the L40S alone cannot carry 40 req/s within 16 GPUs (its thinker is 8x the H100's GPU-seconds)
+    assert next(r for r in rows if r["rate"] == 40.0 and r["gpu"] == "L40S")["gpus"] is None
+    assert doc["figures"] and (figs / "inventory-sweep.png").stat().st_size > 0

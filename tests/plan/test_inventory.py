@@ -180,3 +180,34 @@ def test_trimming_keeps_the_binding_stage_and_drops_the_idle_replicas() -> None:
     assert full is not None and full[0] == (4, 8) and full[1] == pytest.approx(40.0)
     trimmed = size(opts, {"A": 4, "B": 8}, full[1])  # what search() simulates as "trimmed"
     assert trimmed is not None and trimmed[0] == (4, 2) and trimmed[1] == pytest.approx(40.0)
+
+
+def test_a_cross_host_edge_carrying_many_bytes_caps_the_flow_and_changes_the_ranking() -> None:
+    """Thinker -> talker carrying 1 GB per request: across hosts (H100 -> L40S, 6.25 GB/s per
+    GPU: L40S hosts' network) the link, not the GPUs, bounds the flow; within one H100 host
+    (NVLink) it does not, so keeping both stages on the H100s ranks first; without the links
+    the split ranks first."""
+    from omniplane.perf.links import HOST_NETWORK_GBS
+    from omniplane.plan.inventory_links import with_links
+
+    model = load_model(find_catalog_model("qwen3-omni") or "")
+    th, ta = frozenset({"thinker"}), frozenset({"talker"})
+    tables = {"H100-SXM": _table({th: (1, 0.01), ta: (1, 0.01)}), "L40S": _table({ta: (1, 0.005)})}
+    counts = {"H100-SXM": 8, "L40S": 16}
+    gpus = {k: load_gpus().get(k) for k in counts}
+    means = {("thinker", "talker"): 1e9}
+
+    def links(nodes: tuple[frozenset[str], ...], opts: list[Option]) -> list[Option]:
+        return with_links(model, nodes, opts, gpus, counts, 8, means)
+
+    plain = candidates(model, [(th, ta)], tables, counts, np.array([1.0]))
+    linked = candidates(model, [(th, ta)], tables, counts, np.array([1.0]), links=links)
+    assert [o.kind for o in plain[0].options] == ["H100-SXM", "L40S"]
+    assert [o.kind for o in linked[0].options] == ["H100-SXM", "H100-SXM"]
+    split = next(c for c in linked if c.options[1].kind == "L40S")
+    per_request = 1e9 / (HOST_NETWORK_GBS["pcie"] * 1e9)  # 0.16 s of link per request
+    assert split.options[0].link == pytest.approx(per_request) == split.options[1].link
+    thinkers = split.replicas[0]
+    assert split.flow_rps == pytest.approx(thinkers / per_request)  # the link bounds, not 0.01 s of GPU
+    same = linked[0]
+    assert same.options[0].link == pytest.approx(1e9 / gpus["H100-SXM"].link_bw)  # NVLink within the host

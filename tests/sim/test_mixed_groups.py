@@ -69,7 +69,9 @@ def test_moving_the_talker_group_to_l40s_slows_audio_as_the_cost_model_says(tmp_
         runs[kind] = simulate(plan, reqs, CostModel(plan.model), seed=0).requests
     h, l_ = runs["H100"], runs["L40S"]
     text = np.char.endswith(h.type.astype(str), "2t")
-    np.testing.assert_allclose(h.first_response[text], l_.first_response[text], equal_nan=True)
+    # only the img -> front edge (both on H100, one host) differs: its bytes over NVLink
+    # (omniplane.perf.links), microseconds, where the plan without group kinds pays none
+    np.testing.assert_allclose(h.first_response[text], l_.first_response[text], equal_nan=True, atol=1e-3)
     audio = ~text & ~np.isnan(h.done["talker"]) & ~np.isnan(l_.done["talker"])
     assert audio.sum() > 10
     back_h = h.done["code2wav"][audio] - h.done["thinker"][audio]

@@ -23,11 +23,18 @@ def from_plan(a: dict[str, Any], workload: Any, parse_mix: Any) -> None:
 
     if a["model"] is None:
         fail("give --model (--inventory plans a model on an inventory)")
-    if a["gpus"] is not None or a["rates"] is not None:
-        fail("--inventory: the inventory gives the GPUs; leave --gpus and --rates out (--rate R: the "
-             "cheapest subset that meets it)")
+    if a["gpus"] is not None:
+        fail("--inventory: the inventory gives the GPUs; leave --gpus out (--rate R: the cheapest subset "
+             "that meets it; --rates R1,R2,...: that per rate, and each kind alone)")
+    if a["rate"] is not None and a["rates"] is not None:
+        fail("--inventory: give --rate R or --rates R1,R2,..., not both")
+    if a["rates"] is not None and a["out"] is not None:
+        fail("--out: writes the plan of one rate; give --rate R, not --rates")
     if (a["runtime"] or "vllm-omni") != "vllm-omni":
         fail("--inventory plans vLLM-Omni's space (--runtime vllm-omni)")
+    from omniplane.cli.capacity import parse_rates
+
+    rates = parse_rates(a["rates"]) if a["rates"] is not None else None
     try:
         counts = parse_inventory(a["inventory"], load_gpus())
     except InventoryError as exc:
@@ -48,6 +55,11 @@ def from_plan(a: dict[str, Any], workload: Any, parse_mix: Any) -> None:
         base, _, space = _base_planner(a, kind, targets, workload, parse_mix, "vllm-omni")
         targets = base.targets
         bases[kind] = (base, space)
+    if rates is not None:
+        from omniplane.cli import inventory_sweep
+
+        inventory_sweep.run(a, bases, counts, prices, rates, host, targets)
+        return
     res = search(bases, counts, prices, host_gpus=host, rate=a["rate"], target=a["attainment"],
                  say=lambda s: notice(f"inventory: {s}"))
     model = next(iter(bases.values()))[0].problem.model

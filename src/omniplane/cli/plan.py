@@ -116,7 +116,8 @@ def plan(
                        "--attainment at this offered rate (docs/guides/plan.md, \"Capacity\").")] = None,
     rates: Annotated[str | None, typer.Option(
         metavar="R1,R2,...", help="Capacity planning at each of these rates (a table; --figures: a "
-                                  "figure).")] = None,
+                                  "figure; with --inventory: the inventory and each kind alone per "
+                                  "rate).")] = None,
     rate_from: RateFromOpt = None,
     rate_percentile: RatePercentileOpt = RATE_PERCENTILE,
     attainment: Annotated[float, opt.float_opt(

@@ -9,10 +9,11 @@
   (full batch, the workload's mix) is used.
 * **Sizing (a heuristic: a flow balance).** Each node's replicas carry the rate the others
   carry: at rate ``R`` a node needs ``ceil(R w_n)`` executors of ``tp_n`` GPUs (``w_n``: its
-  executor-seconds per request at full batch). The inventory's rate is the largest ``R`` whose
-  per-kind GPU sums fit each kind's count (bisection); GPUs left on a kind go one executor at a
-  time to that kind's most loaded node. With a target rate the node counts at that rate are kept
-  as they are (the cheapest subset).
+  executor-seconds per request at full batch, or its link-seconds if longer: the bytes its
+  edges carry over its links, omniplane.plan.inventory_links). The inventory's rate is the
+  largest ``R`` whose per-kind GPU sums fit each kind's count (bisection); GPUs left on a kind
+  go one executor at a time to that kind's most loaded node. With a target rate the node counts
+  at that rate are kept as they are (the cheapest subset).
 * **Choice.** Candidates ranked by that rate (or, at a target rate, by hourly cost) are
   simulated on one request sample (common random numbers); the pick is the most goodput (at a
   target rate: the cheapest that meets every type's attainment).
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -36,7 +37,8 @@ from omniplane.spec import ModelSpec, PlanSpec
 from omniplane.spec.gpu import GPUCatalog
 
 HEURISTIC = ("flow balance: each stage's replicas carry the rate the others carry (ceil(R x executor-seconds "
-             "per request at full batch)), the largest R whose per-kind GPUs fit the inventory; leftover "
+             "per request at full batch, or link-seconds of its edges' bytes if longer)), "
+             "the largest R whose per-kind GPUs fit the inventory; leftover "
              "GPUs to the kind's most loaded stage")
 PAYS_MARGIN = 0.05  # assumption: goodput per dollar within 5% on one request sample is a tie
 # assumption: stages x kinds stays small (Qwen3-Omni: 3 stages, 2 kinds: 8 per grouping)
@@ -76,6 +78,12 @@ class Option:
     max_batch: int
     w: float
     per_type: tuple[float, ...] = ()  # GPU-seconds per request of each type (full batch)
+    link: float = 0.0  # link-seconds per request per executor (omniplane.plan.inventory_links)
+
+    @property
+    def load(self) -> float:
+        """Executor-seconds per request: its GPU time or, if longer, its link time."""
+        return max(self.w, self.link)
 
 
 @dataclass
@@ -141,7 +149,7 @@ def size(options: Sequence[Option], counts: Mapping[str, int], rate: float | Non
     carry it, None when they do not fit the counts."""
 
     def need(r: float) -> list[int]:
-        return [max(1, math.ceil(r * o.w - 1e-9)) for o in options]
+        return [max(1, math.ceil(r * o.load - 1e-9)) for o in options]
 
     def fits(reps: Sequence[int]) -> bool:
         used: dict[str, int] = {}
@@ -151,13 +159,13 @@ def size(options: Sequence[Option], counts: Mapping[str, int], rate: float | Non
 
     if rate is not None:
         reps = need(rate)
-        return (tuple(reps), min(n / o.w if o.w > 0 else math.inf for o, n in zip(options, reps, strict=True))
-                ) if fits(reps) else None
+        return (tuple(reps), min(n / o.load if o.load > 0 else math.inf
+                                 for o, n in zip(options, reps, strict=True))) if fits(reps) else None
     if not fits(need(0.0)):
         return None
     per_kind: dict[str, float] = {}
     for o in options:
-        per_kind[o.kind] = per_kind.get(o.kind, 0.0) + o.w * o.tp
+        per_kind[o.kind] = per_kind.get(o.kind, 0.0) + o.load * o.tp
     hi = min(counts[k] / v for k, v in per_kind.items() if v > 0) if any(per_kind.values()) else 1e6
     lo = 0.0
     for _ in range(50):
@@ -168,22 +176,25 @@ def size(options: Sequence[Option], counts: Mapping[str, int], rate: float | Non
     for o, n in zip(options, reps, strict=True):
         free[o.kind] -= n * o.tp
     while True:  # leftover GPUs: one executor at a time to the kind's most loaded node
-        room = [i for i, o in enumerate(options) if free[o.kind] >= o.tp and o.w > 0]
+        room = [i for i, o in enumerate(options) if free[o.kind] >= o.tp and o.load > 0]
         if not room:
             break
-        i = max(room, key=lambda i: options[i].w / reps[i])
+        i = max(room, key=lambda i: options[i].load / reps[i])
         reps[i] += 1
         free[options[i].kind] -= options[i].tp
-    rate_out = min(n / o.w if o.w > 0 else math.inf for o, n in zip(options, reps, strict=True))
+    rate_out = min(n / o.load if o.load > 0 else math.inf for o, n in zip(options, reps, strict=True))
     return tuple(reps), rate_out
 
 
 def candidates(model: ModelSpec, groupings: Sequence[tuple[Node, ...]], tables: Mapping[str, CostTable],
                counts: Mapping[str, int], pi: np.ndarray, rate: float | None = None,
-               best: dict[tuple[Node, str], Option | None] | None = None) -> list[Candidate]:
+               best: dict[tuple[Node, str], Option | None] | None = None,
+               links: Callable[[tuple[Node, ...], list[Option]], list[Option]] | None = None
+               ) -> list[Candidate]:
     """Every grouping x assignment of its nodes to kinds that fits (module docstring), best
     flow rate first (with ``rate``: those carrying it). ``best`` collects each (node, kind)'s
-    config (None: does not fit)."""
+    config (None: does not fit); ``links`` adds each node's link time to its options
+    (omniplane.plan.inventory_links.with_links)."""
     kinds = list(counts)
     best = {} if best is None else best
     out: list[Candidate] = []
@@ -202,6 +213,8 @@ def candidates(model: ModelSpec, groupings: Sequence[tuple[Node, ...]], tables: 
                     break
                 opts.append(o)
             else:
+                if links is not None:
+                    opts = links(nodes, opts)
                 sized = size(opts, counts, rate)
                 if sized is not None:
                     out.append(Candidate(nodes, tuple(opts), sized[0], sized[1]))
@@ -209,8 +222,9 @@ def candidates(model: ModelSpec, groupings: Sequence[tuple[Node, ...]], tables: 
     return out
 
 
-def to_spec(model: ModelSpec, c: Candidate, name: str) -> PlanSpec:
-    """The candidate as a plan file: one node per stage group, each group on its kind."""
+def to_spec(model: ModelSpec, c: Candidate, name: str, host_gpus: int | None = None) -> PlanSpec:
+    """The candidate as a plan file: one node per stage group, each group on its kind (and
+    ``meta.inventory.host_gpus``: where the simulator places its edges, omniplane.sim.build)."""
     from omniplane.plan.runtime import mark_shared
 
     kinds = c.gpus_by_kind()
@@ -218,6 +232,9 @@ def to_spec(model: ModelSpec, c: Candidate, name: str) -> PlanSpec:
     nodes = [{"name": "+".join(model.ordered(n)), "components": model.ordered(n),
               "executors": [{"count": r, "tp": o.tp, "max_batch": o.max_batch, "gpu": o.kind}]}
              for n, o, r in zip(c.nodes, c.options, c.replicas, strict=True)]
+    inv: dict[str, Any] = {"heuristic": HEURISTIC, "gpus": kinds}
+    if host_gpus:
+        inv["host_gpus"] = host_gpus
     routes = {}
     for t in model.type_names:
         path = set(model.path_of(t))
@@ -226,7 +243,7 @@ def to_spec(model: ModelSpec, c: Candidate, name: str) -> PlanSpec:
     spec = PlanSpec.model_validate({"name": name, "model": model.name, "gpu": main,
                                     "gpus": sum(kinds.values()),
                                     "nodes": nodes, "routes": routes,
-                                    "meta": {"inventory": {"heuristic": HEURISTIC, "gpus": kinds}}})
+                                    "meta": {"inventory": inv}})
     return mark_shared(spec, model)
 
 
@@ -323,7 +340,15 @@ def search(bases: Mapping[str, tuple[object, object]], counts: Mapping[str, int]
     tables = {k: b.table for k, (b, _) in bases.items() if isinstance(b, Planner)}
     price = {k: p for k, p in prices.items() if isinstance(p, Price)}
     per: dict[tuple[Node, str], Option | None] = {}
-    cands = [c for c in candidates(model, groupings(model, layout), tables, counts, pi, rate, per)
+    from omniplane.plan.inventory_links import mean_edge_bytes, with_links
+
+    gpu_of = {k: t.problem.gpu for k, t in tables.items()}
+    means = mean_edge_bytes(model, base0.problem.samples, pi)
+
+    def links(nodes: tuple[Node, ...], opts: list[Option]) -> list[Option]:
+        return with_links(model, nodes, opts, gpu_of, counts, host_gpus, means)
+
+    cands = [c for c in candidates(model, groupings(model, layout), tables, counts, pi, rate, per, links)
              if all(o.tp <= host_gpus for o in c.options)]  # a TP group never spans hosts
     res = InventoryResult(dict(counts), host_gpus, rate, target, len(cands), [])
     res.options = per
@@ -332,11 +357,11 @@ def search(bases: Mapping[str, tuple[object, object]], counts: Mapping[str, int]
     sim = base0.simulator
     active = [t for t in base0.problem.types if base0.problem.mix.get(t, 0.0) > 0]
     for c in cands:
-        c.hourly = plan_hourly(to_spec(model, c, "x"), price)[0]
+        c.hourly = plan_hourly(to_spec(model, c, "x", host_gpus), price)[0]
     if rate is not None:
         cands.sort(key=lambda c: (c.hourly if c.hourly is not None else math.inf, -c.flow_rps))
     for c in cands[:top]:
-        spec = to_spec(model, c, f"{model.name}-inventory")
+        spec = to_spec(model, c, f"{model.name}-inventory", host_gpus)
         c.goodput, c.attainment, c.simulated_at = _sim(sim, spec, rate, c.flow_rps)
         res.tried.append(c)
         log(f"inventory candidate {c.describe(model)}: {c.goodput:.2f} req/s")
@@ -353,7 +378,7 @@ def search(bases: Mapping[str, tuple[object, object]], counts: Mapping[str, int]
                    f"{rate:g} req/s")
         res.seconds = time.perf_counter() - t0
         return res
-    res.spec = to_spec(model, res.pick, f"{model.name}-inventory")
+    res.spec = to_spec(model, res.pick, f"{model.name}-inventory", host_gpus)
     hourly = res.pick.hourly
     if compare and hourly is not None:
         res.singles = _singles(bases, price, hourly, sim, rate, log)
@@ -361,8 +386,8 @@ def search(bases: Mapping[str, tuple[object, object]], counts: Mapping[str, int]
         trimmed = size(res.pick.options, counts, res.pick.flow_rps) if rate is None else None
         if trimmed is not None and trimmed[0] != res.pick.replicas:  # the mix without idle replicas
             t = Candidate(res.pick.nodes, res.pick.options, trimmed[0], trimmed[1])
-            t.hourly = plan_hourly(to_spec(model, t, "x"), price)[0]
-            spec = to_spec(model, t, f"{model.name}-inventory-trimmed")
+            t.hourly = plan_hourly(to_spec(model, t, "x", host_gpus), price)[0]
+            spec = to_spec(model, t, f"{model.name}-inventory-trimmed", host_gpus)
             t.goodput, t.attainment, t.simulated_at = _sim(sim, spec, None, t.flow_rps)
             log(f"trimmed {t.describe(model)}: {t.goodput:.2f} req/s")
             res.trimmed = t

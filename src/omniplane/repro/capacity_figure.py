@@ -9,7 +9,8 @@ from typing import Any
 
 
 def write_sweep(rows: Sequence[dict[str, Any]], folder: Path, stem: str = "capacity") -> Path:
-    """``rows``: the JSON rows of ``plan --rates`` (rate, gpu, gpus, cost_per_hour)."""
+    """``rows``: the JSON rows of ``plan --rates`` (rate, gpu, gpus, cost_per_hour; with
+    ``--inventory`` also the inventory's rows, one more line)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -20,9 +21,10 @@ def write_sweep(rows: Sequence[dict[str, Any]], folder: Path, stem: str = "capac
     for kind in kinds:
         mine = sorted((r for r in rows if r["gpu"] == kind and r["gpus"] is not None),
                       key=lambda r: r["rate"])
-        ax_n.plot([r["rate"] for r in mine], [r["gpus"] for r in mine], marker="o", label=kind)
+        label = kind if mine else f"{kind} (no count found)"
+        ax_n.plot([r["rate"] for r in mine], [r["gpus"] for r in mine], marker="o", label=label)
         priced = [r for r in mine if r["cost_per_hour"] is not None]
-        ax_c.plot([r["rate"] for r in priced], [r["cost_per_hour"] for r in priced], marker="o", label=kind)
+        ax_c.plot([r["rate"] for r in priced], [r["cost_per_hour"] for r in priced], marker="o", label=label)
     ax_n.set_xlabel("offered rate (req/s)")
     ax_n.set_ylabel("fewest GPUs meeting the attainment target")
     ax_c.set_xlabel("offered rate (req/s)")

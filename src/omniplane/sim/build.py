@@ -126,7 +126,43 @@ def build_topology(model: ModelSpec, plan: PlanSpec, gpu: GPUKind | None, cost: 
     if kv and gpu is None:
         raise ValueError(f"{model.name}: {kv[0].name}'s KV-cache edge needs a GPU kind (its link bandwidth)")
     kv_s = {c.name: c.size.kv_bytes_per_token() / gpu.link_bw for c in kv} if gpu is not None else {}
-    return Topology(nodes, routes, plan.transfer_ms / 1e3, executors, kv_s)
+    edges = edge_costs(model, plan, gpu, kinds)
+    return Topology(nodes, routes, plan.transfer_ms / 1e3, executors, kv_s, edges)
+
+
+def edge_costs(model: ModelSpec, plan: PlanSpec, gpu: GPUKind | None, kinds: dict[str, GPUKind]
+               ) -> dict[tuple[str, str, str, str], tuple[float, float, tuple[str, ...]]]:
+    """``Topology.edge_cost`` of a plan whose executor groups name their GPU kinds (``kinds``;
+    empty: none, the plan's fixed ``transfer_ms`` alone). A node is on its first group's kind.
+    Two nodes on one kind share a host when the plan's GPUs of that kind fit one host (the
+    plan's ``meta.inventory.host_gpus``, else the kind's ``gpus_per_node``), else they are
+    priced across hosts (an assumption: a placer may split them); two kinds are two hosts."""
+    from omniplane.perf.links import edge_bytes, link
+
+    if not kinds or gpu is None:
+        return {}
+    inv = plan.meta.get("inventory") if isinstance(plan.meta, dict) else None
+    host = inv.get("host_gpus") if isinstance(inv, dict) else None
+    used: dict[str, int] = {}
+    for n in plan.nodes:
+        for g in n.executors:
+            k = kinds.get(g.gpu or "", gpu).name
+            used[k] = used.get(k, 0) + g.gpus
+    on = {n.name: kinds.get(n.executors[0].gpu or "", gpu) for n in plan.nodes}
+    out: dict[tuple[str, str, str, str], tuple[float, float, tuple[str, ...]]] = {}
+    for a in plan.nodes:
+        for b in plan.nodes:
+            if a.name == b.name:
+                continue
+            ka, kb = on[a.name], on[b.name]
+            one_host = ka.name == kb.name and used.get(ka.name, 0) <= int(host or ka.gpus_per_node)
+            lk = link(ka, kb, one_host)
+            for frm in a.components:
+                for e in model.component(frm).edges:
+                    if e.to in b.components and not e.kv:  # a KV handover: kv_seconds_per_token
+                        eb = edge_bytes(model, frm, e.to)
+                        out[frm, e.to, a.name, b.name] = (lk.latency, eb.per_unit / lk.bandwidth, eb.fields)
+    return out
 
 
 def _group_kinds(plan: PlanSpec, gpu: GPUKind | None) -> dict[str, GPUKind]:

@@ -58,6 +58,7 @@ class Simulation:
             for engine in ex.engines:
                 engine.report = self
         self._transfer = topology.transfer_s
+        self._edge_cost = topology.edge_cost
         self._fixed = {name: node.fixed for name, node in topology.nodes.items()}
         # types with one route: no draw
         self._route = {t: maps[0] for t, (_, maps) in topology.routes.items() if len(maps) == 1}
@@ -139,6 +140,11 @@ class Simulation:
     def _release(self, req: SimRequest, frm: str, to: str) -> None:
         nodes = req.nodes
         delay = self._transfer if nodes[frm] != nodes[to] else 0.0
+        if delay > 0 and self._edge_cost:  # a mixed fleet: the bytes the edge carries over its link
+            cost = self._edge_cost.get((frm, to, nodes[frm], nodes[to]))
+            if cost is not None:
+                work = req.work.get(frm, {})
+                delay += cost[0] + cost[1] * sum([work.get(f, 0.0) for f in cost[2]])
         if req.path.kv_from and req.path.kv_from.get(to) == frm:  # the prefill's KV cache moves
             delay += self.topo.kv_seconds_per_token.get(frm, 0.0) * req.work[frm]["prompt_tokens"]
         if delay > 0:

@@ -103,6 +103,11 @@ class Topology:
     transfer_s: float = 0.0
     executors: list[Executor] = field(default_factory=list)
     kv_seconds_per_token: dict[str, float] = field(default_factory=dict)  # prefill phase -> KV handover
+    # mixed fleets (groups naming their GPU kind): (from component, to component, from node, to
+    # node) -> (link latency s, link seconds per unit of the sender's work, those work fields),
+    # paid on top of ``transfer_s`` (omniplane.perf.links; built by omniplane.sim.build)
+    edge_cost: dict[tuple[str, str, str, str], tuple[float, float, tuple[str, ...]]] = field(
+        default_factory=dict)
 
     def pick_route(self, type_name: str, rnd: random.Random) -> dict[str, str]:
         cum, maps = self.routes[type_name]
