@@ -96,6 +96,7 @@ def _plan_file(res: Any, bases: dict[str, Any], out: Path) -> Any:
 
 def _json(res: Any, model: Any, prices: Any, targets: Any, first: str) -> dict[str, Any]:
     from omniplane.plan.inventory import HEURISTIC
+    from omniplane.plan.inventory_minimal import RULE as MIN_RULE
     from omniplane.plan.prices import ATTRIBUTION
 
     def cand(c: Any) -> dict[str, Any]:
@@ -122,6 +123,8 @@ def _json(res: Any, model: Any, prices: Any, targets: Any, first: str) -> dict[s
         "pick": cand(res.pick) if res.pick is not None else None,
         "stage_gpu_seconds": {s: {k: None if v is None else round(v, 5) for k, v in per.items()}
                               for s, per in res.stage_costs(model).items()},
+        "one_fewer": [_fewer(r, model) for r in res.one_fewer], "gpus_dropped_by_descent": res.dropped,
+        "minimality": MIN_RULE if res.rate is not None else None,
         "single_kind": [single(s) for s in res.singles],
         "trimmed": cand(res.trimmed) if res.trimmed is not None else None,
         "trimmed_single_kind": [single(s) for s in res.trimmed_singles],
@@ -131,6 +134,17 @@ def _json(res: Any, model: Any, prices: Any, targets: Any, first: str) -> dict[s
         "cost_attribution": f"each executor group at its kind's price; {ATTRIBUTION}",
         "targets_ms": dict(targets.targets_ms) if targets is not None else {},
         "targets_resolved_on": first, "seconds": round(res.seconds, 2)}
+
+
+def _fewer(r: Any, model: Any) -> dict[str, Any]:
+    """A one-fewer row (omniplane.plan.inventory_minimal.OneFewer)."""
+    c = r.cand
+    return {"gpu": r.kind, "gpus": r.gpus, "plan": None if c is None else c.describe(model),
+            "used": None if c is None else c.gpus_by_kind(),
+            "cost_per_hour": None if c is None or c.hourly is None else round(c.hourly, 2),
+            "simulated_at_rps": None if c is None or c.simulated_at is None else round(c.simulated_at, 3),
+            "attainment": {t: round(v, 4) for t, v in r.attainment.items()}, "misses": r.misses,
+            "reason": r.reason}
 
 
 def _describe(spec: Any) -> str | None:
@@ -154,6 +168,11 @@ def _print(inv: dict[str, Any], out: Path | None) -> None:
         table.add_row(c["plan"], ", ".join(f"{n} {k}" for k, n in c["gpus"].items()), fmt(c["cost_per_hour"]),
                       fmt(c["goodput_rps"]), fmt(c["simulated_at_rps"]), f"{c['bound']['stage']} on "
                       f"{c['bound']['gpu']}")
+    c = inv["pick"]
+    if c and c["plan"] not in {x["plan"] for x in inv["simulated"]}:  # descended
+        table.add_row("descended: " + c["plan"], ", ".join(f"{n} {k}" for k, n in c["gpus"].items()),
+                      fmt(c["cost_per_hour"]), fmt(c["goodput_rps"]), fmt(c["simulated_at_rps"]),
+                      f"{c['bound']['stage']} on {c['bound']['gpu']}")
     c = inv["trimmed"]
     if c:  # the pick without the replicas its flow leaves idle
         table.add_row("trimmed: " + c["plan"], ", ".join(f"{n} {k}" for k, n in c["gpus"].items()),
@@ -163,6 +182,7 @@ def _print(inv: dict[str, Any], out: Path | None) -> None:
         table.add_row(f"{s['gpu']} alone: {s['plan'] or s['note']}", f"{s['gpus']} {s['gpu']}",
                       fmt(s["cost_per_hour"]), fmt(s["goodput_rps"]), fmt(s["simulated_at_rps"]), "")
     print_table(table)
+    _print_fewer(inv)
     pick = inv["pick"]
     console.print(f"pick: {pick['plan'] if pick else 'none'}", highlight=False)
     console.print(inv["why"], highlight=False)
@@ -171,3 +191,21 @@ def _print(inv: dict[str, Any], out: Path | None) -> None:
                   highlight=False)
     if out is not None:
         console.print(f"wrote {out}", highlight=False)
+
+
+def _print_fewer(inv: dict[str, Any]) -> None:
+    """The evidence of minimality at a rate: the pick with one GPU fewer of each kind."""
+    if not inv["one_fewer"]:
+        return
+    table = Table(title=f"one GPU fewer, simulated at {inv['rate']:g} req/s on the same requests")
+    for col in ("fewer", "GPUs", "plan", "misses", "attainment", "note"):
+        table.add_column(col)
+    for r in inv["one_fewer"]:
+        att = r["attainment"].get(r["misses"]) if r["misses"] else None
+        table.add_row(r["gpu"], ", ".join(f"{n} {k}" for k, n in (r["used"] or r["gpus"]).items()),
+                      r["plan"] or "-", r["misses"] or "-", "-" if att is None else f"{att:.0%}", r["reason"])
+    print_table(table)
+    dropped = inv["gpus_dropped_by_descent"]
+    console.print(f"minimality: {inv['minimality']}" + (f"; the descent dropped {dropped} GPU(s) from the "
+                                                         "first candidate that met" if dropped else ""),
+                  highlight=False)

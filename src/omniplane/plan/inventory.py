@@ -16,7 +16,7 @@
   at that rate are kept as they are (the cheapest subset).
 * **Choice.** Candidates ranked by that rate (or, at a target rate, by hourly cost) are
   simulated on one request sample (common random numbers); the pick is the most goodput (at a
-  target rate: the cheapest that meets every type's attainment).
+  target rate: the cheapest that meets, then one GPU fewer per kind: inventory_minimal).
 * **Bound.** A candidate's binding kind is the one whose GPUs it fills most at its rate; its
   binding stage the node using most of that kind's GPU-seconds.
 """
@@ -281,6 +281,8 @@ class InventoryResult:
     # the most-goodput pick without the replicas its flow leaves idle, and each kind alone at its cost
     trimmed: Candidate | None = None
     trimmed_singles: list[SingleKind] = field(default_factory=list)
+    one_fewer: list[Any] = field(default_factory=list)  # at a rate: inventory_minimal.OneFewer rows
+    dropped: int = 0  # GPUs the descent dropped from the search's first meeting candidate
 
     def cost_per_1k(self, c: Candidate) -> dict[str, float | None]:
         """USD per 1,000 requests of each type at the rate ``c`` was simulated at (each stage
@@ -360,9 +362,13 @@ def search(bases: Mapping[str, tuple[object, object]], counts: Mapping[str, int]
         c.hourly = plan_hourly(to_spec(model, c, "x", host_gpus), price)[0]
     if rate is not None:
         cands.sort(key=lambda c: (c.hourly if c.hourly is not None else math.inf, -c.flow_rps))
+    def run(c: Candidate) -> None:
+        c.hourly = plan_hourly(to_spec(model, c, "x", host_gpus), price)[0]
+        c.goodput, c.attainment, c.simulated_at = _sim(sim, to_spec(model, c, f"{model.name}-inventory",
+                                                                     host_gpus), rate, c.flow_rps)
+
     for c in cands[:top]:
-        spec = to_spec(model, c, f"{model.name}-inventory", host_gpus)
-        c.goodput, c.attainment, c.simulated_at = _sim(sim, spec, rate, c.flow_rps)
+        run(c)
         res.tried.append(c)
         log(f"inventory candidate {c.describe(model)}: {c.goodput:.2f} req/s")
         if rate is not None and _meets(c.attainment, active, target):
@@ -370,6 +376,10 @@ def search(bases: Mapping[str, tuple[object, object]], counts: Mapping[str, int]
     if rate is not None:
         meeting = [c for c in res.tried if _meets(c.attainment, active, target)]
         res.pick = meeting[0] if meeting else None
+        if res.pick is not None:  # the evidence of minimality (omniplane.plan.inventory_minimal)
+            from omniplane.plan.inventory_minimal import descend
+
+            res.pick, res.one_fewer, res.dropped = descend(res.pick, rate, target, active, run, log)
     else:
         res.pick = max(res.tried, key=lambda c: c.goodput or 0.0, default=None)
     if res.pick is None:
