@@ -81,3 +81,32 @@ def test_a_cross_host_edge_delays_the_talker_by_its_bytes_over_the_network(tmp_p
     assert np.all(expected > 0)
     np.testing.assert_allclose(gap[1] - gap[8], expected, rtol=1e-6, atol=1e-9)
     assert np.all(split.finish[audio] >= one.finish[audio])
+
+
+def test_groups_of_one_kind_beyond_one_host_are_placed_and_an_edge_within_a_host_is_priced_there(
+        tmp_path: Path) -> None:
+    """16 L40S on hosts of 8 (omniplane.perf.hosts): the encoders and thinker fill one host, the
+    talker (6) and code2wav (2) the other; the talker -> code2wav edge stays within that host, the
+    thinker -> talker edge crosses hosts."""
+    doc: dict[str, Any] = yaml.safe_load(BASE.read_text())
+    doc.update(gpu="L40S", gpus=16)
+    def node(name: str, comps: list[str], count: int, tp: int = 1) -> dict[str, Any]:
+        return {"name": name, "components": comps,
+                "executors": [{"count": count, "tp": tp, "max_batch": 32, "gpu": "L40S"}]}
+
+    doc["nodes"] = [node("img", ["image_encoder"], 2),
+                    node("front", ["video_encoder", "audio_encoder", "thinker"], 3, 2),
+                    node("talker", ["talker"], 6), node("code2wav", ["code2wav"], 2)]
+    for t, routes in doc["routes"].items():
+        routes[0]["nodes"] = ["img", "front", "talker", "code2wav"] if t.endswith("2a") else ["img", "front"]
+    doc["meta"]["inventory"] = {"host_gpus": 8}
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(doc))
+    plan = load_plan(tmp_path / "p.yaml")
+    l40s = load_gpus().get("L40S")
+    costs = edge_costs(plan.model, plan.spec, plan.gpu, {"L40S": l40s})
+    lat, per_unit, _ = costs["talker", "code2wav", "talker", "code2wav"]
+    assert lat == INTRA_HOST_LATENCY_S
+    assert per_unit == edge_bytes(plan.model, "talker", "code2wav").per_unit / l40s.link_bw
+    lat, per_unit, _ = costs["thinker", "talker", "front", "talker"]
+    assert lat == INTER_HOST_LATENCY_S
+    assert per_unit == edge_bytes(plan.model, "thinker", "talker").per_unit / (HOST_NETWORK_GBS["pcie"] * 1e9)

@@ -134,20 +134,25 @@ def edge_costs(model: ModelSpec, plan: PlanSpec, gpu: GPUKind | None, kinds: dic
                ) -> dict[tuple[str, str, str, str], tuple[float, float, tuple[str, ...]]]:
     """``Topology.edge_cost`` of a plan whose executor groups name their GPU kinds (``kinds``;
     empty: none, the plan's fixed ``transfer_ms`` alone). A node is on its first group's kind.
-    Two nodes on one kind share a host when the plan's GPUs of that kind fit one host (the
-    plan's ``meta.inventory.host_gpus``, else the kind's ``gpus_per_node``), else they are
-    priced across hosts (an assumption: a placer may split them); two kinds are two hosts."""
+    Its executors go onto hosts of their kind of the plan's ``meta.inventory.host_gpus`` GPUs
+    (else the kind's ``gpus_per_node``) by omniplane.perf.hosts.place_kinds (the export's
+    placement); an edge is within a host when every replica of both ends is on one host."""
+    from omniplane.perf.hosts import Pipeline, PlacementError, Stage, pipeline_order, place_kinds
     from omniplane.perf.links import edge_bytes, link
 
     if not kinds or gpu is None:
         return {}
     inv = plan.meta.get("inventory") if isinstance(plan.meta, dict) else None
     host = inv.get("host_gpus") if isinstance(inv, dict) else None
-    used: dict[str, int] = {}
-    for n in plan.nodes:
-        for g in n.executors:
-            k = kinds.get(g.gpu or "", gpu).name
-            used[k] = used.get(k, 0) + g.gpus
+    topo = model.ordered(c.name for c in model.components)
+    ordered = [plan.nodes[i] for i in pipeline_order(topo, [n.components for n in plan.nodes])]
+    of = [(n, g, kinds.get(g.gpu or "", gpu)) for n in ordered for g in n.executors]
+    stages = tuple(Stage(n.name, g.count, g.tp, k.name) for n, g, k in of)
+    sizes = {k.name: int(host or k.gpus_per_node) for _, _, k in of}
+    try:
+        hosts = place_kinds([Pipeline(plan.name, stages)], sizes)
+    except PlacementError as exc:
+        raise ValueError(f"plan {plan.name}: hosts of {host or 'the kind'}'s GPUs: {exc}") from None
     on = {n.name: kinds.get(n.executors[0].gpu or "", gpu) for n in plan.nodes}
     out: dict[tuple[str, str, str, str], tuple[float, float, tuple[str, ...]]] = {}
     for a in plan.nodes:
@@ -155,8 +160,7 @@ def edge_costs(model: ModelSpec, plan: PlanSpec, gpu: GPUKind | None, kinds: dic
             if a.name == b.name:
                 continue
             ka, kb = on[a.name], on[b.name]
-            one_host = ka.name == kb.name and used.get(ka.name, 0) <= int(host or ka.gpus_per_node)
-            lk = link(ka, kb, one_host)
+            lk = link(ka, kb, ka.name == kb.name and hosts.in_host(plan.name, a.name, b.name))
             for frm in a.components:
                 for e in model.component(frm).edges:
                     if e.to in b.components and not e.kv:  # a KV handover: kv_seconds_per_token
