@@ -188,7 +188,7 @@ def test_a_cross_host_edge_carrying_many_bytes_caps_the_flow_and_changes_the_ran
     (NVLink) it does not, so keeping both stages on the H100s ranks first; without the links
     the split ranks first."""
     from omniplane.perf.links import HOST_NETWORK_GBS
-    from omniplane.plan.inventory_links import with_links
+    from omniplane.plan.inventory_links import sized
 
     model = load_model(find_catalog_model("qwen3-omni") or "")
     th, ta = frozenset({"thinker"}), frozenset({"talker"})
@@ -197,8 +197,8 @@ def test_a_cross_host_edge_carrying_many_bytes_caps_the_flow_and_changes_the_ran
     gpus = {k: load_gpus().get(k) for k in counts}
     means = {("thinker", "talker"): 1e9}
 
-    def links(nodes: tuple[frozenset[str], ...], opts: list[Option]) -> list[Option]:
-        return with_links(model, nodes, opts, gpus, counts, 8, means)
+    def links(nodes: tuple[frozenset[str], ...], opts: list[Option], rate: float | None) -> Any:
+        return sized(model, nodes, opts, gpus, counts, 8, means, rate, size)
 
     plain = candidates(model, [(th, ta)], tables, counts, np.array([1.0]))
     linked = candidates(model, [(th, ta)], tables, counts, np.array([1.0]), links=links)
@@ -211,3 +211,24 @@ def test_a_cross_host_edge_carrying_many_bytes_caps_the_flow_and_changes_the_ran
     assert split.flow_rps == pytest.approx(thinkers / per_request)  # the link bounds, not 0.01 s of GPU
     same = linked[0]
     assert same.options[0].link == pytest.approx(1e9 / gpus["H100-SXM"].link_bw)  # NVLink within the host
+
+
+def test_links_of_one_kind_follow_the_host_placement_of_the_sized_replicas() -> None:
+    """16 L40S on hosts of 8 (omniplane.perf.hosts, the simulator's placement): thinker 4 x tp 2
+    fill one host, talker 6 and code2wav 2 the other, so talker -> code2wav is priced within the
+    host (the kind's interconnect) and thinker -> talker across hosts; before the replicas are
+    known every edge of a kind with more GPUs than a host is priced across hosts."""
+    from omniplane.perf.links import HOST_NETWORK_GBS
+    from omniplane.plan.inventory_links import with_links
+
+    model = load_model(find_catalog_model("qwen3-omni") or "")
+    nodes = (frozenset({"thinker"}), frozenset({"talker"}), frozenset({"code2wav"}))
+    opts = [Option("L40S", 2, 32, 0.1), Option("L40S", 1, 32, 0.05), Option("L40S", 1, 32, 0.02)]
+    l40s = load_gpus().get("L40S")
+    means = {("thinker", "talker"): 1e6, ("talker", "code2wav"): 1e6}
+    before = with_links(model, nodes, opts, {"L40S": l40s}, {"L40S": 16}, 8, means)
+    placed = with_links(model, nodes, opts, {"L40S": l40s}, {"L40S": 16}, 8, means, (4, 6, 2))
+    net = HOST_NETWORK_GBS["pcie"] * 1e9
+    assert before[2].link == pytest.approx(1e6 / net)
+    assert placed[2].link == pytest.approx(1e6 / l40s.link_bw)  # code2wav's input within the host
+    assert placed[0].link == pytest.approx(1e6 / net / 2)  # thinker's output across hosts, tp 2

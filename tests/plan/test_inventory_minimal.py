@@ -18,6 +18,11 @@ def _pick(rate: float) -> Candidate:
     return Candidate((frozenset({"thinker"}), frozenset({"talker"})), OPTS, sized[0], sized[1])
 
 
+def _resize(c: Candidate, budget: dict[str, int]) -> Candidate | None:
+    sized = size(c.options, budget)
+    return None if sized is None else Candidate(c.nodes, c.options, sized[0], sized[1])
+
+
 def _run(need: dict[str, int], log: list[dict[str, int]]):  # type: ignore[no-untyped-def]
     """A stand-in simulator: every type meets iff each kind holds ``need`` GPUs."""
     def run(c: Candidate) -> None:
@@ -34,7 +39,7 @@ def test_a_flow_balance_that_over_sizes_is_descended_to_the_minimum_that_meets()
     pick = _pick(30.0)
     assert pick.gpus_by_kind() == {"A": 3, "B": 2}  # the flow balance at 30 req/s
     log: list[dict[str, int]] = []
-    got, rows, dropped = descend(pick, 30.0, 0.9, ["t2t", "ti2t"], _run({"A": 2, "B": 2}, log))
+    got, rows, dropped = descend(pick, 30.0, 0.9, ["t2t", "ti2t"], _run({"A": 2, "B": 2}, log), _resize)
     assert got.gpus_by_kind() == {"A": 2, "B": 2}  # without the descent the answer keeps 3 A
     assert dropped == 1
     assert [r.kind for r in rows] == ["A", "B"]
@@ -46,7 +51,7 @@ def test_a_flow_balance_that_over_sizes_is_descended_to_the_minimum_that_meets()
 
 def test_an_answer_already_minimal_is_kept_and_its_rows_miss() -> None:
     pick = _pick(30.0)
-    got, rows, dropped = descend(pick, 30.0, 0.9, ["t2t", "ti2t"], _run({"A": 3, "B": 2}, []))
+    got, rows, dropped = descend(pick, 30.0, 0.9, ["t2t", "ti2t"], _run({"A": 3, "B": 2}, []), _resize)
     assert got is pick and dropped == 0
     assert all(r.misses == "ti2t" for r in rows)
     assert "flow bound" in rows[0].reason  # 2 thinkers on A carry 20 req/s < 30
@@ -55,13 +60,13 @@ def test_an_answer_already_minimal_is_kept_and_its_rows_miss() -> None:
 def test_a_kind_with_one_gpu_has_no_plan_with_one_fewer() -> None:
     pick = _pick(5.0)
     assert pick.gpus_by_kind() == {"A": 1, "B": 1}
-    rows = one_fewer(pick, 5.0, 0.9, ["t2t"], _run({}, []))
+    rows = one_fewer(pick, 5.0, 0.9, ["t2t"], _run({}, []), _resize)
     assert [r.cand for r in rows] == [None, None]
     assert all(r.reason.startswith("no plan") for r in rows)
 
 
 @pytest.mark.parametrize("need", [{"A": 1, "B": 1}, {"A": 2, "B": 1}])
 def test_the_descent_never_ends_on_an_answer_that_misses(need: dict[str, int]) -> None:
-    got, rows, _ = descend(_pick(30.0), 30.0, 0.9, ["t2t", "ti2t"], _run(need, []))
+    got, rows, _ = descend(_pick(30.0), 30.0, 0.9, ["t2t", "ti2t"], _run(need, []), _resize)
     assert got.attainment and min(got.attainment.values()) >= 0.9  # a row that met was taken
     assert all(r.misses is not None or r.cand is None for r in rows)

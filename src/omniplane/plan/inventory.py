@@ -189,12 +189,13 @@ def size(options: Sequence[Option], counts: Mapping[str, int], rate: float | Non
 def candidates(model: ModelSpec, groupings: Sequence[tuple[Node, ...]], tables: Mapping[str, CostTable],
                counts: Mapping[str, int], pi: np.ndarray, rate: float | None = None,
                best: dict[tuple[Node, str], Option | None] | None = None,
-               links: Callable[[tuple[Node, ...], list[Option]], list[Option]] | None = None
+               links: Callable[[tuple[Node, ...], list[Option], float | None], tuple[list[Option], Any]]
+               | None = None
                ) -> list[Candidate]:
     """Every grouping x assignment of its nodes to kinds that fits (module docstring), best
     flow rate first (with ``rate``: those carrying it). ``best`` collects each (node, kind)'s
-    config (None: does not fit); ``links`` adds each node's link time to its options
-    (omniplane.plan.inventory_links.with_links)."""
+    config (None: does not fit); ``links`` adds each node's link time to its options and sizes
+    them (omniplane.plan.inventory_links.sized)."""
     kinds = list(counts)
     best = {} if best is None else best
     out: list[Candidate] = []
@@ -213,9 +214,7 @@ def candidates(model: ModelSpec, groupings: Sequence[tuple[Node, ...]], tables: 
                     break
                 opts.append(o)
             else:
-                if links is not None:
-                    opts = links(nodes, opts)
-                sized = size(opts, counts, rate)
+                opts, sized = (opts, size(opts, counts, rate)) if links is None else links(nodes, opts, rate)
                 if sized is not None:
                     out.append(Candidate(nodes, tuple(opts), sized[0], sized[1]))
     out.sort(key=lambda c: -c.flow_rps)
@@ -342,13 +341,13 @@ def search(bases: Mapping[str, tuple[object, object]], counts: Mapping[str, int]
     tables = {k: b.table for k, (b, _) in bases.items() if isinstance(b, Planner)}
     price = {k: p for k, p in prices.items() if isinstance(p, Price)}
     per: dict[tuple[Node, str], Option | None] = {}
-    from omniplane.plan.inventory_links import mean_edge_bytes, with_links
+    from omniplane.plan.inventory_links import mean_edge_bytes, sized
 
     gpu_of = {k: t.problem.gpu for k, t in tables.items()}
     means = mean_edge_bytes(model, base0.problem.samples, pi)
 
-    def links(nodes: tuple[Node, ...], opts: list[Option]) -> list[Option]:
-        return with_links(model, nodes, opts, gpu_of, counts, host_gpus, means)
+    def links(nodes: tuple[Node, ...], opts: list[Option], r: float | None) -> tuple[list[Option], Any]:
+        return sized(model, nodes, opts, gpu_of, counts, host_gpus, means, r, size)
 
     cands = [c for c in candidates(model, groupings(model, layout), tables, counts, pi, rate, per, links)
              if all(o.tp <= host_gpus for o in c.options)]  # a TP group never spans hosts
@@ -379,7 +378,8 @@ def search(bases: Mapping[str, tuple[object, object]], counts: Mapping[str, int]
         if res.pick is not None:  # the evidence of minimality (omniplane.plan.inventory_minimal)
             from omniplane.plan.inventory_minimal import descend
 
-            res.pick, res.one_fewer, res.dropped = descend(res.pick, rate, target, active, run, log)
+            res.pick, res.one_fewer, res.dropped = descend(res.pick, rate, target, active, run, lambda c, b: (
+                None if (s := size(c.options, b)) is None else Candidate(c.nodes, c.options, *s)), log)
     else:
         res.pick = max(res.tried, key=lambda c: c.goodput or 0.0, default=None)
     if res.pick is None:

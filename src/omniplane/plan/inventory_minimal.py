@@ -18,8 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from omniplane.plan.inventory import Candidate, size
+Candidate = Any  # omniplane.plan.inventory.Candidate (which imports this module)
+Resize = Callable[[Any, dict[str, int]], Any]  # (candidate, GPUs per kind) -> re-balanced candidate | None
 
 MAX_STEPS = 64  # assumption: a flow balance over-sizes by fewer GPUs than this (each step drops one)
 RULE = ("minimal against one GPU fewer of each kind in the pick's grouping (re-balanced by the flow "
@@ -44,21 +46,21 @@ def _misses(att: Mapping[str, float], active: Sequence[str], target: float) -> s
 
 
 def one_fewer(pick: Candidate, rate: float, target: float, active: Sequence[str],
-              run: Callable[[Candidate], None]) -> list[OneFewer]:
+              run: Callable[[Candidate], None], resize: Resize) -> list[OneFewer]:
     """One row per kind of ``pick`` (module docstring); ``run`` prices and simulates a
-    candidate at ``rate`` (sets its ``hourly``, ``goodput``, ``attainment``, ``simulated_at``)."""
+    candidate at ``rate`` (sets its ``hourly``, ``goodput``, ``attainment``, ``simulated_at``);
+    ``resize`` re-balances its grouping onto a GPU count per kind (inventory.size)."""
     out = []
     used = pick.gpus_by_kind()
     for kind in used:
         budget = {**used, kind: used[kind] - 1}
         row = OneFewer(kind, budget)
         out.append(row)
-        sized = size(pick.options, budget)
-        if sized is None:
+        c = resize(pick, budget)
+        if c is None:
             row.reason = (f"no plan: {budget[kind]} {kind} GPUs do not hold one executor of each stage "
                           f"group on {kind}")
             continue
-        c = Candidate(pick.nodes, pick.options, sized[0], sized[1])
         run(c)
         row.cand, row.attainment = c, dict(c.attainment)
         row.misses = _misses(c.attainment, active, target)
@@ -68,12 +70,12 @@ def one_fewer(pick: Candidate, rate: float, target: float, active: Sequence[str]
 
 
 def descend(pick: Candidate, rate: float, target: float, active: Sequence[str],
-            run: Callable[[Candidate], None], log: Callable[[str], None] = lambda _m: None
+            run: Callable[[Candidate], None], resize: Resize, log: Callable[[str], None] = lambda _m: None
             ) -> tuple[Candidate, list[OneFewer], int]:
     """``(the pick, its one-fewer rows, the GPUs dropped)`` (module docstring)."""
     dropped = 0
     for _ in range(MAX_STEPS):
-        rows = one_fewer(pick, rate, target, active, run)
+        rows = one_fewer(pick, rate, target, active, run, resize)
         meeting = [r.cand for r in rows if r.cand is not None and r.misses is None]
         if not meeting:
             return pick, rows, dropped
@@ -82,4 +84,4 @@ def descend(pick: Candidate, rate: float, target: float, active: Sequence[str],
         dropped += sum(pick.gpus_by_kind().values()) - sum(best.gpus_by_kind().values())
         log(f"one GPU fewer still meets: {best.gpus_by_kind()}")
         pick = best
-    return pick, one_fewer(pick, rate, target, active, run), dropped
+    return pick, one_fewer(pick, rate, target, active, run, resize), dropped
