@@ -54,7 +54,10 @@ def test_a_rate_picks_a_subset_within_the_counts_and_writes_its_plan_with_target
             continue
         assert r["simulated_at_rps"] == 20.0
         assert r["used"][r["gpu"]] < pick["gpus"][r["gpu"]]
-        assert r["misses"] is not None and r["attainment"][r["misses"]] < 0.9
+        # it misses, or its flow balance does not carry the rate (met on the sample only)
+        assert (r["misses"] is not None and r["attainment"][r["misses"]] < 0.9) or r["reason"].startswith(
+            "flow bound: carries")
+    assert pick["flow_rps"] >= 20.0 * (1 - 1e-9)  # the pick's flow balance carries the rate
     spec = load_plan(out).spec
     assert spec.gpus_by_kind() == pick["gpus"]
     assert spec.slo is not None and spec.meta["runtime"]["priced_with"] == "vllm-v1"
