@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from omniplane.cli.app import app
 from omniplane.errors import InputError
-from omniplane.plan.capacity import Capacity, CapacityPlanner
+from omniplane.plan.capacity import HEADROOM_GROWS, HEADROOM_GROWTH, Capacity, CapacityPlanner, flow_rate
 from omniplane.plan.options import PlannerOptions
 from omniplane.plan.pipeline import Planner
 from omniplane.plan.prices import Price, costs, load_prices, parse_prices
@@ -72,6 +72,30 @@ def test_headroom_meets_at_or_above_the_rate() -> None:
     assert cap.plan is not None and cap.headroom_rps is not None
     assert cap.headroom_rps >= 10.0
     assert cp.meets_at(cap.plan, cap.headroom_rps)
+
+
+def test_headroom_stops_at_the_plans_flow_bound() -> None:
+    cp = _capacity(10.0)
+    cap = cp.run()
+    assert cap.gpus is not None and cap.headroom_rps is not None
+    pick = cp.probe(cap.gpus).pick
+    assert pick is not None
+    flow = flow_rate(pick, cp.base.problem.pi())
+    assert flow >= 10.0 * (1 - 1e-9)  # the answer carries the rate
+    assert cap.headroom_rps <= flow * (1 + 1e-9)
+
+
+def test_a_sample_meeting_above_the_flow_bound_does_not_raise_the_headroom(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a stand-in simulator that meets at every rate, as a short sample does while batches absorb
+    # the excess (module docstring)
+    cp = _capacity(10.0)
+    monkeypatch.setattr(cp, "meets_at", lambda spec, rate: True)
+    spec = object()
+    rps, note = cp.headroom(spec, 13.0)  # type: ignore[arg-type]
+    assert rps == pytest.approx(13.0) and "flow bound" in note
+    assert cp.headroom(spec)[0] == pytest.approx(10.0 * HEADROOM_GROWTH ** HEADROOM_GROWS)  # type: ignore[arg-type]
+    assert cp.headroom(spec, 10.0)[0] == pytest.approx(10.0)  # type: ignore[arg-type]
 
 
 def test_the_catalog_prices_each_carry_a_source_and_date() -> None:

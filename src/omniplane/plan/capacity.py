@@ -24,7 +24,12 @@ attainment at an offered rate ``R`` in the simulator (docs/guides/plan.md, "Capa
   (at ``alpha x R_d``) simulated at ``R``.
 * **Headroom.** The highest rate at which the chosen plan still meets, on the same request
   sample: the rate grows by ``HEADROOM_GROWTH`` until it misses (at most ``HEADROOM_GROWS``
-  times), then ``HEADROOM_BISECT`` bisection steps.
+  times), then ``HEADROOM_BISECT`` bisection steps; never above the plan's flow bound
+  (:func:`flow_rate`: each executor at full batch, its highest throughput). Above it the sample
+  can still meet for as long as it lasts (``N / rate`` seconds of arrivals): an LLM stage admits
+  the excess into its batch until the batch is full, and the first responses the targets measure
+  stay fast while the streams slow down (Qwen3-Omni's talker: max batch 128, 537 frames/s per
+  executor at any batch; tests/plan/test_flow_saturation.py).
 """
 
 from __future__ import annotations
@@ -264,7 +269,8 @@ class CapacityPlanner:
             prev = self._probes.get(hi - 1) or self.probe(hi - 1)
             cap.one_fewer = prev if prev.pick is not None else self._fallback(hi - 1)
         if headroom:
-            cap.headroom_rps, cap.headroom_note = self.headroom(win.pick.plan)
+            flow = flow_rate(win.pick, self.base.problem.pi())
+            cap.headroom_rps, cap.headroom_note = self.headroom(win.pick.plan, flow)
         # a count whose own search missed but that a plan found later fits meets
         cap.probes = [self.probe(n) for n in sorted(self._probes)]
         cap.seconds, cap.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
@@ -292,11 +298,18 @@ class CapacityPlanner:
     def meets_at(self, spec: PlanSpec, rate: float) -> bool:
         return min_attainment(self.sim.run(spec, rate), self.active) >= self.target
 
-    def headroom(self, spec: PlanSpec) -> tuple[float, str]:
-        """The highest rate (simulated, same sample) at which ``spec`` still meets."""
+    def headroom(self, spec: PlanSpec, flow: float = math.inf) -> tuple[float, str]:
+        """The highest rate (simulated, same sample) at which ``spec`` still meets, at most its
+        flow bound ``flow`` (module docstring)."""
         ok, bad = self.rate, None
         for _ in range(HEADROOM_GROWS):
             r = ok * HEADROOM_GROWTH
+            if r > flow:
+                if flow <= ok or self.meets_at(spec, flow):
+                    return max(ok, flow), (f"meets up to its flow bound, {max(ok, flow):.3g} req/s (above it "
+                                           "the sample meets only while the batches absorb the excess)")
+                bad = flow
+                break
             if self.meets_at(spec, r):
                 ok = r
             else:
@@ -311,6 +324,19 @@ class CapacityPlanner:
             else:
                 bad = mid
         return ok, f"meets at {ok:.3g} req/s, misses at {bad:.3g} req/s"
+
+
+def flow_rate(s: Simulated, pi: np.ndarray) -> float:
+    """The plan's flow bound ``min_n x_n / l_n`` (requests/s; omniplane.plan.flow), not clipped to
+    the rate the planner evaluated it at."""
+    c, i = s.block.cands, s.i
+    share = c.share[int(c.vec[i])]  # [m, T]
+    out = math.inf
+    for n, nc in enumerate(c.costs):
+        load = float(share[n] @ (pi * nc.s_full[int(c.opt[i, n])]))
+        if load > 0:
+            out = min(out, float(c.cnt[i, n]) / load)
+    return out
 
 
 def gpu_seconds(s: Simulated, types: list[str]) -> dict[str, float]:
