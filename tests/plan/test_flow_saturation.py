@@ -50,10 +50,13 @@ def test_a_saturated_talker_emits_what_the_flow_bound_says(kind: str) -> None:
     frames = np.mean([table.work[pb.types[i]].get("talker", "output_tokens").mean() for i in audio])
     # (a) the flow bound: one executor carries 1 / s_full audio requests a second
     flow_fps = float(np.mean([frames / nc.s_full[o, i] for i in audio]))
-    # the host floor binds: 15 MTP passes x 124 us per sequence a frame, at any batch
-    co = cost._coeffs("talker", ExecutorConfig(pb.gpu, 1, 64))
-    cap = 1.0 / (co.mtp_passes * co.mtp_seq_s)
-    assert co.mtp_seq_s > 0 and flow_fps <= cap
+    # the host floor binds: 15 MTP passes x mtp_seq_pass_s per sequence a frame, at any batch
+    cap = 64 / cost.mtp_time("talker", ExecutorConfig(pb.gpu, 1, 64), 64)  # the floor at batch 64
+    codebooks = model.component("talker").size.codebooks
+    assert codebooks and cost.runtime.mtp_seq_pass_s > 0
+    passes = codebooks - 1  # the residual codebooks, one MTP pass each
+    assert cap == pytest.approx(1.0 / (passes * cost.runtime.mtp_seq_pass_s))  # the host floor binds
+    assert flow_fps <= cap
 
     # (b) the simulator: one such executor behind ample thinkers, offered ~5x what it carries
     g = next(x for x in groupings(model, load_layout(model.name)) if len(x) == 2 and TALKER in x)  # type: ignore[arg-type]
