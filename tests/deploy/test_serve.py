@@ -312,7 +312,7 @@ def test_short_rehearsal_with_a_replica_killed(
     """What ``omniplane rehearse`` does, on the module's cluster (it deploys its own app)."""
     cfg = RehearsalConfig(
         duration_s=8.0,
-        time_scale=1.0,
+        time_scale=SCALE,  # the same requests and kill, model seconds twice as fast as wall time
         rate=2.0,
         seed=5,
         kill="front",
