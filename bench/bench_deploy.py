@@ -107,6 +107,7 @@ def rehearsals() -> None:
             "completed",
             "failed",
             "lost",
+            "unfinished",
             "goodput_measured",
             "goodput_simulated",
             "goodput_error",

@@ -271,7 +271,7 @@ def test_loadgen_cli_against_the_ingress(url: str) -> None:
     )
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
-    assert out["sent"] >= 4 and out["lost"] == 0 and out["failed"] == 0
+    assert out["sent"] >= 4 and out["lost"] == 0 and out["failed"] == 0 and out["unfinished"] == 0
     assert out["completed"] + out["shed"] == out["sent"]
     assert out["time_scale"] == SCALE and out["request_goodput"] is not None
     for m in out["per_type"].values():
@@ -322,7 +322,7 @@ def test_short_rehearsal_with_a_replica_killed(
         slo=SLOChoice(base=SoloMultiplierSLO(multiplier=5.0)),
     )
     out = rehearse(small_plan, workload, cfg)
-    assert out["sent"] >= 8 and out["lost"] == 0 and out["failed"] == 0
+    assert out["sent"] >= 8 and out["lost"] == 0 and out["failed"] == 0 and out["unfinished"] == 0
     assert out["completed"] == out["sent"]
     assert out["killed"]["actor"].startswith("SERVE_REPLICA::omniplane#front-g0#")
     assert out["replicas_after"] == {"aud-g0": 1, "front-g0": 1, "back-g0": 1}

@@ -1,4 +1,4 @@
-"""The load generator's reading of responses: completed, failed, shed and lost."""
+"""The load generator's reading of responses: completed, failed, shed, lost and unfinished."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from omniplane.loadgen.client import LoadOptions, replay
-from omniplane.loadgen.metrics import COMPLETED, FAILED, LOST, SHED, Record
+from omniplane.loadgen.metrics import COMPLETED, FAILED, LOST, SHED, UNFINISHED, Record, summarize
 from omniplane.workload import Request
 
 WORK = {
@@ -65,6 +65,27 @@ def test_statuses_follow_what_the_client_saw() -> None:
     assert done.first_response is not None and done.end is not None and done.first_response <= done.end
     assert recs[1].retry_after_s == 3.0 and recs[2].http_status == 400
     assert "engine refused" in recs[3].error and "final chunk" in recs[4].error
+
+
+def test_a_request_still_running_at_the_deadline_is_unfinished_not_lost() -> None:
+    """The run ends (``drain_s`` after the last arrival) while the server still works on one
+    request: that request is unfinished, the server having dropped nothing; the one it answered
+    is completed and nothing is lost."""
+    release = asyncio.Event()
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        if json.loads(request.content)["id"].endswith("-1"):
+            await release.wait()  # never set: still running when the run ends
+        return handler(request)
+
+    reqs = [Request(0, 0.0, "ti2t", WORK), Request(1, 0.0, "ti2t", WORK)]
+    recs = asyncio.run(
+        replay(reqs, LoadOptions("http://127.0.0.1:1", run_id="t-", drain_s=0.2), httpx.MockTransport(slow))
+    )
+    assert [r.status for r in recs] == [COMPLETED, UNFINISHED]
+    assert "no answer before the deadline" in recs[1].error
+    s = summarize(recs, None)
+    assert (s["completed"], s["lost"], s["unfinished"]) == (1, 0, 1)
 
 
 def test_chat_api_sends_parts_and_modalities() -> None:
@@ -139,11 +160,12 @@ def test_sends_in_arrival_order_and_reports_lateness() -> None:
 
 def test_send_lateness_on_exact_records() -> None:
     """The lateness arithmetic on known send times (no wall clock): ms, and the count over
-    ``late_s``; a lost request that was never sent does not count."""
+    ``late_s``; a request that was never sent (lost or unfinished) does not count."""
     from omniplane.loadgen.metrics import send_lateness
 
     recs = [Record(i, "ti2t", 1.0, 1.0 + d, COMPLETED) for i, d in enumerate((0.0, 0.005, 0.02))]
     recs.append(Record(3, "ti2t", 2.0, 2.0, LOST))
+    recs.append(Record(4, "ti2t", 3.0, 3.0, UNFINISHED))
     late = send_lateness(recs, late_s=0.01)
     assert late["sent"] == 3 and late["over"] == 1 and late["over_ms"] == pytest.approx(10.0)
     assert late["p50"] == pytest.approx(5.0) and late["max"] == pytest.approx(20.0)

@@ -312,7 +312,7 @@ def loadgen(
     slo_percentile: SloPctOpt = None,
     drain: Annotated[float, opt.float_opt(
         "--drain", help="Model seconds to wait after the last arrival; unanswered requests then count "
-                        "as lost.", lo=0, hi=1e6)] = 30.0,
+                        "as unfinished.", lo=0, hi=1e6)] = 30.0,
     api_key: ApiKeyOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -388,7 +388,8 @@ def _show_metrics(result: dict[str, Any]) -> None:
         title=f"{result.get('workload', '')}: {result['completed']}/{result['sent']} completed, "
         f"goodput {_fmt(result.get('request_goodput'), 3)} req/s"
     )
-    for col in ("type", "sent", "done", "failed", "lost", "SLO ms", "p50 ms", "p99 ms", "attain.", "goodput"):
+    for col in ("type", "sent", "done", "failed", "lost", "unfin.", "SLO ms", "p50 ms", "p99 ms", "attain.",
+                "goodput"):
         table.add_column(col, justify="right")
     for t, m in result["per_type"].items():
         table.add_row(
@@ -397,6 +398,7 @@ def _show_metrics(result: dict[str, Any]) -> None:
             str(m["completed"]),
             str(m["failed"] + m["shed"]),
             str(m["lost"]),
+            str(m["unfinished"]),
             _fmt(m["slo_ms"], 0),
             _fmt(m["p50_first_response_ms"]),
             _fmt(m["p99_first_response_ms"]),
@@ -490,6 +492,7 @@ def rehearse(
     sim = result["goodput_simulated"]
     console.print(
         f"sent {result['sent']}, completed {result['completed']}, failed {result['failed']}, "
-        f"lost {result['lost']}; goodput measured {result['goodput_measured']:.3f} req/s, "
+        f"lost {result['lost']}, unfinished at the deadline {result['unfinished']}; "
+        f"goodput measured {result['goodput_measured']:.3f} req/s, "
         + (f"simulated {sim:.3f} req/s" if sim is not None else "not simulated (real engine)")
     )

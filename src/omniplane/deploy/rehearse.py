@@ -4,7 +4,9 @@ the simulator on the same requests (emulated engine only: the simulator prices t
 kind, not the host a real CPU engine runs on), tear down.
 
 ``lost`` counts requests that neither completed nor got an error the client could see (HTTP
-error status or an error in the stream); transport failures and unanswered requests are lost.
+error status or an error in the stream): transport failures and streams cut short.
+``unfinished`` counts those still unanswered when the replay's deadline passed (``drain_s``
+model seconds after the last arrival): the run ended first, the deployment dropped nothing.
 """
 
 from __future__ import annotations
@@ -257,6 +259,7 @@ def _report(
                 "failed": mt["failed"],
                 "shed": mt["shed"],
                 "lost": mt["lost"],
+                "unfinished": mt["unfinished"],
                 "p50_first_response_ms": mt["p50_first_response_ms"],
                 "p99_first_response_ms": mt["p99_first_response_ms"],
                 "mean_first_response_ms": mt["mean_first_response_ms"],
@@ -273,6 +276,7 @@ def _report(
         "failed": m["failed"] + m["shed"],
         "shed": m["shed"],
         "lost": m["lost"],
+        "unfinished": m["unfinished"],
         "goodput_measured": g_meas,
         "goodput_simulated": g_sim,
         "goodput_error": (g_meas - g_sim) / g_sim if g_sim else None,

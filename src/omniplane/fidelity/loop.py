@@ -194,6 +194,7 @@ def _replay(requests: Sequence[Request], load: LoadOptions,
         "send_late_ms": send_lateness(records),
         "completed": sum(r.status == COMPLETED for r in records),
         "lost": sum(r.status == "lost" for r in records),
+        "unfinished": sum(r.status == "unfinished" for r in records),  # still running at the deadline
         "failed": sum(r.status in ("failed", "shed") for r in records),
         "errors": sorted({r.error for r in records if r.error})[:5],
         # the engine's own means over the replay (vLLM's histograms): where the time went; read

@@ -160,8 +160,8 @@ def _per_class(records: Sequence[Record], slo_s: Mapping[str, float]) -> dict[st
     m = loadgen_summary(records, slo_s)
     out = {}
     for t, v in m["per_type"].items():
-        out[t] = {k: v[k] for k in ("sent", "completed", "lost", "failed", "slo_ms", "attainment",
-                                    "p50_ttft_ms", "p95_ttft_ms", "p99_ttft_ms", "p50_e2el_ms")}
+        out[t] = {k: v[k] for k in ("sent", "completed", "lost", "unfinished", "failed", "slo_ms",
+                                    "attainment", "p50_ttft_ms", "p95_ttft_ms", "p99_ttft_ms", "p50_e2el_ms")}
     return out
 
 

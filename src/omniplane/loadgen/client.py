@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 
 from omniplane.errors import InputError
-from omniplane.loadgen.metrics import COMPLETED, FAILED, LOST, SHED, Record
+from omniplane.loadgen.metrics import COMPLETED, FAILED, LOST, SHED, UNFINISHED, Record
 from omniplane.perf.profiler.run import token_prompt
 from omniplane.workload import Request
 
@@ -42,7 +42,7 @@ class LoadOptions:
     url: str
     time_scale: float = 1.0
     api: str = "typed"  # typed (/v1/omniplane/requests) or chat (/v1/chat/completions)
-    drain_s: float = 30.0  # model seconds after the last arrival before unanswered requests count as lost
+    drain_s: float = 30.0  # model seconds after the last arrival; then unanswered requests are unfinished
     run_id: str = ""  # prefix of request ids (idempotency keys); distinct per run
     model: str = ""
     inputs: dict[str, list[str]] | None = None  # chat API: type -> input modalities
@@ -205,7 +205,8 @@ async def replay(
     requests: Sequence[Request], opts: LoadOptions, transport: httpx.AsyncBaseTransport | None = None
 ) -> list[Record]:
     """Send every request at its arrival time; wait for answers until ``drain_s`` (model
-    seconds) after the last arrival; requests without an answer by then are lost."""
+    seconds) after the last arrival; requests without an answer by then (or not yet sent) are
+    unfinished: the run ended before they did, which says nothing of the server losing them."""
     if not requests:
         return []
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
@@ -239,11 +240,10 @@ async def replay(
             task = tasks.get(i)
             if task is not None and task.done() and not task.cancelled() and task.exception() is None:
                 out.append(task.result())
+            elif task is None or task in pending:
+                why = "not sent before the deadline" if task is None else "no answer before the deadline"
+                out.append(Record(r.id, r.type, r.arrival, r.arrival, UNFINISHED, error=why))
             else:
-                why = (
-                    "not sent before the deadline" if task is None
-                    else "no answer before the deadline" if task in pending
-                    else f"client error: {task.exception()}"
-                )
-                out.append(Record(r.id, r.type, r.arrival, r.arrival, LOST, error=why))
+                out.append(Record(r.id, r.type, r.arrival, r.arrival, LOST,
+                                  error=f"client error: {task.exception()}"))
         return out

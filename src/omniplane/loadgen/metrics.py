@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 PERCENTILES = (50, 90, 95, 99)
-COMPLETED, FAILED, SHED, LOST = "completed", "failed", "shed", "lost"
+COMPLETED, FAILED, SHED, LOST, UNFINISHED = "completed", "failed", "shed", "lost", "unfinished"
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,8 @@ class Record:
     """One request as the client saw it. ``status``: completed; failed (an error the client
     saw: HTTP 4xx/5xx other than shedding, or an error in the stream); shed (HTTP 503 with
     Retry-After: the server refused it under overload); lost (no answer and no error: the
-    connection broke, the stream ended early, or the run's deadline passed)."""
+    connection broke or the stream ended early); unfinished (still unanswered, or not yet sent,
+    when the run's deadline passed: the run was cut short, the server dropped nothing)."""
 
     id: int
     type: str
@@ -87,6 +88,7 @@ def _group(records: Sequence[Record], slo_s: float | None, span: float, by_type:
         "failed": sum(r.status == FAILED for r in records),
         "shed": sum(r.status == SHED for r in records),
         "lost": sum(r.status == LOST for r in records),
+        "unfinished": sum(r.status == UNFINISHED for r in records),
         "request_throughput": len(done) / span if span > 0 else None,
     }
     if by_type:
@@ -125,7 +127,8 @@ def send_lateness(records: Sequence[Record], late_s: float = LATE_S) -> dict[str
     """How late the load generator sent the requests it sent (actual - scheduled send time, ms):
     p50, p99, max, and how many were later than ``late_s``. A client stalled by its host sends
     late, and what it then measures is partly the host, not the engine."""
-    late = sorted(r.start - r.arrival for r in records if r.status != LOST or r.start != r.arrival)
+    unsent = (LOST, UNFINISHED)
+    late = sorted(r.start - r.arrival for r in records if r.status not in unsent or r.start != r.arrival)
     if not late:
         return {}
     return {"p50": 1e3 * late[len(late) // 2], "p99": 1e3 * late[int(0.99 * (len(late) - 1))],
