@@ -65,7 +65,8 @@ def route(
     rotation (--eject-base-s, doubling, at most --eject-max-s), then its /health is probed every
     --probe-interval-s until it answers 200. A deployment's api_key_env names the variable holding
     its key (the client's --api-key is checked here, not forwarded). GET /metrics: per-type
-    Prometheus metrics. Stops on Ctrl-C or SIGTERM.
+    Prometheus metrics. Stops on Ctrl-C or SIGTERM: open streams end with an error event, requests
+    not yet answered get 503.
     """
     if api_key is not None and not api_key.strip():
         fail("--api-key: the key is empty")
@@ -97,7 +98,12 @@ def route(
         notice(f"{t}: {shares}")
     notice(f"routing {len(routing.routes)} request types to {len(routing.deployments)} deployments at "
            f"http://{host}:{port} (Ctrl-C to stop)")
-    server = uvicorn.Server(uvicorn.Config(gateway, host=host.strip("[]"), port=port, log_level="warning",
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            gateway.stop_soon()  # open streams end now with an error event, not cut at GRACE_S
+
+    server = Server(uvicorn.Config(gateway, host=host.strip("[]"), port=port, log_level="warning",
                                            access_log=False, lifespan="on",
                                            timeout_graceful_shutdown=GRACE_S))
     server.run()  # uvicorn stops on SIGINT and SIGTERM
