@@ -95,6 +95,17 @@ def _first_event(s: socket.socket) -> None:
         seen += chunk
 
 
+def _closed(s: socket.socket) -> bool:
+    """True once the router closed ``s`` (end of stream, or a reset for bytes it never read)."""
+    try:
+        while s.recv(65536):
+            pass
+    except ConnectionResetError:
+        pass
+    s.close()
+    return True
+
+
 def _get(port: int, path: str) -> bytes:
     s = socket.create_connection(("127.0.0.1", port), timeout=15)
     s.sendall(f"GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n".encode())
@@ -115,8 +126,8 @@ def test_keys_abandoned_streams_and_signals_over_raw_sockets(tmp_path: Path, sig
     routes.write_text(json.dumps({**ROUTES, "deployments": {"a": {"url": f"http://127.0.0.1:{up.port}"}}}))
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-c", CLI, "route", str(routes), "--port", str(port),
-                             "--api-key", "k", "--max-in-flight", "2"], cwd=tmp_path, env=ENV,
-                            stderr=subprocess.PIPE, start_new_session=True)
+                             "--api-key", "k", "--max-in-flight", "2", "--max-body-mb", "1", "--idle-s", "1"],
+                            cwd=tmp_path, env=ENV, stderr=subprocess.PIPE, start_new_session=True)
     try:
         def listens() -> bool:
             assert proc.poll() is None
@@ -138,6 +149,27 @@ def test_keys_abandoned_streams_and_signals_over_raw_sockets(tmp_path: Path, sig
             _first_event(s)
             s.close()
             _until(lambda: up.closed == ["stream"], "the abandoned stream stayed open upstream")
+            # slowloris: half-sent headers, and a chunked body going on past its 413: closed
+            half = socket.create_connection(("127.0.0.1", port), timeout=15)
+            half.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n")
+            big = socket.create_connection(("127.0.0.1", port), timeout=15)
+            big.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer k\r\n"
+                        b"transfer-encoding: chunked\r\n\r\n")
+            answer = b""
+            big.settimeout(0.05)
+            for _ in range(200):  # at most 12.5 MiB; the limit is 1 MiB
+                try:
+                    big.sendall(b"10000\r\n" + b"a" * 65536 + b"\r\n")
+                    answer += big.recv(4096)
+                except TimeoutError:
+                    pass
+                except OSError:
+                    break
+                if answer:
+                    break
+            assert answer.startswith(b"HTTP/1.1 413"), answer
+            big.settimeout(15)
+            assert _closed(half) and _closed(big)  # by the router, within --idle-s (a timeout here)
         streaming, waiting = _post(port, "stream"), _post(port, "hang")  # both slots taken
         _first_event(streaming)
         _until(lambda: up.requests[-1:] == ["hang"], "the second request did not reach the deployment")

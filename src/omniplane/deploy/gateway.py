@@ -40,7 +40,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -159,6 +159,12 @@ class Gateway:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
         self._waiting: set[asyncio.Task[Any]] = set()  # requests now awaiting their deployment
+        self._watch: Callable[[], Awaitable[None]] | None = None
+        self._watching: asyncio.Task[None] | None = None
+
+    def watch(self, job: Callable[[], Awaitable[None]]) -> None:
+        """A background job run from start-up to shutdown (``route``: closing idle connections)."""
+        self._watch = job
 
     def stop_soon(self) -> None:
         """From any thread (a signal handler): every request waiting on a deployment ends now, a
@@ -199,6 +205,8 @@ class Gateway:
         return self._client
 
     async def aclose(self) -> None:
+        if self._watching is not None:
+            self._watching.cancel()
         for task in self._probes.values():
             task.cancel()
         if self._client is not None:
@@ -207,6 +215,8 @@ class Gateway:
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
             self._loop = asyncio.get_running_loop()
+            if self._watch is not None:
+                self._watching = asyncio.ensure_future(self._watch())
             while (await receive())["type"] != "lifespan.shutdown":
                 await send({"type": "lifespan.startup.complete"})
             await self.aclose()
