@@ -24,8 +24,9 @@ pytest.importorskip("uvicorn")
 
 
 class Upstream:
-    """A deployment that streams an event every 0.1 s (model "stream") or never answers
-    (model "hang"); records each request's model and when its connection closed."""
+    """A deployment that streams an event every 0.1 s (model "stream"), 64 KiB events as fast
+    as they are taken (model "big"), or never answers (model "hang");
+    records each request's model and when its connection closed."""
 
     def __init__(self) -> None:
         self.port = free_port()
@@ -58,10 +59,10 @@ class Upstream:
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                          b"transfer-encoding: chunked\r\n\r\n")
             for i in range(600):
-                data = f"data: {i}\n\n".encode()
+                data = f"data: {i} {'x' * (65536 if model == 'big' else 0)}\n\n".encode()
                 writer.write(b"%x\r\n%s\r\n" % (len(data), data))
                 await writer.drain()
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.001 if model == "big" else 0.1)
         except (OSError, asyncio.IncompleteReadError):
             pass
         finally:
@@ -186,3 +187,38 @@ def test_keys_abandoned_streams_and_signals_over_raw_sockets(tmp_path: Path, sig
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_client_that_stops_reading_its_stream_gives_its_slot_back_at_the_deadline(tmp_path: Path) -> None:
+    up = Upstream()
+    routes = tmp_path / "routing.yaml"
+    routes.write_text(json.dumps({**ROUTES, "deployments": {"a": {"url": f"http://127.0.0.1:{up.port}"}}}))
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-c", CLI, "route", str(routes), "--port", str(port),
+                             "--api-key", "k", "--max-in-flight", "1", "--deadline-s", "1"],
+                            cwd=tmp_path, env=ENV, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        def listens() -> bool:
+            assert proc.poll() is None
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+
+        _until(listens, "the router did not listen", 60)
+        stuck = _post(port, "big")  # read its first event, then never again: the router's send blocks
+        _first_event(stuck)
+        codes: list[bytes] = []
+
+        def admitted() -> bool:  # the only slot: free again once the 1 s deadline cut the stream
+            s = _post(port, "stream")
+            codes.append(s.recv(12))
+            s.close()
+            return codes[-1] == b"HTTP/1.1 200"
+
+        _until(admitted, "the slot stayed taken past the deadline", 10)
+        stuck.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)

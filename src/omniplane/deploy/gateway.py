@@ -226,7 +226,12 @@ class Gateway:
             return
         request = Request(scope, receive)
         response = await self.handle(request)
-        await response(scope, receive, send)
+        try:
+            await response(scope, receive, send)
+        finally:  # a stream cut while its send was blocked (a client not reading) is left suspended:
+            close = getattr(getattr(response, "body_iterator", None), "aclose", None)
+            if close is not None:  # so _relay gives its slot back and closes the deployment's stream
+                await asyncio.shield(close())
 
     async def handle(self, request: Request) -> Response:
         path, method = request.url.path.rstrip("/") or "/", request.method
