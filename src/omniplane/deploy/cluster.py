@@ -14,7 +14,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -92,6 +92,7 @@ def ray_cluster(
     dashboard_host: str | None = None,
     guard_start: Callable[[], AbstractContextManager[Any]] = nullcontext,
     stop_within_s: float | None = None,
+    stop_status: Callable[[int], int] | None = None,
 ) -> Iterator[None]:
     """A Ray runtime with Serve's HTTP proxy on ``host:port``: a fresh local cluster on the
     loopback address (``address=None``), an existing one (``address``), or the one this process
@@ -102,9 +103,9 @@ def ray_cluster(
     cluster left on an exception, such as an interruption, goes down without Serve's graceful
     shutdown, which can take longer than a user waits), and otherwise only deletes the
     omniplane application. ``stop_within_s`` (a local cluster it starts): SIGINT or SIGTERM
-    during start-up ends the process within that many seconds (status 128 + the signal), its Ray
-    processes killed, even while the main thread is blocked inside ``ray.init`` and the signal's
-    handler cannot run (deploy/reap.py ``deadline_on_signal``); once serving, the ordinary stop."""
+    ends the process within that many seconds, its Ray processes killed, even while the main
+    thread is blocked inside Ray and the signal's handler cannot run (deploy/reap.py
+    ``deadline_on_signal``), with status ``stop_status(signal)`` (default 128 + the signal)."""
     import ray
 
     started = not ray.is_initialized()
@@ -112,63 +113,52 @@ def ray_cluster(
     if started and address is None:
         become_subreaper()
     local = started and address is None
-    deadline = (deadline_on_signal(before, stop_within_s)
-                if local and stop_within_s else nullcontext())
-    yield from _run(started, address, before, port=port, host=host, num_cpus=num_cpus, quiet=quiet,
-                    dashboard_host=dashboard_host, guard_start=guard_start, deadline=deadline)
+    deadline = (deadline_on_signal(before, stop_within_s, status=stop_status)
+                if local and stop_within_s else None)
+    with deadline or nullcontext():
+        yield from _run(started, address, before, port=port, host=host, num_cpus=num_cpus, quiet=quiet,
+                        dashboard_host=dashboard_host, guard_start=guard_start)
 
 
 def _run(started: bool, address: str | None, before: set[Proc], *, port: int, host: str,
          num_cpus: int | None, quiet: bool, dashboard_host: str | None,
-         guard_start: Callable[[], AbstractContextManager[Any]],
-         deadline: AbstractContextManager[Any]) -> Iterator[None]:
-    """``deadline`` covers start-up, and the teardown of a start-up that ends in an exception (an
-    interruption while ``ray.init`` blocks); once serving, the stop is the ordinary one below."""
-    failed = True
-    with ExitStack() as during_start_up:
-        during_start_up.enter_context(deadline)
-        try:
-            if started:
-                with guard_start():
-                    _init_local_or_join(address, quiet, dashboard_host, num_cpus)
-            _start_serve(host, port)
-            during_start_up.close()
-            yield
-            failed = False
-        finally:
-            _teardown(started, address, before, failed)
-
-
-def _teardown(started: bool, address: str | None, before: set[Proc], failed: bool) -> None:
-    """Shut down what :func:`ray_cluster` started (``failed``: the fast way, without Serve's
-    graceful shutdown)."""
+         guard_start: Callable[[], AbstractContextManager[Any]]) -> Iterator[None]:
     import ray
     from ray import serve
 
-    # A failure while tearing down is logged, never raised over the error that ended the body.
+    failed = True
     try:
-        if not ray.is_initialized():
-            pass
-        elif started and address is None:
-            if not failed:
-                serve.shutdown()  # type: ignore[no-untyped-call]
-        else:
-            serve.delete(APP)
-    except Exception:
-        log.warning("Ray Serve did not shut down cleanly", exc_info=True)
-    finally:
         if started:
-            mine = descendants() - before if address is None else set()
-            ray.shutdown()
-            if address is None:  # as a subreaper, orphans stay descendants; new ones too
-                killed = end_leftovers(mine | (descendants() - before), LEFTOVER_GRACE_S)
-                for _ in range(3):  # what a dying process started meanwhile (Ray's agents)
-                    time.sleep(0.3)
-                    if not (late := descendants() - before):
-                        break
-                    killed += end_leftovers(late, 0.5)
-                if killed:
-                    log.warning("ended %d Ray processes that outlived ray.shutdown", len(killed))
+            with guard_start():
+                _init_local_or_join(address, quiet, dashboard_host, num_cpus)
+        _start_serve(host, port)
+        yield
+        failed = False
+    finally:
+        # A failure while tearing down is logged, never raised over the error that ended the body.
+        try:
+            if not ray.is_initialized():
+                pass
+            elif started and address is None:
+                if not failed:
+                    serve.shutdown()  # type: ignore[no-untyped-call]
+            else:
+                serve.delete(APP)
+        except Exception:
+            log.warning("Ray Serve did not shut down cleanly", exc_info=True)
+        finally:
+            if started:
+                mine = descendants() - before if address is None else set()
+                ray.shutdown()
+                if address is None:  # as a subreaper, orphans stay descendants; new ones too
+                    killed = end_leftovers(mine | (descendants() - before), LEFTOVER_GRACE_S)
+                    for _ in range(3):  # what a dying process started meanwhile (Ray's agents)
+                        time.sleep(0.3)
+                        if not (late := descendants() - before):
+                            break
+                        killed += end_leftovers(late, 0.5)
+                    if killed:
+                        log.warning("ended %d Ray processes that outlived ray.shutdown", len(killed))
 
 
 def _init_local_or_join(address: str | None, quiet: bool, dashboard_host: str | None,
