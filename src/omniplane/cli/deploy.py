@@ -260,17 +260,19 @@ def _serve_forever(
     from omniplane.cli.errors import Interrupted, reclaim_signals, signals_taken_back
     from omniplane.deploy.cluster import deploy as do_deploy
     from omniplane.deploy.cluster import ray_cluster
-    from omniplane.deploy.reap import STOP_WATCHDOG_S, stop_watchdog
 
     real_stdout = sys.stdout
     # Ray's driver prints its processes' warnings to sys.stdout; stdout is for our document
     replicas = sum(d["replicas"] for d in summary["deployments"])
     notice(f"starting {'a local Ray cluster' if address is None else 'on ' + address} and deploying "
            f"{replicas} replicas (a minute or two) ...")
-    # SIGINT / SIGTERM raise Interrupted (cli/errors.py); leaving the cluster context shuts down
-    # what it started (deploy/reap.py ends what outlived that; ray.init's handlers are taken back).
-    # Once serving, a signal means "stop serving": the fast way down, status 0, a watchdog process
-    # ending what is left after STOP_WATCHDOG_S; before that, an interruption (130 / 143).
+    # SIGINT / SIGTERM raise Interrupted (cli/errors.py) from start-up to the end, and leaving the
+    # cluster context shuts down what it started (and ends what outlived that: deploy/reap.py).
+    # ray.init may replace the handlers (its core worker's, which ends this process at once and
+    # leaves Ray's agents running): they are taken back as soon as it returns.
+    # Once serving, either signal means "stop serving": the cluster goes down the fast way (as on
+    # any exception) and the command ends with status 0 (docs/reference/command-line.md); before
+    # that, it is an interruption (130 / 143).
     cluster = ray_cluster(address, port=port, host=host, dashboard_host=dashboard_host,
                           guard_start=signals_taken_back)
     serving = False
@@ -285,12 +287,8 @@ def _serve_forever(
                 _show_deployments(summary, False)
                 console.print(f"serving at {summary['url']} (Ctrl-C to stop)")
             serving = True
-            try:
-                while True:
-                    time.sleep(0.5)
-            except Interrupted:
-                stop_watchdog(os.getpid(), STOP_WATCHDOG_S)
-                raise
+            while True:
+                time.sleep(0.5)
     except Interrupted as exc:
         if not serving:
             raise

@@ -8,10 +8,8 @@ from /proc); elsewhere :func:`descendants` finds nothing and nothing is ended.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -90,54 +88,3 @@ def become_subreaper() -> bool:
         return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
     except (OSError, AttributeError):
         return False
-
-
-# Ray's shutdown can block for minutes on two busy cores (seen: Ctrl-C while serving, no exit after
-# 120 s); a separate process, which needs no GIL or event loop of ours, ends what is left (assumption: 5 s)
-STOP_WATCHDOG_S = 5.0
-_WATCHDOG = """
-import os, signal, sys, time
-pid, wait = int(sys.argv[1]), float(sys.argv[2])
-end = time.monotonic() + wait
-def running(p):
-    try:
-        return open(f"/proc/{p}/stat").read().split()[2] != "Z"
-    except OSError:
-        return False
-while time.monotonic() < end and running(pid):
-    time.sleep(0.2)
-def kids(p):
-    found = []
-    try:
-        tasks = os.listdir(f"/proc/{p}/task")
-    except OSError:
-        return found
-    for t in tasks:
-        try:
-            found += [int(c) for c in open(f"/proc/{p}/task/{t}/children").read().split()]
-        except OSError:
-            pass
-    return found
-for _ in range(20):
-    todo, seen = [pid], []
-    while todo:
-        for c in kids(todo.pop()):
-            seen.append(c)
-            todo.append(c)
-    if not seen:
-        break
-    for c in seen:
-        try:
-            os.kill(c, signal.SIGKILL)
-        except OSError:
-            pass
-    time.sleep(0.1)
-"""
-
-
-def stop_watchdog(pid: int, wait_s: float) -> None:
-    """After ``wait_s``, SIGKILL what process ``pid`` started and still runs (Linux /proc; elsewhere
-    it finds nothing), so a stop whose Ray shutdown blocks ends; ``pid`` itself is left to exit."""
-    with contextlib.suppress(OSError):
-        subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(pid), str(wait_s)], start_new_session=True,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
