@@ -13,6 +13,8 @@ worker and never two Ray clusters at once (the serial run, ``.venv/bin/pytest``,
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -50,3 +52,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if lost:
         raise pytest.UsageError(f"pytest-xdist did not group {lost[0]} (and {len(lost) - 1} more): "
                                 "the tests marked `ray` would start Ray clusters at once; see pyproject.toml")
+
+
+@pytest.fixture(scope="session")
+def live_engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The vLLM engines the tests marked ``vllm`` share (tests/fidelity/live_engines.py), stopped
+    at the end of the session if no module stopped them before."""
+    from tests.fidelity.live_engines import LiveEngines
+
+    engines = LiveEngines(tmp_path_factory.mktemp("vllm-logs"))
+    try:
+        yield engines
+    finally:
+        engines.stop()

@@ -1,5 +1,6 @@
 """The router (``omniplane route``) in front of two real vLLM engines (the CPU build in .venv-vllm,
-marker ``vllm``) serving the tiny fixture as two deployments. 200 requests of two types (short
+marker ``vllm``) serving the tiny fixture as two deployments (the session's engines, shared with
+tests/fidelity/test_live.py: vLLM's scheduler and omniplane's). 200 requests of two types (short
 and long token-id prompts; the type in ``X-Omniplane-Type``, both being text -> text), half of
 them streamed; one engine is killed (SIGKILL to its process group) after half the answers. Every
 request gets exactly one answer: the engine's own (a vLLM completion echoing the request's prompt
@@ -129,18 +130,15 @@ async def load(url: str, victim: VllmServer) -> tuple[list[dict[str, Any]], floa
 
 
 @pytest.fixture(scope="module")
-def engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, VllmServer]]:
-    logs = tmp_path_factory.mktemp("router-vllm")
-    model = str(ensure_model_dir())
-    servers = {d: VllmServer(ServerSpec(model, served_name=FIXTURE.name, log=logs / f"vllm-{d}.log"))
-               for d in ("a", "b")}
+def engines(live_engines: Any) -> Iterator[dict[str, VllmServer]]:
+    """The session's two engines (tests/fidelity/live_engines.py, where tests/fidelity/test_live.py
+    reads them first): vLLM's own scheduler as ``a``, omniplane's scheduler class as ``b``, the
+    one killed; both are stopped after this module (a later test that asks starts them again)."""
+    servers = live_engines.get()
     try:
-        with ThreadPoolExecutor(2) as pool:
-            list(pool.map(lambda s: s.start(), servers.values()))
-        yield servers
+        yield {"a": servers["bare"], "b": servers["horizon"]}
     finally:
-        for s in servers.values():
-            s.stop()
+        live_engines.stop()
 
 
 def run_trial(engines: dict[str, VllmServer], tmp: Path) -> dict[str, Any]:

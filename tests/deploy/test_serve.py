@@ -1,8 +1,10 @@
 """The plan on a real local Ray Serve cluster (loopback only): HTTP behaviour, a replica killed
-under a running request, the load generator CLI, and a short rehearsal with a kill.
+under a running request, the load generator CLI, and a short rehearsal with a kill; and the
+exported Serve router application in front of stand-in deployments.
 
-One cluster for the module (starting Ray takes tens of seconds on two cores); the rehearsal,
-which deploys its own application, runs last.
+One cluster for the module (starting Ray takes tens of seconds on two cores): the router test,
+which takes ``/`` while it runs, comes before the module's application is deployed; the
+rehearsal, which deploys its own application, runs last.
 """
 
 from __future__ import annotations
@@ -10,8 +12,11 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,6 +31,7 @@ from omniplane.deploy.serve_app import DeployOptions
 from omniplane.spec import ResolvedPlan, ResolvedWorkload, SLOChoice, SoloMultiplierSLO
 from tests.deploy.conftest import SMALL_PLAN
 from tests.deploy.test_api import TI2A
+from tests.deploy.test_gateway_serve import router_args
 
 LIMIT = 4  # the test application's admission limit
 SCALE = 0.5  # model seconds run twice as fast as wall time here: the tests wait less
@@ -62,6 +68,75 @@ def test_the_local_cluster_is_on_loopback(port: int) -> None:
 
     assert {n["NodeManagerAddress"] for n in ray.nodes()} == {LOOPBACK}
     assert ray.get_runtime_context().gcs_address.startswith(f"{LOOPBACK}:")
+
+
+class _Stub(BaseHTTPRequestHandler):
+    """A stand-in vLLM-Omni server: answers every POST with its name and the body it got."""
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        out = json.dumps({"stub": self.server.name, "path": self.path,  # type: ignore[attr-defined]
+                          "got": json.loads(body)}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def stubs() -> Iterator[dict[str, str]]:
+    servers = {}
+    for name in ("d0", "d1"):
+        s = ThreadingHTTPServer(("127.0.0.1", 0), _Stub)
+        s.name = name  # type: ignore[attr-defined]
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+        servers[name] = s
+    yield {n: f"http://127.0.0.1:{s.server_address[1]}" for n, s in servers.items()}
+    for s in servers.values():
+        s.shutdown()
+        s.server_close()
+
+
+def test_a_request_goes_through_the_serve_router_to_the_deployment(port: int, tmp_path: Path,
+                                                                   stubs: dict[str, str]) -> None:
+    """The router application of ``export --target ray-serve`` (test_gateway_serve.py) in front
+    of two stand-in deployments. It takes ``/`` until it is deleted, so it runs before ``url``
+    deploys the module's application there."""
+    from ray import serve
+
+    from omniplane.deploy.gateway_serve import app
+
+    args = router_args(tmp_path)
+
+    @serve.deployment(name="OmniServer", ray_actor_options={"num_cpus": 0})
+    class StandIn:  # OmniServer's url(), without vLLM-Omni
+        def __init__(self, url: str) -> None:
+            self._url = url
+
+        def url(self) -> str:
+            return self._url
+
+    try:
+        for name, url in stubs.items():
+            serve.run(StandIn.bind(url), name=name, route_prefix=None)  # type: ignore[attr-defined]
+        serve.run(app(args), name="router", route_prefix="/")
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        r = httpx.post(f"http://{LOOPBACK}:{port}/v1/chat/completions", json=body,
+                       headers={"X-Omniplane-Type": "ti2t"}, timeout=60, trust_env=False)
+    finally:  # the three go down together (one after another, each waits its replica's grace)
+        for name in ("router", *stubs):
+            serve.delete(name, _blocking=False)
+        for name in ("router", *stubs):
+            serve.delete(name)
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert got["stub"] == r.headers["x-omniplane-deployment"] in stubs
+    assert got["path"] == "/v1/chat/completions" and got["got"] == body
+    assert r.headers["x-omniplane-type"] == "ti2t"
 
 
 def test_info_and_health(url: str) -> None:
@@ -237,7 +312,7 @@ def test_short_rehearsal_with_a_replica_killed(
     """What ``omniplane rehearse`` does, on the module's cluster (it deploys its own app)."""
     cfg = RehearsalConfig(
         duration_s=8.0,
-        time_scale=1.0,
+        time_scale=SCALE,  # the same requests and kill, model seconds twice as fast as wall time
         rate=2.0,
         seed=5,
         kill="front",

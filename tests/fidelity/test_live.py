@@ -1,7 +1,8 @@
 """Against a real vLLM (the CPU build in .venv-vllm, marker ``vllm``) serving the tiny fixture on
 127.0.0.1: the fixture, the engine's own config, a short fidelity loop, and HorizonServe inside
-the engine. Two engines for the module, started together: vLLM's own scheduler (fidelity) and
-omniplane's scheduler class running ``horizon`` (the live scheduling test). Behaviour only
+the engine. Two engines, started together and shared with tests/deploy/test_gateway_vllm.py
+(tests/fidelity/live_engines.py): vLLM's own scheduler (fidelity) and omniplane's scheduler
+class running ``horizon`` (the live scheduling test). Behaviour only
 (schema, exactly-once completion, errors computed, nothing lost); the timings themselves are
 benchmarks (docs/results/fidelity.md)."""
 
@@ -10,8 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -24,48 +23,28 @@ from omniplane.fidelity.calibrate import ProbePlan  # noqa: E402
 from omniplane.fidelity.compare import METRICS, errors  # noqa: E402
 from omniplane.fidelity.engine import read_engine_config  # noqa: E402
 from omniplane.fidelity.loop import FidelityOptions, run_fidelity  # noqa: E402
-from omniplane.fidelity.schedlive import (  # noqa: E402
-    LiveSchedOptions,
-    class_table,
-    measure_stream,
-    server_spec,
-)
-from omniplane.fidelity.server import ServerSpec, VllmServer  # noqa: E402
+from omniplane.fidelity.schedlive import class_table, measure_stream  # noqa: E402
+from omniplane.fidelity.server import VllmServer  # noqa: E402
 from omniplane.fixture import FIXTURE, build, ensure_model_dir  # noqa: E402
 from omniplane.loadgen.affinity import bound_pids, engine_cpus, host_cpus, separate, threads  # noqa: E402
 from omniplane.spec import load_workload  # noqa: E402
 from omniplane.vllm import shmwait  # noqa: E402
 from omniplane.workload import generate  # noqa: E402
+from tests.fidelity.live_engines import MIXED, LiveEngines  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "src" / "omniplane" / "fidelity" / "data"
 FIDELITY = load_workload(DATA / "tiny-qwen2-fidelity.yaml")
-MIXED = load_workload(DATA / "tiny-qwen2-mixed.yaml")
 
 
 @pytest.fixture(scope="module")
-def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("vllm-logs")
+def logs(live_engines: LiveEngines) -> Path:
+    return live_engines.logs
 
 
 @pytest.fixture(scope="module")
-def servers(logs: Path) -> Iterator[dict[str, VllmServer]]:
-    model_dir = str(ensure_model_dir())
-    opts = LiveSchedOptions(model_dir, MIXED, rate=1.0, log_dir=logs)
-    _, table = class_table(MIXED, opts.long_types)
-    # the fidelity loop's engine as `omniplane fidelity --fixture` starts it: the engine core polls
-    # its worker's queue with short sleeps (omniplane.vllm.shmwait)
-    specs = {"bare": ServerSpec(model_dir, served_name=FIXTURE.name, log=logs / "vllm-bare.log",
-                                env={shmwait.ENV: "0.0005"}),
-             "horizon": server_spec("horizon", opts, table)}
-    live = {k: VllmServer(s) for k, s in specs.items()}
-    try:
-        with ThreadPoolExecutor(len(live)) as pool:  # both start-ups at once
-            for f in [pool.submit(s.start) for s in live.values()]:
-                f.result()
-        yield live
-    finally:
-        for s in live.values():
-            s.stop()
+def servers(live_engines: LiveEngines) -> dict[str, VllmServer]:
+    """The session's two engines (tests/fidelity/live_engines.py), started together."""
+    return live_engines.get()
 
 
 def test_the_fixture_is_seeded_and_built_locally(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from omniplane.perf.profiler.metrics import point_metrics
 from omniplane.spec import GPUCatalog
 from tests.perf.sse_server import AUDIO_SECONDS, Delays, serve_in_subprocess
 
-FIRST, INTER, QUEUE, TOKENS = 1.2, 0.2, 0.03, 5
+FIRST, INTER, QUEUE, TOKENS = 0.6, 0.1, 0.03, 5
 
 
 @pytest.fixture(scope="module")

@@ -3,13 +3,15 @@ runs share) give exactly the results of runs that price every step afresh."""
 
 from __future__ import annotations
 
+from functools import cache
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from omniplane.perf import CostModel, ExecutorConfig
 from omniplane.sim import RunSetup, simulate
 from omniplane.sim.costs import PriceBook
-from omniplane.spec import load_gpus, load_model, load_plan, load_workload
+from omniplane.spec import GPUKind, ModelSpec, load_gpus, load_model, load_plan, load_workload
 from omniplane.spec.catalog import catalog_dir
 from omniplane.workload import generate
 
@@ -40,14 +42,21 @@ def test_shared_prices_change_no_result() -> None:
     assert not other._tables and not other._kv
 
 
+@cache
+def _specs() -> tuple[ModelSpec, GPUKind]:
+    """The model and GPU specs (frozen), parsed once rather than for each of 200 examples."""
+    return load_model("qwen3-omni"), load_gpus().get("A100-80GB")
+
+
 @settings(max_examples=200, deadline=None)
 @given(pt=st.integers(0, 9000), pc=st.integers(0, 60000), pr=st.integers(1, 64), db=st.integers(0, 256),
        dc=st.integers(0, 500000), tp=st.sampled_from([1, 2, 4]))
 def test_the_positional_iteration_price_is_the_keyword_one(pt: int, pc: int, pr: int, db: int, dc: int,
                                                            tp: int) -> None:
     """What the LLM engine calls each iteration (``llm_iteration_fn``) is ``llm_iteration_time``."""
-    cost = CostModel(load_model("qwen3-omni"))
-    cfg = ExecutorConfig(gpu=load_gpus().get("A100-80GB"), tp=tp, max_batch=64)
+    model, gpu = _specs()  # read once: the cost model is built afresh for every example
+    cost = CostModel(model)
+    cfg = ExecutorConfig(gpu=gpu, tp=tp, max_batch=64)
     for comp in ("thinker", "talker"):
         fn = cost.llm_iteration_fn(comp, cfg)
         assert fn(pt, pc, pr, db, dc) == cost.llm_iteration_time(
