@@ -3,9 +3,11 @@ running after the grace period, each only while it is the same process (Linux /p
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -37,3 +39,46 @@ def test_a_leftover_descendant_is_ended_and_one_that_exits_is_left_alone() -> No
             if p.poll() is None:
                 p.kill()
             p.wait()
+
+
+# A process with a SIGTERM handler and a child. Stuck: the handler hangs (as one waiting on a
+# main thread blocked inside Ray does) and the block never ends. Otherwise the block ends soon after
+# the signal and the process runs on past the deadline.
+_STUCK = """
+import signal, subprocess, sys, time
+from omniplane.deploy.reap import deadline_on_signal, descendants
+before, got = descendants(), []
+signal.signal(signal.SIGTERM, lambda s, f: got.append(s) or time.sleep(60 if STUCK else 0))
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+with deadline_on_signal(before, 1.0):
+    print(child.pid, flush=True)
+    while not got:
+        time.sleep(0.01)
+time.sleep(1.5)
+print("after", child.poll(), flush=True)
+child.kill()
+"""
+
+
+def _stuck(stuck: bool) -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen([sys.executable, "-c", _STUCK.replace("STUCK", str(stuck))], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={"PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")})
+    assert proc.stdout is not None
+    child = int(proc.stdout.readline())
+    proc.terminate()
+    return proc, child
+
+
+def test_a_signal_the_process_does_not_act_on_in_time_kills_its_descendants_and_ends_it() -> None:
+    proc, child = _stuck(stuck=True)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM and "after" not in out
+    assert "killed 1 processes" in err, err
+    assert not Path(f"/proc/{child}").exists() or Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"
+
+
+def test_a_block_that_ends_after_the_signal_is_left_alone() -> None:
+    proc, _ = _stuck(stuck=False)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and out.split()[-2:] == ["after", "None"], (out, err)

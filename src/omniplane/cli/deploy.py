@@ -258,8 +258,8 @@ def _serve_forever(
     json_out: bool,
 ) -> None:
     from omniplane.cli.errors import Interrupted, reclaim_signals, signals_taken_back
+    from omniplane.deploy.cluster import STOP_WITHIN_S, ray_cluster
     from omniplane.deploy.cluster import deploy as do_deploy
-    from omniplane.deploy.cluster import ray_cluster
 
     real_stdout = sys.stdout
     # Ray's driver prints its processes' warnings to sys.stdout; stdout is for our document
@@ -274,7 +274,7 @@ def _serve_forever(
     # any exception) and the command ends with status 0 (docs/reference/command-line.md); before
     # that, it is an interruption (130 / 143).
     cluster = ray_cluster(address, port=port, host=host, dashboard_host=dashboard_host,
-                          guard_start=signals_taken_back)
+                          guard_start=signals_taken_back, stop_within_s=STOP_WITHIN_S)
     serving = False
     try:
         with redirect_stdout(sys.stderr), cluster:

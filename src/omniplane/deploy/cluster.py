@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from omniplane.deploy.orchestrator import deployment_name
-from omniplane.deploy.reap import become_subreaper, descendants, end_leftovers
+from omniplane.deploy.reap import Proc, become_subreaper, deadline_on_signal, descendants, end_leftovers
 from omniplane.errors import InputError
 from omniplane.spec import ResolvedPlan
 
@@ -74,6 +74,9 @@ SERVE_CONTROLLER_ENV = {
     "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "60",
     "RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S": "60",
 }
+# The issue's bound is 10 s from SIGINT/SIGTERM to no process left; the rest of it is for SIGKILL
+# to take effect and the process to exit on 2 busy cores (assumption).
+STOP_WITHIN_S = 6.0
 LEFTOVER_GRACE_S = 3.0  # assumption: a local node's processes end within 3 s of ray.shutdown
 SERVE_START_ATTEMPTS = 3  # assumption: a proxy replaced during start-up is retried, not fatal
 
@@ -88,6 +91,7 @@ def ray_cluster(
     quiet: bool = True,
     dashboard_host: str | None = None,
     guard_start: Callable[[], AbstractContextManager[Any]] = nullcontext,
+    stop_within_s: float | None = None,
 ) -> Iterator[None]:
     """A Ray runtime with Serve's HTTP proxy on ``host:port``: a fresh local cluster on the
     loopback address (``address=None``), an existing one (``address``), or the one this process
@@ -97,14 +101,28 @@ def ray_cluster(
     (omniplane.cli.errors.deferred_signals). On exit it shuts down what it started (a local
     cluster left on an exception, such as an interruption, goes down without Serve's graceful
     shutdown, which can take longer than a user waits), and otherwise only deletes the
-    omniplane application."""
+    omniplane application. ``stop_within_s`` (a local cluster it starts): SIGINT or SIGTERM
+    ends the process within that many seconds, its Ray processes killed, even while the main
+    thread is blocked inside Ray and the signal's handler cannot run (deploy/reap.py
+    ``deadline_on_signal``)."""
     import ray
-    from ray import serve
 
     started = not ray.is_initialized()
     before = descendants() if started and address is None else set()  # not Ray's: never ended here
     if started and address is None:
         become_subreaper()
+    local = started and address is None
+    with deadline_on_signal(before, stop_within_s) if local and stop_within_s else nullcontext():
+        yield from _run(started, address, before, port=port, host=host, num_cpus=num_cpus, quiet=quiet,
+                        dashboard_host=dashboard_host, guard_start=guard_start)
+
+
+def _run(started: bool, address: str | None, before: set[Proc], *, port: int, host: str,
+         num_cpus: int | None, quiet: bool, dashboard_host: str | None,
+         guard_start: Callable[[], AbstractContextManager[Any]]) -> Iterator[None]:
+    import ray
+    from ray import serve
+
     failed = True
     try:
         if started:

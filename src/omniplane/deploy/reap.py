@@ -11,7 +11,10 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 Proc = tuple[int, str]  # pid and its start time (field 22 of /proc/PID/stat): one process, not its pid reused
@@ -88,3 +91,71 @@ def become_subreaper() -> bool:
         return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
     except (OSError, AttributeError):
         return False
+
+
+def kill_descendants(before: set[Proc], rounds: int = 20) -> int:
+    """SIGKILL this process's descendants not in ``before``, again for what they started
+    meanwhile, until none is left (at most ``rounds`` rounds, 50 ms apart); returns how many."""
+    n = 0
+    for _ in range(rounds):
+        left = descendants() - before
+        if not left:
+            break
+        for pid, _start in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                n += 1
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+    return n
+
+
+@contextmanager
+def deadline_on_signal(before: set[Proc], budget_s: float,
+                       signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
+    """While the block runs, one of ``signals`` (with a Python handler, as the CLI installs) also
+    wakes a thread: if the block has not ended ``budget_s`` after the signal (its handler not yet
+    run, or the shutdown it started still going), the thread SIGKILLs the descendants not in
+    ``before`` (:func:`kill_descendants`) and ends the process with status 128 + the signal. The
+    signal reaches the thread through ``signal.set_wakeup_fd``, written when the signal arrives,
+    whatever the main thread is doing. Main thread on Linux only; elsewhere the block just runs."""
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    done = threading.Event()
+
+    def watch() -> None:
+        while True:
+            try:
+                data = os.read(r, 64)
+            except OSError:
+                return
+            if not data:  # the block ended: the write end is closed
+                return
+            hit = [b for b in data if b in signals]
+            if hit:
+                break
+        if done.wait(budget_s):
+            return
+        killed = kill_descendants(before)
+        try:
+            os.write(2, f"omniplane: shutdown not done {budget_s:g} s after {signal.Signals(hit[0]).name}; "
+                        f"killed {killed} processes\n".encode())
+        finally:
+            os._exit(128 + hit[0])
+
+    watcher = threading.Thread(target=watch, name="omniplane-stop-deadline", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        signal.set_wakeup_fd(old)
+        os.close(w)
+        watcher.join(timeout=1.0)
+        if not watcher.is_alive():
+            os.close(r)
