@@ -295,3 +295,14 @@ def test_asgi_a_client_leaving_cancels_the_waiting_answer() -> None:
         return await unless_disconnected(Request({"type": "http", "headers": []}, receive), forever())
 
     assert asyncio.run(asyncio.wait_for(main(), 10)) is None and cancelled == [True]
+
+
+def test_asgi_a_trickled_body_times_out_with_408_like_a_stalled_one(catalog_plan: ResolvedPlan) -> None:
+    import asyncio
+
+    async def receive() -> dict[str, Any]:  # one byte every 50 ms, never ending: no pause is long
+        await asyncio.sleep(0.05)
+        return {"type": "http.request", "body": b" ", "more_body": True}
+
+    status, out = _asgi(catalog_plan, receive, body_timeout_s=0.3)
+    assert status == 408 and "within 0.3 s" in out["error"]["message"]

@@ -21,6 +21,7 @@ from omniplane.cli.deploy import (
 from omniplane.cli.errors import fail
 from omniplane.cli.output import notice
 from omniplane.deploy.auth import API_KEY_ENV, MAX_BODY_BYTES, MAX_PROMPT_TOKENS, Guard, is_loopback
+from omniplane.deploy.conn_watch import IDLE_S, close_idle
 from omniplane.deploy.gateway_health import EJECT_AFTER, EJECT_BASE_S, EJECT_MAX_S, PROBE_INTERVAL_S
 from omniplane.deploy.ingress import REQUEST_DEADLINE_S
 
@@ -55,6 +56,9 @@ def route(
                                            "--eject-base-s).")] = EJECT_MAX_S,
     probe_interval_s: Annotated[float, _seconds(
         "--probe-interval-s", "Seconds between /health probes of an ejected deployment.")] = PROBE_INTERVAL_S,
+    idle_s: Annotated[float, _seconds(
+        "--idle-s", "Seconds a connection may go without a request in progress (half-sent headers, "
+        "or after its answer) before it is closed.")] = IDLE_S,
 ) -> None:
     """Route OpenAI requests to the deployments a plan names, by request type and probability.
 
@@ -65,7 +69,8 @@ def route(
     rotation (--eject-base-s, doubling, at most --eject-max-s), then its /health is probed every
     --probe-interval-s until it answers 200. A deployment's api_key_env names the variable holding
     its key (the client's --api-key is checked here, not forwarded). GET /metrics: per-type
-    Prometheus metrics. Stops on Ctrl-C or SIGTERM.
+    Prometheus metrics. Stops on Ctrl-C or SIGTERM: open streams end with an error event, requests
+    not yet answered get 503.
     """
     if api_key is not None and not api_key.strip():
         fail("--api-key: the key is empty")
@@ -97,9 +102,14 @@ def route(
         notice(f"{t}: {shares}")
     notice(f"routing {len(routing.routes)} request types to {len(routing.deployments)} deployments at "
            f"http://{host}:{port} (Ctrl-C to stop)")
-    server = uvicorn.Server(uvicorn.Config(gateway, host=host.strip("[]"), port=port, log_level="warning",
-                                           access_log=False, lifespan="on",
-                                           timeout_graceful_shutdown=GRACE_S))
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            gateway.stop_soon()  # open streams end now with an error event, not cut at GRACE_S
+
+    server = Server(uvicorn.Config(gateway, host=host.strip("[]"), port=port, log_level="warning",
+                                   access_log=False, lifespan="on", timeout_graceful_shutdown=GRACE_S))
+    gateway.watch(lambda: close_idle(lambda: server.server_state.connections, idle_s))
     server.run()  # uvicorn stops on SIGINT and SIGTERM
     if not server.started:
         raise typer.Exit(1)

@@ -18,7 +18,8 @@ T = TypeVar("T")
 async def read_body(request: Request, guard: Guard) -> bytes:
     """The request body, refused (413) once it passes the guard's limit: by its declared length
     before anything is read, else as soon as the bytes read pass it (the rest is never read);
-    a body that stops arriving for ``guard.body_timeout_s`` is refused with 408. Under Ray Serve,
+    a body not all in within ``guard.body_timeout_s`` (stalled, or trickled a byte at a time) is
+    refused with 408. Under Ray Serve,
     the proxy reads the client's body into a queue of its own while this runs
     (``proxy_asgi_receive`` in ray/serve/_private/proxy.py) and stops once this answers; a hard
     cap on what it holds needs a proxy in front (the deploy guide says so)."""
@@ -26,9 +27,11 @@ async def read_body(request: Request, guard: Guard) -> bytes:
     chunks: list[bytes] = []
     size = 0
     parts = request.stream().__aiter__()
+    end = asyncio.get_running_loop().time() + guard.body_timeout_s
     while True:
         try:
-            chunk = await asyncio.wait_for(anext(parts), guard.body_timeout_s)
+            async with asyncio.timeout_at(end):
+                chunk = await anext(parts)
         except StopAsyncIteration:
             break
         except TimeoutError:

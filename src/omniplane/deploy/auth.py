@@ -14,7 +14,7 @@ request before it reads the body:
   the typed API's ``prompt_tokens``, the chat API's text at 4 characters per token), and so is
   any work quantity over its limit in :data:`MAX_WORK` (encoder items/tokens/seconds, output
   tokens, audio seconds, diffusion steps/pixels): every request's work is bounded before
-  admission. A body that stops arriving for ``body_timeout_s`` is answered HTTP 408.
+  admission. A body not all in within ``body_timeout_s`` is answered HTTP 408.
 
 ``omniplane deploy`` refuses to bind beyond loopback without a key (:func:`is_loopback`).
 """
@@ -32,7 +32,7 @@ API_KEY_ENV = "OMNIPLANE_API_KEY"
 PUBLIC = (("GET", "/health"),)  # reachable without a key: liveness only, says nothing else
 MAX_BODY_BYTES = 8 * 2**20  # assumption: a chat request with a few inline images; vLLM sets none
 MAX_PROMPT_TOKENS = 65_536  # assumption: Qwen3-Omni's 64k context (max_position_embeddings 65536)
-BODY_TIMEOUT_S = 30.0  # assumption: wall seconds a client may pause mid-body (8 MiB at >= 2 Mbit/s)
+BODY_TIMEOUT_S = 30.0  # assumption: wall seconds for a whole body (8 MiB at >= 2 Mbit/s)
 # Work quantities (omniplane.spec.work) a request may ask for; prompt_tokens uses max_prompt_tokens.
 MAX_WORK: dict[str, float] = {
     "items": 64,  # assumption: media items per request (a few dozen images or clips)
@@ -81,7 +81,7 @@ def unauthorized() -> Refused:
 
 
 def body_timeout(seconds: float) -> Refused:
-    return Refused(408, "request_timeout", f"the body did not arrive: nothing for {seconds:g} s")
+    return Refused(408, "request_timeout", f"the body did not arrive within {seconds:g} s")
 
 
 def too_large(what: str, size: int, limit: int, unit: str) -> Refused:

@@ -15,7 +15,9 @@ Every request is answered exactly once:
   probabilities); if that fails too, the client gets HTTP 502 naming both;
 * a deployment that fails after the first bytes were relayed ends the stream with an error
   event (``data: {"error": {...}}`` then ``data: [DONE]``); nothing is sent twice;
-* a client that leaves has its forward cancelled.
+* a client that leaves has its forward cancelled;
+* on SIGINT/SIGTERM (:meth:`Gateway.stop_soon`) an open stream ends with an error event and a
+  request still waiting on its deployment gets HTTP 503, at once rather than cut at the grace.
 
 A deployment that keeps failing is taken out of rotation and probed back
 (:mod:`omniplane.deploy.gateway_health`): meanwhile its types are drawn among their other
@@ -38,9 +40,9 @@ import json
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from starlette.requests import Request
@@ -61,11 +63,16 @@ CONNECT_TIMEOUT_S = 5.0  # assumption: a deployment on the same network accepts 
 MAX_RESPONSE_BYTES = 256 * 2**20  # assumption: a non-streamed answer (minutes of base64 audio) fits
 HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "te", "trailer",
                  "upgrade", "proxy-authenticate", "proxy-authorization"})
+T = TypeVar("T")
 _RID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 
 
 class _Failed(Exception):
     """A deployment failed before any byte of its answer was relayed."""
+
+
+class _Stopping(Exception):
+    """The router got SIGINT/SIGTERM while this request waited on its deployment."""
 
 
 @dataclass(frozen=True)
@@ -149,6 +156,42 @@ class Gateway:
         self.metrics.health = self.health
         self._probes: dict[str, asyncio.Task[None]] = {}
         self._client = client
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping = False
+        self._waiting: set[asyncio.Task[Any]] = set()  # requests now awaiting their deployment
+        self._watch: Callable[[], Awaitable[None]] | None = None
+        self._watching: asyncio.Task[None] | None = None
+
+    def watch(self, job: Callable[[], Awaitable[None]]) -> None:
+        """A background job run from start-up to shutdown (``route``: closing idle connections)."""
+        self._watch = job
+
+    def stop_soon(self) -> None:
+        """From any thread (a signal handler): every request waiting on a deployment ends now, a
+        stream with an error event, one not yet answered with 503, instead of at uvicorn's grace."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._stop)
+
+    def _stop(self) -> None:
+        self._stopping = True
+        for task in list(self._waiting):
+            task.cancel()
+
+    async def _await(self, work: Awaitable[T]) -> T:
+        """``await work``, raising :class:`_Stopping` instead when :meth:`stop_soon` is called."""
+        task = asyncio.current_task()
+        if self._stopping or task is None:
+            raise _Stopping
+        self._waiting.add(task)
+        try:
+            return await work
+        except asyncio.CancelledError:
+            if not self._stopping or task.cancelling() != 1:
+                raise
+            task.uncancel()
+            raise _Stopping from None
+        finally:
+            self._waiting.discard(task)
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -162,6 +205,8 @@ class Gateway:
         return self._client
 
     async def aclose(self) -> None:
+        if self._watching is not None:
+            self._watching.cancel()
         for task in self._probes.values():
             task.cancel()
         if self._client is not None:
@@ -169,6 +214,9 @@ class Gateway:
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
+            self._loop = asyncio.get_running_loop()
+            if self._watch is not None:
+                self._watching = asyncio.ensure_future(self._watch())
             while (await receive())["type"] != "lifespan.shutdown":
                 await send({"type": "lifespan.startup.complete"})
             await self.aclose()
@@ -178,7 +226,12 @@ class Gateway:
             return
         request = Request(scope, receive)
         response = await self.handle(request)
-        await response(scope, receive, send)
+        try:
+            await response(scope, receive, send)
+        finally:  # a stream cut while its send was blocked (a client not reading) is left suspended:
+            close = getattr(getattr(response, "body_iterator", None), "aclose", None)
+            if close is not None:  # so _relay gives its slot back and closes the deployment's stream
+                await asyncio.shield(close())
 
     async def handle(self, request: Request) -> Response:
         path, method = request.url.path.rstrip("/") or "/", request.method
@@ -226,8 +279,12 @@ class Gateway:
                           {"Retry-After": str(self.options.retry_after_s), **ids})
         slot = _Slot(self, type_name)
         try:
-            done = await unless_disconnected(request, self._forward(path, raw, type_name, rid, arrival,
-                                                                    slot, ids))
+            done = await self._await(unless_disconnected(
+                request, self._forward(path, raw, type_name, rid, arrival, slot, ids)))
+        except _Stopping:
+            slot.close("cancelled")
+            return _error(503, "unavailable", "the router is stopping; retry on another router",
+                          headers=ids)
         except TimeoutError:
             slot.close("timeout")
             return _error(504, "timeout", f"no deployment answered within {self.options.deadline_s:g} s",
@@ -332,10 +389,17 @@ class Gateway:
                 yield first
             try:
                 async with asyncio.timeout_at(_loop_time(arrival + self.options.deadline_s)):
-                    async for c in chunks:
+                    while True:
+                        try:
+                            c = await self._await(anext(chunks))
+                        except StopAsyncIteration:
+                            break
                         if c:
                             tail = c
                             yield c
+            except _Stopping:
+                slot.close("cancelled")
+                yield _sse_error("the router is stopping; the answer is incomplete", "unavailable", 503, tail)
             except TimeoutError:
                 slot.close("timeout")
                 yield _sse_error(f"past the deadline of {self.options.deadline_s:g} s", "timeout", 504, tail)
