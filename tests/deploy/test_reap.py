@@ -50,7 +50,16 @@ from omniplane.deploy.reap import deadline_on_signal, descendants
 before, got = descendants(), []
 signal.signal(signal.SIGTERM, lambda s, f: got.append(s) or time.sleep(60 if STUCK else 0))
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-with deadline_on_signal(before, 1.0):
+if FILL:  # stderr a full pipe nobody reads (as a parent that reads it only at the end)
+    import os
+    os.set_blocking(2, False)
+    try:
+        while True:
+            os.write(2, b"x" * 4096)
+    except BlockingIOError:
+        pass
+    os.set_blocking(2, True)
+with deadline_on_signal(before, 1.0, status=STATUS):
     print(child.pid, flush=True)
     while not got:
         time.sleep(0.01)
@@ -60,8 +69,9 @@ child.kill()
 """
 
 
-def _stuck(stuck: bool) -> tuple[subprocess.Popen[str], int]:
-    proc = subprocess.Popen([sys.executable, "-c", _STUCK.replace("STUCK", str(stuck))], text=True,
+def _stuck(stuck: bool, status: str = "None", fill: bool = False) -> tuple[subprocess.Popen[str], int]:
+    code = _STUCK.replace("STUCK", str(stuck)).replace("STATUS", status).replace("FILL", str(fill))
+    proc = subprocess.Popen([sys.executable, "-c", code], text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={"PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")})
     assert proc.stdout is not None
@@ -82,3 +92,17 @@ def test_a_block_that_ends_after_the_signal_is_left_alone() -> None:
     proc, _ = _stuck(stuck=False)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0 and out.split()[-2:] == ["after", "None"], (out, err)
+
+
+def test_the_deadline_ends_the_process_with_the_callers_status_though_stderr_is_a_full_pipe() -> None:
+    """deploy's rule: a stop while serving ends with 0; the one-line notice must not hang the exit
+    when the parent reads stderr only after the process ends (a blocking write would wait for ever)."""
+    proc, child = _stuck(stuck=True, status="lambda sig: 0", fill=True)
+    try:
+        proc.wait(timeout=30)  # stderr not read until the process has ended
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "after" not in out
+    assert not Path(f"/proc/{child}").exists() or Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"

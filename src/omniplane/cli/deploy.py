@@ -273,9 +273,11 @@ def _serve_forever(
     # Once serving, either signal means "stop serving": the cluster goes down the fast way (as on
     # any exception) and the command ends with status 0 (docs/reference/command-line.md); before
     # that, it is an interruption (130 / 143).
-    cluster = ray_cluster(address, port=port, host=host, dashboard_host=dashboard_host,
-                          guard_start=signals_taken_back, stop_within_s=STOP_WITHIN_S)
     serving = False
+    # the same rule when the stop deadline ends the process (a slow teardown under load)
+    cluster = ray_cluster(address, port=port, host=host, dashboard_host=dashboard_host,
+                          guard_start=signals_taken_back, stop_within_s=STOP_WITHIN_S,
+                          stop_status=lambda sig: 0 if serving else 128 + sig)
     try:
         with redirect_stdout(sys.stderr), cluster:
             do_deploy(plan, options)

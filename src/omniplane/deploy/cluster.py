@@ -92,6 +92,7 @@ def ray_cluster(
     dashboard_host: str | None = None,
     guard_start: Callable[[], AbstractContextManager[Any]] = nullcontext,
     stop_within_s: float | None = None,
+    stop_status: Callable[[int], int] | None = None,
 ) -> Iterator[None]:
     """A Ray runtime with Serve's HTTP proxy on ``host:port``: a fresh local cluster on the
     loopback address (``address=None``), an existing one (``address``), or the one this process
@@ -104,7 +105,7 @@ def ray_cluster(
     omniplane application. ``stop_within_s`` (a local cluster it starts): SIGINT or SIGTERM
     ends the process within that many seconds, its Ray processes killed, even while the main
     thread is blocked inside Ray and the signal's handler cannot run (deploy/reap.py
-    ``deadline_on_signal``)."""
+    ``deadline_on_signal``), with status ``stop_status(signal)`` (default 128 + the signal)."""
     import ray
 
     started = not ray.is_initialized()
@@ -112,7 +113,9 @@ def ray_cluster(
     if started and address is None:
         become_subreaper()
     local = started and address is None
-    with deadline_on_signal(before, stop_within_s) if local and stop_within_s else nullcontext():
+    deadline = (deadline_on_signal(before, stop_within_s, status=stop_status)
+                if local and stop_within_s else None)
+    with deadline or nullcontext():
         yield from _run(started, address, before, port=port, host=host, num_cpus=num_cpus, quiet=quiet,
                         dashboard_host=dashboard_host, guard_start=guard_start)
 

@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -113,11 +113,14 @@ def kill_descendants(before: set[Proc], rounds: int = 20) -> int:
 
 @contextmanager
 def deadline_on_signal(before: set[Proc], budget_s: float,
-                       signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
+                       signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM),
+                       status: Callable[[int], int] | None = None) -> Iterator[None]:
     """While the block runs, one of ``signals`` (with a Python handler, as the CLI installs) also
     wakes a thread: if the block has not ended ``budget_s`` after the signal (its handler not yet
     run, or the shutdown it started still going), the thread SIGKILLs the descendants not in
-    ``before`` (:func:`kill_descendants`) and ends the process with status 128 + the signal. The
+    ``before`` (:func:`kill_descendants`) and ends the process with ``status(signal)`` (default
+    128 + the signal; the caller's rule, e.g. 0 for a stop while serving). Its one line on stderr
+    is dropped rather than wait on a full pipe (a parent not reading it must not hang the exit). The
     signal reaches the thread through ``signal.set_wakeup_fd``, written when the signal arrives,
     whatever the main thread is doing. Main thread on Linux only; elsewhere the block just runs."""
     if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
@@ -142,11 +145,15 @@ def deadline_on_signal(before: set[Proc], budget_s: float,
         if done.wait(budget_s):
             return
         killed = kill_descendants(before)
+        code = 128 + hit[0] if status is None else status(hit[0])
         try:
+            os.set_blocking(2, False)  # the process ends next: nothing else writes to it
             os.write(2, f"omniplane: shutdown not done {budget_s:g} s after {signal.Signals(hit[0]).name}; "
                         f"killed {killed} processes\n".encode())
+        except OSError:
+            pass
         finally:
-            os._exit(128 + hit[0])
+            os._exit(code)
 
     watcher = threading.Thread(target=watch, name="omniplane-stop-deadline", daemon=True)
     watcher.start()
