@@ -27,8 +27,9 @@ def test_dry_run_lists_deployments_and_writes_vllm_omni_configs(tmp_path: Path) 
     assert [(d["deployment"], d["replicas"], d["gpus_per_replica"]) for d in out["deployments"]] == [
         ("thinker-a-g0", 2, 2), ("speech-a-g0", 1, 1), ("thinker-b-g0", 2, 2), ("speech-b-g0", 1, 1)]
     assert sorted(Path(p).name for p in out["stage_configs"]) == ["d0.yaml", "d1.yaml"]
-    # the same files as `omniplane export --target vllm-omni`
-    again = runner.invoke(app, ["export", EXPORTABLE, "--out", str(tmp_path / "export")])
+    # the same files as `omniplane export --target ray-serve`: what the cluster is given to run
+    again = runner.invoke(app, ["export", EXPORTABLE, "--target", "ray-serve", "--out",
+                                str(tmp_path / "export")])
     assert again.exit_code == 0, again.output
     exported = sorted(p.name for p in (tmp_path / "export").iterdir())
     assert sorted(Path(p).name for p in out["export"]) == exported
@@ -43,18 +44,36 @@ def test_dry_run_refuses_a_plan_vllm_omni_cannot_run(tmp_path: Path) -> None:
     assert not (tmp_path / "c").exists()
 
 
-def test_vllm_omni_without_the_package_is_refused_before_ray_starts(
+def test_vllm_omni_without_a_vllm_executable_is_refused_before_ray_starts(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import omniplane.cli.deploy as cli_deploy
 
-    monkeypatch.setattr(cli_deploy, "_installed", lambda module: module != "vllm_omni")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `vllm` here
+    monkeypatch.delenv("OMNIPLANE_VLLM", raising=False)
     started: list[object] = []
     monkeypatch.setattr(cli_deploy, "_serve_forever", lambda *a: started.append(a))
     configs = tmp_path / "configs"
-    res = runner.invoke(app, ["deploy", PLAN, "--engine", "vllm-omni", "--config-dir", str(configs)])
+    res = runner.invoke(app, ["deploy", EXPORTABLE, "--engine", "vllm-omni", "--config-dir", str(configs)])
     assert res.exit_code == 2, res.output
-    assert "--engine vllm-omni" in res.output and "not installed" in res.output, res.output
+    assert "--engine vllm-omni: no `vllm` executable" in res.output, res.output
     assert not started and not configs.exists()
+
+
+def test_a_local_vllm_omni_deploy_needs_its_placement_on_one_host(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import omniplane.cli.deploy as cli_deploy
+
+    monkeypatch.setenv("OMNIPLANE_VLLM", "/bin/true")
+    started: list[object] = []
+    monkeypatch.setattr(cli_deploy, "_serve_forever", lambda *a: started.append(a))
+    res = runner.invoke(app, ["deploy", EXPORTABLE, "--engine", "vllm-omni", "--config-dir",
+                              str(tmp_path / "c")])
+    assert res.exit_code == 2 and "placement needs 2 hosts" in res.output and "--address" in res.output
+    res = runner.invoke(app, ["deploy", EXPORTABLE, "--engine", "vllm-omni", "--num-gpus", "16",
+                              "--config-dir", str(tmp_path / "c")])
+    assert res.exit_code == 0 and len(started) == 1, res.output
+    res = runner.invoke(app, ["deploy", EXPORTABLE, "--num-gpus", "2", "--address", "127.0.0.1:1"])
+    assert res.exit_code == 2 and "--num-gpus" in res.output
 
 
 def test_unknown_engine_and_node_are_refused() -> None:

@@ -304,3 +304,19 @@ def test_a_kind_without_a_product_label_is_refused_naming_it(
     res = runner.invoke(app, ["export", str(_mixed_plan(tmp_path)), "--target", "kuberay", "--out", str(out)])
     assert res.exit_code == 2 and "GPU kind L40S" in res.output, res.output
     assert "gpu_product_label" in res.output and not out.exists()
+
+
+def test_an_omni_process_refuses_a_port_another_server_holds(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    exe = tmp_path / "vllm"
+    exe.write_text(f"#!{sys.executable}\n{STAND_IN}")
+    exe.chmod(0o755)
+    monkeypatch.setenv(VLLM_ENV, str(exe))
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(OmniProcessError, match=f"port {port} on 127.0.0.1 is in use"):
+            OmniProcess("Qwen/X", {"stages": []}, port=port)

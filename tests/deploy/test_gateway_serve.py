@@ -87,3 +87,24 @@ def test_router_application_builds_from_the_exported_args(tmp_path: Path) -> Non
     bad["routing"]["types"]["ti2t"][0]["deployment"] = "nowhere"
     with pytest.raises(SpecError, match="unknown deployment"):
         app(bad)
+
+
+def test_router_limits_become_the_gateways_keys_and_limits(tmp_path: Path) -> None:
+    pytest.importorskip("ray.serve")
+    from omniplane.deploy.auth import Guard, Refused
+    from omniplane.deploy.gateway_serve import app, gateway_options
+
+    keyed = Guard.with_keys(["k-1"])
+    opts = gateway_options({"key_digests": list(keyed.key_digests), "max_body_bytes": 1000,
+                            "max_in_flight": 3, "deadline_s": 7.5})
+    assert opts.max_in_flight == 3 and opts.deadline_s == 7.5 and opts.guard.max_body_bytes == 1000
+    opts.guard.authorize("POST", "/v1/chat/completions", "Bearer k-1")
+    with pytest.raises(Refused):
+        opts.guard.authorize("POST", "/v1/chat/completions", "Bearer k-2")
+    assert not gateway_options(None).guard.keyed  # no limits: the defaults, open
+    args = router_args(tmp_path)
+    for bad, field in (({"max_in_flight": 0}, "limits.max_in_flight"),
+                       ({"key_digests": ["k-1"]}, "limits.key_digests"),
+                       ({"max_inflight": 3}, "limits.max_inflight: unknown")):
+        with pytest.raises(ValueError, match=field):
+            app({**args, "limits": bad})

@@ -8,13 +8,11 @@ replica of a node holding part of a pipeline says why its sessions cannot run.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 import yaml
 
-from omniplane.deploy.messages import FAILED, OPENED, OpenOrder
 from omniplane.deploy.vllm_omni import (
     loader_document,
     node_stage_config,
@@ -151,22 +149,3 @@ def test_every_node_config_loads_through_vllm_omnis_loader(
             assert llm, model
             ours = [s.scheduler_cls.startswith("omniplane.vllm.omni_scheduler.") for s in llm]
             assert all(ours) if policy else not any(ours), (model, policy)
-
-
-@pytest.mark.omni
-def test_a_replica_of_part_of_a_pipeline_says_why_its_sessions_fail(
-    catalog_plan: ResolvedPlan, tmp_path: Path
-) -> None:
-    pytest.importorskip("vllm_omni")
-    from omniplane.deploy.vllm_omni import VllmOmniStage
-
-    stage = VllmOmniStage(catalog_plan, "back", 0, replica="r1", config_dir=str(tmp_path))
-    assert stage.omni is None and stage.stage_ids == [1, 2] and (tmp_path / "back-g0.yaml").is_file()
-    order = OpenOrder(rid=1, type="ti2a", arrival=0.0, work={}, nodes={}, comps=("talker", "code2wav"))
-
-    async def events() -> list:
-        return [e async for e in stage.open(order)]
-
-    got = asyncio.run(events())
-    assert [e.kind for e in got] == [OPENED, FAILED]
-    assert "distributed stages" in got[1].info["reason"] and "[1, 2]" in got[1].info["reason"]

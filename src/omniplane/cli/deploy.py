@@ -6,7 +6,6 @@ Ray is imported inside the commands that need it, so ``omniplane --help`` never 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
 import sys
@@ -19,9 +18,21 @@ import typer
 from rich.table import Table
 
 from omniplane.cli import options as opt
+from omniplane.cli.deploy_omni import OmniDeploy, check_offer, need_vllm_executable, omni_deploy
 from omniplane.cli.errors import fail
 from omniplane.cli.files import write_json
 from omniplane.cli.output import console, notice, print_json, print_table
+from omniplane.cli.serving_options import (
+    ApiKeyOpt,
+    DeadlineOpt,
+    MaxBodyOpt,
+    MaxInFlightOpt,
+    MaxPromptOpt,
+    PortOpt,
+    ScaleOpt,
+    installed,
+    port_free,
+)
 from omniplane.cli.slo import SloOpt, legacy_solo_policy, slo_choice
 from omniplane.deploy.auth import API_KEY_ENV, MAX_BODY_BYTES, MAX_PROMPT_TOKENS, MAX_WORK, Guard, is_loopback
 from omniplane.deploy.engines import ENGINES
@@ -55,33 +66,13 @@ SloPctOpt = Annotated[float | None, opt.percentile_opt("--slo-percentile", help=
 LEGACY = "--slo-multiplier/--slo-percentile"
 ApiOpt = Annotated[str, opt.choice_opt("--api", help="typed (/v1/omniplane/requests) or chat "
                                        "(/v1/chat/completions).", choices=APIS, what="API")]
-MaxInFlightOpt = Annotated[int, opt.int_opt(
-    "--max-in-flight", help="Requests admitted before shedding with 503.", lo=1, hi=1_000_000)]
-PortOpt = Annotated[int, opt.int_opt("--port", help="HTTP port of the Serve proxy.", lo=1, hi=65535)]
-ScaleOpt = Annotated[float, opt.float_opt("--time-scale", help="Emulated engine: wall seconds per model "
-                                          "second.", lo=0.001, hi=1e4)]
-ApiKeyOpt = Annotated[str | None, typer.Option(
-    "--api-key", envvar=API_KEY_ENV, show_envvar=True, metavar="KEY",
-    help="API key clients must send as 'Authorization: Bearer KEY'.")]
-MaxBodyOpt = Annotated[float, opt.float_opt(
-    "--max-body-mb", help="Largest request body, MiB (larger: HTTP 413).", lo=0, hi=1024,
-    lo_open=True, metavar="MIB")]
-MaxPromptOpt = Annotated[int, opt.int_opt(
-    "--max-prompt-tokens", help="Longest prompt, tokens (longer: HTTP 413).", lo=1, hi=10_000_000)]
-DeadlineOpt = Annotated[float, opt.float_opt(
-    "--deadline-s", help="Wall seconds a request may run before it is cancelled (HTTP 504).", lo=0,
-    hi=86_400, lo_open=True, metavar="S")]
-
-
-def _installed(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
 EngineModelOpt = Annotated[str, typer.Option(
     "--engine-model", metavar="PATH_OR_ID",
     help="vllm: the weights to serve (default: the tiny test fixture).")]
 
 
 def _need_ray() -> None:
-    if not _installed("ray"):
+    if not installed("ray"):
         fail("Ray Serve is not installed: pip install 'omniplane[deploy]' (or make deploy-deps)")
 
 
@@ -95,8 +86,10 @@ def _workload(ref: str) -> ResolvedWorkload:
 
 def deploy(
     plan_file: PlanArg,
-    engine: Annotated[str, opt.choice_opt("--engine", help="Stage engine.", choices=ENGINES,
-                                          what="engine")] = "emulated",
+    engine: Annotated[str, opt.choice_opt(
+        "--engine", help="emulated (rehearsal: the simulator's engines), vllm (one LLM per node) or "
+        "vllm-omni (the export's Serve applications: vLLM-Omni's own servers behind the router).",
+        choices=ENGINES, what="engine")] = "emulated",
     engine_model: EngineModelOpt = "",
     address: Annotated[
         str | None,
@@ -112,16 +105,19 @@ def deploy(
     max_body_mb: MaxBodyOpt = MAX_BODY_BYTES / 2**20,
     max_prompt_tokens: MaxPromptOpt = MAX_PROMPT_TOKENS,
     deadline_s: DeadlineOpt = REQUEST_DEADLINE_S,
+    num_gpus: Annotated[int | None, opt.int_opt(
+        "--num-gpus", help="GPUs the local Ray node offers (Ray's --num-gpus; default: those Ray "
+        "detects).", lo=0, hi=4096)] = None,
     dashboard_host: Annotated[str | None, opt.host_opt(
         "--dashboard-host", help="Start Ray's dashboard (no authentication!) on this address; local "
                                  "clusters only (default: no dashboard).")] = None,
     config_dir: Annotated[Path, opt.out_dir_opt(
         "--config-dir", help="vllm-omni: where to write the deployment's files (as omniplane export "
-        "--target vllm-omni).")] = Path("vllm-omni-configs"),
+        "--target ray-serve).")] = Path("vllm-omni-configs"),
     dry_run: Annotated[
         bool,
         typer.Option(
-            "--dry-run", help="Show the deployments (and write vllm-omni configs) without starting Ray."
+            "--dry-run", help="Show the deployments (and write the vllm-omni files) without starting Ray."
         ),
     ] = False,
     json_out: JsonOpt = False,
@@ -147,12 +143,10 @@ def deploy(
                "it can run jobs on this cluster")
     if engine == "vllm" and time_scale != 1.0:
         fail(f"--time-scale {time_scale:g}: --engine vllm runs in real time, so the scale must be 1")
-    if engine == "vllm-omni" and not dry_run and address is None and not _installed("vllm_omni"):
-        # a local cluster's replicas import vllm_omni from this environment: refuse before Ray
-        # starts (a remote cluster's replicas may have it where this shell does not)
-        fail("--engine vllm-omni: the vllm-omni package is not installed in this environment "
-             "(pip install vllm-omni; make vllm-extra builds .venv-vllm with it); --dry-run writes the "
-             "stage configs without it, --engine emulated rehearses the plan")
+    if num_gpus is not None and address is not None:
+        fail("--num-gpus: the GPUs of an existing cluster (--address) are its nodes' own")
+    if engine == "vllm-omni" and not dry_run and address is None:
+        need_vllm_executable()  # the local replicas run it (a remote cluster's nodes may have it)
     guard = Guard.with_keys([api_key] if api_key else [], max_body_bytes=int(max_body_mb * 2**20),
                             max_prompt_tokens=max_prompt_tokens)
     plan = _plan(plan_file)
@@ -168,21 +162,16 @@ def deploy(
         for n in plan.spec.nodes
         for g, grp in enumerate(n.executors)
     ]
-    configs: list[str] = []
-    exported: list[str] = []
-    if engine == "vllm-omni":  # the files `omniplane export --target vllm-omni` writes
-        from omniplane.cli.export import export_files, write_files
-
-        ex, files = export_files(plan, "vllm-omni", None)
-        write_files(config_dir, files)
-        configs = [str(config_dir / f"{d.name}.yaml") for d in ex.deployments]
-        exported = [str(config_dir / name) for name in sorted(files)]
+    omni = None
+    if engine == "vllm-omni":  # the files `omniplane export --target ray-serve` writes
+        omni = omni_deploy(plan, guard, max_in_flight=max_in_flight, deadline_s=deadline_s,
+                           local=address is None and not dry_run, num_gpus=num_gpus, config_dir=config_dir)
     summary: dict[str, Any] = {
         "plan": plan.spec.name,
         "engine": engine,
         "deployments": deps,
-        "stage_configs": configs,
-        "export": exported,
+        "stage_configs": [str(config_dir / f"{a}.yaml") for a in omni.apps if a != "router"] if omni else [],
+        "export": [str(p) for p in omni.files] if omni else [],
         "url": f"http://{host}:{port}",
         "api_key": "required" if guard.keyed else "none (loopback only)",
         "limits": {"max_body_bytes": guard.max_body_bytes, "max_prompt_tokens": guard.max_prompt_tokens,
@@ -194,7 +183,7 @@ def deploy(
         _show_deployments(summary, json_out)
         return
     if address is None:  # the local cluster's proxy listens here: a port in use fails before Ray starts
-        _port_free(host, port)
+        port_free(host, port)
     _need_ray()
     from omniplane.deploy.cluster import check_reachable, prefer_loopback
 
@@ -214,16 +203,9 @@ def deploy(
             plan,
             DeployOptions(engine=engine, time_scale=time_scale, max_in_flight=max_in_flight,
                           deadline_s=deadline_s,
-                          config_dir=str(Path(config_dir).resolve()), guard=guard, engine_model=engine_model),
-            address, host, port, dashboard_host, summary, json_out,
+                          guard=guard, engine_model=engine_model),
+            address, host, port, dashboard_host, summary, json_out, omni, num_gpus,
         )
-
-
-def _port_free(host: str, port: int) -> None:
-    try:
-        opt.check_port_free(host, port)
-    except typer.BadParameter as exc:
-        fail(str(exc))
 
 
 def _show_deployments(summary: dict[str, Any], json_out: bool) -> None:
@@ -256,6 +238,8 @@ def _serve_forever(
     dashboard_host: str | None,
     summary: dict[str, Any],
     json_out: bool,
+    omni: OmniDeploy | None = None,
+    num_gpus: int | None = None,
 ) -> None:
     from omniplane.cli.errors import Interrupted, reclaim_signals, signals_taken_back
     from omniplane.deploy.cluster import STOP_WITHIN_S, ray_cluster
@@ -275,12 +259,22 @@ def _serve_forever(
     # that, it is an interruption (130 / 143).
     serving = False
     # the same rule when the stop deadline ends the process (a slow teardown under load)
-    cluster = ray_cluster(address, port=port, host=host, dashboard_host=dashboard_host,
+    extra: dict[str, Any] = {} if omni is None else {
+        "num_gpus": num_gpus, "resources": omni.local_resources, "apps": omni.apps}
+    cluster = ray_cluster(address, port=port, host=host, dashboard_host=dashboard_host, **extra,
                           guard_start=signals_taken_back, stop_within_s=STOP_WITHIN_S,
                           stop_status=lambda sig: 0 if serving else 128 + sig)
     try:
         with redirect_stdout(sys.stderr), cluster:
-            do_deploy(plan, options)
+            if omni is None:
+                do_deploy(plan, options)
+            else:
+                import ray
+
+                from omniplane.deploy.cluster import deploy_config
+
+                check_offer(omni, ray.nodes())  # type: ignore[no-untyped-call]
+                deploy_config(omni.doc, host=host, port=port)
             reclaim_signals()
             if json_out:
                 real_stdout.write(json.dumps(summary, indent=2, default=str) + "\n")
@@ -456,7 +450,7 @@ def rehearse(
     names = [n.name for n in plan.spec.nodes]
     if kill_replica not in (None, "auto") and kill_replica not in names:
         fail(f"--kill-replica {kill_replica!r}: the plan has nodes {', '.join(names)} (or auto)")
-    _port_free("127.0.0.1", port)
+    port_free("127.0.0.1", port)
     _need_ray()
     from omniplane.deploy.cluster import prefer_loopback
 

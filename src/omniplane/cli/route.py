@@ -9,17 +9,17 @@ from typing import Annotated, Any
 import typer
 
 from omniplane.cli import options as opt
-from omniplane.cli.deploy import (
+from omniplane.cli.errors import fail
+from omniplane.cli.output import notice
+from omniplane.cli.serving_options import (
     ApiKeyOpt,
     DeadlineOpt,
     MaxBodyOpt,
     MaxInFlightOpt,
     MaxPromptOpt,
-    _installed,
-    _port_free,
+    installed,
+    port_free,
 )
-from omniplane.cli.errors import fail
-from omniplane.cli.output import notice
 from omniplane.deploy.auth import API_KEY_ENV, MAX_BODY_BYTES, MAX_PROMPT_TOKENS, Guard, is_loopback
 from omniplane.deploy.conn_watch import IDLE_S, close_idle
 from omniplane.deploy.gateway_health import EJECT_AFTER, EJECT_BASE_S, EJECT_MAX_S, PROBE_INTERVAL_S
@@ -79,12 +79,12 @@ def route(
     if not is_loopback(host) and not api_key:
         fail(f"--host {host}: binding beyond loopback lets anyone who can reach the port send work; "
              f"give --api-key KEY (or set {API_KEY_ENV}), or bind 127.0.0.1")
-    if not (_installed("starlette") and _installed("uvicorn")):
+    if not (installed("starlette") and installed("uvicorn")):
         fail("the router needs starlette and uvicorn: pip install 'omniplane[deploy]'")
     from omniplane.deploy.routing import load_routing
 
     routing = load_routing(routing_file)
-    _port_free(host, port)
+    port_free(host, port)
     import uvicorn
 
     from omniplane.deploy.gateway import Gateway, GatewayOptions

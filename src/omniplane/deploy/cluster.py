@@ -64,6 +64,7 @@ def check_reachable(address: str, timeout_s: float = ADDRESS_TIMEOUT_S) -> None:
 
 APP = "omniplane"
 READY_TIMEOUT_S = 600  # assumption: generous for 17 replica processes starting on 2 busy cores
+OMNI_READY_S = 2400.0  # vLLM-Omni deployments: omni_process.STARTUP_TIMEOUT_S (30 min) + 10 min of placement
 # Ray Serve's controller marks its HTTP proxy unhealthy, kills it and starts another when the proxy
 # is not ready within RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S (default 5 s) of starting, or misses
 # RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S (default 10 s) health checks (ray.serve._private.constants,
@@ -88,6 +89,9 @@ def ray_cluster(
     port: int = 8000,
     host: str = LOOPBACK,
     num_cpus: int | None = None,
+    num_gpus: int | None = None,
+    resources: dict[str, float] | None = None,
+    apps: tuple[str, ...] = (APP,),
     quiet: bool = True,
     dashboard_host: str | None = None,
     guard_start: Callable[[], AbstractContextManager[Any]] = nullcontext,
@@ -105,7 +109,10 @@ def ray_cluster(
     omniplane application. ``stop_within_s`` (a local cluster it starts): SIGINT or SIGTERM
     ends the process within that many seconds, its Ray processes killed, even while the main
     thread is blocked inside Ray and the signal's handler cannot run (deploy/reap.py
-    ``deadline_on_signal``), with status ``stop_status(signal)`` (default 128 + the signal)."""
+    ``deadline_on_signal``), with status ``stop_status(signal)`` (default 128 + the signal).
+    ``num_gpus`` / ``resources``: what a local node offers (Ray's ``--num-gpus`` / ``--resources``;
+    GPUs default to those Ray detects); ``apps``: the Serve applications deleted on leaving a
+    cluster this process joined."""
     import ray
 
     started = not ray.is_initialized()
@@ -116,13 +123,14 @@ def ray_cluster(
     deadline = (deadline_on_signal(before, stop_within_s, status=stop_status)
                 if local and stop_within_s else None)
     with deadline or nullcontext():
-        yield from _run(started, address, before, port=port, host=host, num_cpus=num_cpus, quiet=quiet,
-                        dashboard_host=dashboard_host, guard_start=guard_start)
+        yield from _run(started, address, before, port=port, host=host, quiet=quiet,
+                        dashboard_host=dashboard_host, guard_start=guard_start, apps=apps,
+                        offer={"num_cpus": num_cpus, "num_gpus": num_gpus, "resources": resources})
 
 
 def _run(started: bool, address: str | None, before: set[Proc], *, port: int, host: str,
-         num_cpus: int | None, quiet: bool, dashboard_host: str | None,
-         guard_start: Callable[[], AbstractContextManager[Any]]) -> Iterator[None]:
+         quiet: bool, dashboard_host: str | None, guard_start: Callable[[], AbstractContextManager[Any]],
+         apps: tuple[str, ...], offer: dict[str, Any]) -> Iterator[None]:
     import ray
     from ray import serve
 
@@ -130,7 +138,7 @@ def _run(started: bool, address: str | None, before: set[Proc], *, port: int, ho
     try:
         if started:
             with guard_start():
-                _init_local_or_join(address, quiet, dashboard_host, num_cpus)
+                _init_local_or_join(address, quiet, dashboard_host, offer)
         _start_serve(host, port)
         yield
         failed = False
@@ -143,7 +151,8 @@ def _run(started: bool, address: str | None, before: set[Proc], *, port: int, ho
                 if not failed:
                     serve.shutdown()  # type: ignore[no-untyped-call]
             else:
-                serve.delete(APP)
+                for name in apps:
+                    serve.delete(name)
         except Exception:
             log.warning("Ray Serve did not shut down cleanly", exc_info=True)
         finally:
@@ -162,7 +171,7 @@ def _run(started: bool, address: str | None, before: set[Proc], *, port: int, ho
 
 
 def _init_local_or_join(address: str | None, quiet: bool, dashboard_host: str | None,
-                        num_cpus: int | None) -> None:
+                        offer: dict[str, Any]) -> None:
     import ray
 
     if address is None and ray.util.get_node_ip_address() != LOOPBACK:  # type: ignore[no-untyped-call]
@@ -179,7 +188,8 @@ def _init_local_or_join(address: str | None, quiet: bool, dashboard_host: str | 
         "logging_level": logging.WARNING if quiet else logging.INFO,
     }
     if address is None:
-        kwargs.update(_node_ip_address=LOOPBACK, num_cpus=num_cpus or os.cpu_count() or 2)
+        kwargs.update(_node_ip_address=LOOPBACK, num_cpus=offer.get("num_cpus") or os.cpu_count() or 2)
+        kwargs.update({k: offer[k] for k in ("num_gpus", "resources") if offer.get(k) is not None})
         if dashboard_host is not None:
             kwargs["dashboard_host"] = dashboard_host
     else:
@@ -266,14 +276,36 @@ def deploy(plan: ResolvedPlan, options: DeployOptions, *, route_prefix: str = "/
     return opts
 
 
-def _wait_running(timeout_s: float) -> None:
+def deploy_config(config: dict[str, Any], *, host: str, port: int,
+                  timeout_s: float = OMNI_READY_S) -> list[str]:
+    """Submit a ``serve deploy`` document (omniplane.deploy.export_ray.serve_config) the way Ray's
+    own ``serve run CONFIG`` does: checked against Ray's ``ServeDeploySchema``, then handed to the
+    Serve controller, which builds and places every application; blocks until all run. Its
+    ``http_options`` become this proxy's ``host:port``. Returns the application names."""
+    from ray.serve.context import _get_global_client
+    from ray.serve.schema import ServeDeploySchema
+
+    schema = ServeDeploySchema.model_validate({**config, "http_options": {"host": host, "port": port}})
+    client = _get_global_client()
+    assert client is not None  # Serve runs (_start_serve)
+    client.deploy_apps(schema, _blocking=False)
+    names = [a.name for a in schema.applications]
+    _wait_running(timeout_s, names)
+    return names
+
+
+def _wait_running(timeout_s: float, names: list[str] | None = None) -> None:
     from ray import serve
 
     def running() -> bool:
-        app = serve.status().applications.get(APP)
-        if app is not None and app.status in ("DEPLOY_FAILED", "UNHEALTHY"):
-            raise RuntimeError(f"deployment failed: {app.message}")
-        return app is not None and app.status == "RUNNING"
+        apps = serve.status().applications
+        for name in names or [APP]:
+            app = apps.get(name)
+            if app is not None and app.status in ("DEPLOY_FAILED", "UNHEALTHY"):
+                raise RuntimeError(f"deployment failed: {name}: {app.message}")
+            if app is None or app.status != "RUNNING":
+                return False
+        return True
 
     _wait_until(running, timeout_s, "the application was not running")
 

@@ -2,8 +2,6 @@
 
 ``emulated``   :class:`omniplane.deploy.stage.StageHost`: the performance model's service times
                with real batching and queueing on CPU (the simulator's engines in real time).
-``vllm-omni``  :class:`omniplane.deploy.vllm_omni.VllmOmniStage`: vLLM-Omni stage engines on the
-               replica's GPUs, configured from the plan (imports ``vllm_omni`` when built).
 ``vllm``       :class:`omniplane.deploy.vllm_engine.VllmStage`: one real vLLM engine (``AsyncLLM``)
                per replica for nodes that host one LLM, e.g. the tiny fixture on vLLM's CPU build
                (imports ``vllm`` when built).
@@ -19,7 +17,8 @@ if TYPE_CHECKING:  # annotations only: the CLI imports ENGINES at start-up, and 
     from omniplane.deploy.messages import OpenOrder, Released, StageEvent
     from omniplane.spec import ResolvedPlan
 
-ENGINES = ("emulated", "vllm-omni", "vllm")  # the one list: `deploy --engine` offers these
+ENGINES = ("emulated", "vllm-omni", "vllm")  # the one list `deploy --engine` offers
+STAGE_ENGINES = ("emulated", "vllm")  # vllm-omni: the runtime's own servers (cli/deploy_omni.py)
 
 
 class StageEngine(Protocol):
@@ -40,7 +39,6 @@ def make_stage_engine(
     clock: VirtualClock,
     *,
     replica: str = "",
-    config_dir: str = "",
     engine_model: str = "",
 ) -> StageEngine:
     pnode = plan.spec.node(node)
@@ -59,12 +57,8 @@ def make_stage_engine(
             clock,
             replica=replica,
         )
-    if name == "vllm-omni":
-        from omniplane.deploy.vllm_omni import VllmOmniStage
-
-        return VllmOmniStage(plan, node, group, replica=replica, config_dir=config_dir)
     if name == "vllm":
         from omniplane.deploy.vllm_engine import VllmStage
 
         return VllmStage(plan, node, group, clock, replica=replica, model=engine_model)
-    raise ValueError(f"unknown engine {name!r} (expected one of: {', '.join(ENGINES)})")
+    raise ValueError(f"unknown stage engine {name!r} (expected one of: {', '.join(STAGE_ENGINES)})")

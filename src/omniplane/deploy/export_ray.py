@@ -72,9 +72,11 @@ def kind_resource(kind: str) -> str:
     return KIND_RESOURCE.format(kind=kind)
 
 
-def serve_config(plan: ResolvedPlan, ex: OmniExport, *, kinds: bool = False) -> dict[str, Any]:
+def serve_config(plan: ResolvedPlan, ex: OmniExport, *, kinds: bool = False,
+                 cpus_per_gpu: float = CPUS_PER_GPU) -> dict[str, Any]:
     """The ``serve deploy`` document (module docstring); ``kinds``: each deployment also asks for
-    its GPU kind's resource (the RayService's nodes offer it)."""
+    its GPU kind's resource (the RayService's nodes offer it); ``cpus_per_gpu``: CPU cores a
+    replica reserves per GPU."""
     apps: list[dict[str, Any]] = []
     for i, d in enumerate(ex.deployments):
         doc = ex.configs[d.name]
@@ -105,7 +107,7 @@ def serve_config(plan: ResolvedPlan, ex: OmniExport, *, kinds: bool = False) -> 
                 "health_check_period_s": 10,
                 "health_check_timeout_s": 30,
                 "graceful_shutdown_timeout_s": 30,
-                "ray_actor_options": {"num_gpus": len(p.gpus), "num_cpus": CPUS_PER_GPU * len(p.gpus),
+                "ray_actor_options": {"num_gpus": len(p.gpus), "num_cpus": cpus_per_gpu * len(p.gpus),
                                       "resources": {host_resource(p.host): 0.001, **(
                                           {kind_resource(kind_of(plan, ex, p.host)): len(p.gpus)}
                                           if kinds else {})}},

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -57,6 +58,17 @@ def child_env(api_key_env: str | None, *, api: bool,
     return env
 
 
+def _port_free(host: str, port: int) -> None:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # what vLLM's own server sets
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise OmniProcessError(f"port {port} on {host} is in use ({exc.strerror}): another server "
+                                   "holds this deployment's port") from None
+
+
 class OmniProcess:
     """A ``vllm serve ... --omni`` child process (module docstring)."""
 
@@ -69,6 +81,8 @@ class OmniProcess:
         self.dir = Path(tempfile.mkdtemp(prefix="omniplane-omni-"))
         self.config = self.dir / "deploy.yaml"
         self.config.write_text(yaml.safe_dump(deploy_config, sort_keys=False))
+        if port is not None:
+            _port_free(host, port)  # else a server already there would pass for this one's /health
         exe = os.environ.get(VLLM_ENV) or shutil.which("vllm")
         if exe is None:
             raise OmniProcessError("no `vllm` executable on PATH: install vllm-omni 0.30 on this node")

@@ -33,6 +33,7 @@ from ray import serve
 from ray.serve import Application
 
 from omniplane.deploy.omni_process import STARTUP_TIMEOUT_S, OmniProcess, child_env
+from omniplane.deploy.replica_bind import replica_grpc_on_node_address
 
 MASTER_LOOKUP_S = 600.0  # assumption: the head host's Ray node joins within 10 minutes
 
@@ -82,6 +83,7 @@ class OmniStage:
 
     def __init__(self, model: str, deploy_config: dict[str, Any], processes: list[dict[str, Any]],
                  master_resource: str, master_port: int, api_key_env: str | None = None) -> None:
+        replica_grpc_on_node_address()
         self.procs = _headless(model, deploy_config, processes, node_with(master_resource), master_port,
                                api_key_env)
 
@@ -100,6 +102,7 @@ class OmniServer:
                  host: str | None = None, startup_timeout_s: float = STARTUP_TIMEOUT_S,
                  distributed: dict[str, Any] | None = None, stages: list[Any] | None = None,
                  api_key_env: str | None = None) -> None:
+        replica_grpc_on_node_address()
         env = child_env(api_key_env, api=True)  # before anything starts: an unset key fails here
         host = host or node_ip()
         extra: list[str] = []

@@ -21,17 +21,17 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from omniplane.deploy import api
 from omniplane.deploy.asgi import read_body, unless_disconnected
-from omniplane.deploy.auth import Guard, Refused, is_loopback
+from omniplane.deploy.auth import Guard, Refused
 from omniplane.deploy.clock import VirtualClock
 from omniplane.deploy.engines import make_stage_engine
 from omniplane.deploy.ingress import REQUEST_DEADLINE_S, IngressCore, Overloaded
 from omniplane.deploy.messages import OpenOrder, Released, StageEvent
 from omniplane.deploy.orchestrator import Orchestrator, deployment_name
+from omniplane.deploy.replica_bind import replica_grpc_on_node_address
 from omniplane.spec import ResolvedPlan
 
 NODE_MAX_ONGOING = 100_000  # sessions queue inside the stage engine, never in Serve
 INGRESS_SLACK = 64  # Serve-level headroom above the ingress's own admission limit
-GRPC_BIND = "add_port_to_grpc_server"  # what ray/serve/_private/replica.py binds its gRPC server with
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,6 @@ class DeployOptions:
     max_attempts: int = 4  # sessions tried per node per request (first try + retries)
     ingress_replicas: int = 1
     seed: int = 0
-    config_dir: str = ""  # vllm-omni: where the replicas read/write their stage configs
     guard: Guard = field(default_factory=Guard)  # API-key digests and request limits (deploy/auth.py)
     engine_model: str = ""  # vllm: the weights each replica loads (default: the tiny fixture's)
 
@@ -56,28 +55,6 @@ class DeployOptions:
 
 
 ROUTER = "omniplane.deploy.router.AffinityRouter"
-
-
-def replica_grpc_on_node_address() -> None:
-    """Ray Serve 2.60 starts each replica's inter-deployment gRPC server on ``[::]:0``, every
-    interface (``Replica._on_initialized`` in ray/serve/_private/replica.py; no option), after
-    the replica's constructor ran. Called from the constructor: on a node whose address is
-    loopback (a local cluster, omniplane.deploy.cluster), that server binds to the node address
-    instead, which is where the other replicas reach it."""
-    import ray
-    from ray.serve._private import replica
-
-    node = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
-    add: Any = getattr(replica, GRPC_BIND)
-    if not is_loopback(node) or getattr(add, "on_node_address", False):
-        return
-
-    def on_node(server: Any, address: str) -> int:
-        port: int = add(server, address.replace("[::]", node, 1) if address.startswith("[::]:") else address)
-        return port
-
-    on_node.on_node_address = True  # type: ignore[attr-defined]
-    setattr(replica, GRPC_BIND, on_node)
 
 
 class NodeReplica:
@@ -93,7 +70,6 @@ class NodeReplica:
             group,
             options.clock,
             replica=ctx.replica_id.unique_id,
-            config_dir=options.config_dir,
             engine_model=options.engine_model,
         )
 

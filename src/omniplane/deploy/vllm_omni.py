@@ -1,4 +1,4 @@
-"""vLLM-Omni deploy configs for each plan node, and the replica that runs them.
+"""vLLM-Omni deploy configs for each plan node.
 
 vLLM-Omni runs a model as *stages* (thinker, talker, code2wav, DiT), a fixed pipeline topology
 per model plus a deploy YAML of per-stage placement and limits (the catalog's stock layout,
@@ -18,29 +18,21 @@ the thinker stage as stock: vLLM-Omni 0.30's loader rejects a per-stage ``ec_tra
 file). Edges to stages on other nodes name a Mooncake connector (``input_connectors`` /
 ``output_connectors`` with the connector under top-level ``connectors``).
 
-The replica (:class:`VllmOmniStage`) builds vLLM-Omni's ``AsyncOmni`` from its file and maps a
-session onto it: the request's work becomes a token prompt and per-stage sampling limits, the
-requested output modality selects the final stage, and the stage outputs become the session's
-``first`` / ``done`` / ``end`` events. That works for a node that hosts a whole pipeline. A node
-holding part of one (the catalog's 3-node Qwen3-Omni plan splits encoders, thinker and
-talker + code2wav) would need vLLM-Omni's distributed stages (a head orchestrator and
-``--headless --stage-id`` processes), which this replica does not drive: its sessions fail with
-that reason. The cross-node connector entries are unverified (no GPU and no Mooncake here);
-the files say so in their header.
+What runs these files is vLLM-Omni itself (``vllm serve MODEL --omni``, started by
+:mod:`omniplane.deploy.omni_server` on Ray or by the export's launch scripts): the runtime
+orchestrates its stages. The cross-node connector entries are unverified (no GPU and no Mooncake
+here); the files say so in their header.
 """
 
 from __future__ import annotations
 
 import copy
 import os
-import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from omniplane.deploy.messages import DONE, END, FAILED, FIRST, OPENED, OpenOrder, Released, StageEvent
 from omniplane.spec import ComponentKind, ResolvedPlan
 from omniplane.spec.layout import LayoutStage, VllmOmniLayout, layout_models
 from omniplane.spec.load import load_layout
@@ -261,136 +253,3 @@ def _dump(doc: dict[str, Any]) -> str:
     head = "".join(f"# {k}: {v}\n" for k, v in meta.items() if k not in ("memory", "memory_table"))
     head += "".join(f"# {line}\n" for line in meta.get("memory_table", "").splitlines())
     return head + yaml.safe_dump(loader_document(doc), sort_keys=False, default_flow_style=None, width=110)
-
-
-def session_inputs(
-    order: OpenOrder, layout: VllmOmniLayout, vocab: int
-) -> tuple[dict[str, Any], dict[int, int], str]:
-    """(token prompt, max_tokens per LLM stage, output modality) for one session: the thinker's
-    prompt and output tokens from the request's work, the talker's output tokens (its codec
-    steps) when the request continues to speech."""
-    out = order.type.rsplit("2", 1)[-1] if "2" in order.type else "t"
-    modality = {"t": "text", "a": "audio", "i": "image"}.get(out[:1], "text")
-    prompt_len = max_tokens = 1
-    limits: dict[int, int] = {}
-    for st in layout.stages:
-        work = {k: v for c in st.components for k, v in order.work.get(c, {}).items()}
-        if st.execution == "llm_ar":
-            if not st.input_sources:
-                prompt_len = max(1, int(sum(v for k, v in work.items() if k.endswith("prompt_tokens")) or 1))
-            max_tokens = max(1, int(work.get("output_tokens", 1) or 1))
-            limits[st.stage_id] = max_tokens
-    tokens = [1 + (order.rid * 7919 + i * 104729) % max(1, vocab - 1) for i in range(prompt_len)]
-    return {"prompt_token_ids": tokens}, limits, modality
-
-
-class VllmOmniStage:
-    """A replica running its node's vLLM-Omni pipeline (needs the ``vllm_omni`` package; GPUs
-    for real models, a CPU build of vLLM for tiny ones)."""
-
-    def __init__(
-        self,
-        plan: ResolvedPlan,
-        node: str,
-        group: int,
-        *,
-        replica: str = "",
-        config_dir: str = "",
-        model: str | None = None,
-        vocab: int = 1024,
-    ) -> None:
-        try:
-            from vllm_omni.entrypoints import AsyncOmni
-        except ImportError as exc:
-            raise RuntimeError(
-                "the vllm-omni engine needs the vllm-omni package on the replica's "
-                "machine (pip install vllm-omni); use --engine emulated to rehearse"
-            ) from exc
-        from omniplane.deploy.orchestrator import deployment_name
-        from omniplane.vllm.omni_pipelines import register
-
-        register()  # before AsyncOmni resolves the file's pipeline key (plugins load later)
-        self.plan, self.node, self.replica, self.vocab = plan, node, replica, vocab
-        self.layout = _layout(plan)
-        doc = node_stage_config(plan, node, group)
-        self.stage_ids = doc["omniplane"]["stage_ids"]
-        self.whole = self.stage_ids == [s.stage_id for s in self.layout.stages]
-        self.path = Path(config_dir or ".") / f"{deployment_name(node, group)}.yaml"
-        self.path.write_text(_dump(doc))
-        self.sessions = 0
-        self.omni: Any = None
-        if self.whole:
-            self.omni = AsyncOmni(model=model or doc["omniplane"]["model"], deploy_config=str(self.path))
-
-    def _components(self, stage_id: int) -> list[str]:
-        return [
-            c
-            for c in self.layout.stages[stage_id].components
-            if c in self.plan.spec.node(self.node).components
-        ]
-
-    async def open(self, order: OpenOrder) -> AsyncIterator[StageEvent]:
-        yield StageEvent(OPENED, info={"replica": self.replica})
-        if not self.whole:
-            yield StageEvent(
-                FAILED,
-                order.comps[0] if order.comps else "",
-                0.0,
-                {
-                    "reason": (
-                        f"node {self.node!r} runs stages {self.stage_ids} of {self.plan.model.name}'s "
-                        "vLLM-Omni pipeline; a pipeline split across nodes needs vLLM-Omni's distributed "
-                        "stages (a head orchestrator and --headless --stage-id processes), which this "
-                        "replica does not drive"
-                    )
-                },
-            )
-            return
-        from vllm.sampling_params import SamplingParams
-
-        prompt, limits, modality = session_inputs(order, self.layout, self.vocab)
-        params = list(self.omni.default_sampling_params_list)
-        for sid, n in limits.items():
-            if isinstance(params[sid], SamplingParams):
-                params[sid] = params[sid].clone()
-                params[sid].max_tokens, params[sid].ignore_eos = n, True
-        start, first, done = time.monotonic(), set(), set()
-        self.sessions += 1
-        try:
-            async for out in self.omni.generate(
-                prompt,
-                request_id=f"{order.rid}-{order.attempt}",
-                sampling_params_list=params,
-                output_modalities=[modality],
-            ):
-                sid = int(getattr(out, "stage_id", 0) or 0)
-                t = order.arrival + time.monotonic() - start
-                if sid not in first:
-                    first.add(sid)
-                    for c in self._components(sid)[-1:]:
-                        yield StageEvent(FIRST, c, t)
-                if getattr(out, "finished", False) and sid not in done:
-                    done.add(sid)
-                    for c in self._components(sid):
-                        yield StageEvent(DONE, c, t)
-        except Exception as exc:  # a failed request must reach the ingress as a failure
-            yield StageEvent(
-                FAILED, order.comps[0] if order.comps else "", 0.0, {"reason": f"vllm-omni: {exc}"}
-            )
-            return
-        yield StageEvent(END, "", order.arrival + time.monotonic() - start)
-
-    def release(self, rid: int, rel: Released) -> bool:
-        return False  # whole pipelines only: nothing arrives from other nodes
-
-    def upstream_done(self, rid: int, comp: str) -> bool:
-        return False
-
-    def stats(self) -> dict[str, Any]:
-        return {
-            "replica": self.replica,
-            "engine": "vllm-omni",
-            "stages": self.stage_ids,
-            "sessions": self.sessions,
-            "config": str(self.path),
-        }
