@@ -38,7 +38,7 @@ from omniplane.loadgen.metrics import summarize
 from omniplane.perf import CostModel
 from omniplane.sim import simulate
 from omniplane.slo.resolve import targets_for
-from omniplane.spec import SoloMultiplierSLO, find_catalog_workload, load_plan, load_workload
+from omniplane.spec import SLOChoice, SoloMultiplierSLO, find_catalog_workload, load_plan, load_workload
 from omniplane.spec.catalog import catalog_dir
 
 PLAN = catalog_dir() / "plans" / "qwen3-omni-16xa100-cornfigurator.yaml"
@@ -110,7 +110,8 @@ def rehearsals(rate: float = RATE) -> None:
     assert path is not None
     wl = load_workload(path)
     for kill in (None, "auto"):
-        cfg = RehearsalConfig(duration_s=60.0, time_scale=10.0, rate=rate, kill=kill, port=8142, slo=SLO)
+        cfg = RehearsalConfig(duration_s=60.0, time_scale=10.0, rate=rate, kill=kill, port=8142,
+                              slo=SLOChoice(base=SLO))
         out = rehearse(plan, wl, cfg)
         keys = (
             "sent",
