@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from omniplane.cli.app import app
 from omniplane.deploy.omni_process import VLLM_ENV, OmniProcess, OmniProcessError, child_env
+from tests.deploy.plans import mixed_plan_file
 
 serve_schema = pytest.importorskip("ray.serve.schema")
 QWEN3 = Path(__file__).parent / "qwen3-omni-2dep.yaml"
@@ -80,24 +81,10 @@ def _start_resources(group: dict) -> dict:  # type: ignore[type-arg]
     return dict(json.loads(text[1:-1].replace('\\"', '"')))
 
 
-def _mixed_plan(tmp_path: Path) -> Path:
-    """The thinker stage (with its encoders) on H100, talker + code2wav on L40S (plan --inventory's
-    shape: a per-group gpu)."""
-    front = ["image_encoder", "video_encoder", "audio_encoder", "thinker"]
-    doc = {"kind": "plan", "name": "mixed", "model": "qwen3-omni", "gpu": "H100", "nodes": [
-        {"name": "front", "components": front, "executors": [{"count": 2, "tp": 1, "max_batch": 16}]},
-        {"name": "back", "components": ["talker", "code2wav"], "sharing": "timeslice",
-         "executors": [{"count": 3, "tp": 1, "max_batch": 32, "gpu": "L40S"}]}],
-        "routes": {t: [{"nodes": ["front", "back"] if t.endswith("2a") else ["front"], "p": 1.0}]
-                   for t in ("ti2t", "tiv2t", "tia2t", "tiva2t", "ti2a", "tiv2a", "tia2a", "tiva2a")}}
-    path = tmp_path / "mixed.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
-
-
 def test_a_plan_on_two_gpu_kinds_puts_each_deployment_on_its_kind(tmp_path: Path) -> None:
     out = tmp_path / "kuberay"
-    res = runner.invoke(app, ["export", str(_mixed_plan(tmp_path)), "--target", "kuberay", "--out", str(out)])
+    res = runner.invoke(app, ["export", str(mixed_plan_file(tmp_path)), "--target", "kuberay", "--out",
+                              str(out)])
     assert res.exit_code == 0, res.output
     svc = yaml.safe_load((out / "rayservice.yaml").read_text())
     serve = yaml.safe_load(svc["spec"]["serveConfigV2"])
@@ -121,7 +108,7 @@ def test_a_plan_on_two_gpu_kinds_puts_each_deployment_on_its_kind(tmp_path: Path
             asked.append(kind_of[host])
     assert sorted(set(asked)) == ["H100-SXM", "L40S"]  # the head on H100, the talker stages on L40S
     serve_out = tmp_path / "serve"  # the ray-serve target pins by host only (the operator starts the nodes)
-    res = runner.invoke(app, ["export", str(_mixed_plan(tmp_path)), "--target", "ray-serve", "--out",
+    res = runner.invoke(app, ["export", str(mixed_plan_file(tmp_path)), "--target", "ray-serve", "--out",
                               str(serve_out)])
     assert res.exit_code == 0, res.output
     pinned = yaml.safe_load((serve_out / "serve-config.yaml").read_text())
@@ -301,7 +288,8 @@ def test_a_kind_without_a_product_label_is_refused_naming_it(
     bare = cat.model_copy(update={"gpus": gpus})
     monkeypatch.setattr(export_ray, "load_gpus", lambda: bare)
     out = tmp_path / "x"
-    res = runner.invoke(app, ["export", str(_mixed_plan(tmp_path)), "--target", "kuberay", "--out", str(out)])
+    res = runner.invoke(app, ["export", str(mixed_plan_file(tmp_path)), "--target", "kuberay", "--out",
+                              str(out)])
     assert res.exit_code == 2 and "GPU kind L40S" in res.output, res.output
     assert "gpu_product_label" in res.output and not out.exists()
 

@@ -41,10 +41,21 @@ def _key_env(value: Any) -> str:
         raise typer.BadParameter(str(exc)) from None
 
 
-def export_files(plan: ResolvedPlan, target: str, hosts: str | None,
-                 key_env: str | None = None) -> tuple[OmniExport, dict[str, str]]:
+def _key_secret(value: Any) -> str:
+    from omniplane.deploy.export_ray import key_secret
+
+    try:
+        key_secret(str(value))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    return str(value)
+
+
+def export_files(plan: ResolvedPlan, target: str, hosts: str | None, key_env: str | None = None,
+                 key_secret: str | None = None) -> tuple[OmniExport, dict[str, str]]:
     """(the vLLM-Omni export, file name -> text) of ``plan`` for ``target``; a clear user error
-    when the plan cannot run there. ``deploy --engine vllm-omni`` writes the same files."""
+    when the plan cannot run there. ``deploy --engine vllm-omni`` writes the same files.
+    ``key_secret``: kuberay's ``NAME[/KEY]`` (default ``omniplane-upstream-key/api-key``)."""
     from omniplane.deploy.export_omni import export_vllm_omni
     from omniplane.deploy.placement import Hosts
 
@@ -54,7 +65,7 @@ def export_files(plan: ResolvedPlan, target: str, hosts: str | None,
         if target != "vllm-omni":
             from omniplane.deploy.export_ray import ray_files
 
-            files.update(ray_files(plan, ex, target))
+            files.update(ray_files(plan, ex, target, _secret(key_secret)))
     except ValueError as exc:
         fail(str(exc))
     return ex, files
@@ -69,10 +80,16 @@ def write_files(out: Path, files: dict[str, str]) -> None:
 
 
 def write_export(plan_file: Path, target: str, hosts: str | None, out: Path,
-                 key_env: str | None = None) -> dict[str, Any]:
-    """Write the export of ``plan_file`` for ``target`` into ``out``; the summary shown."""
+                 key_env: str | None = None, key_secret: str | None = None) -> dict[str, Any]:
+    """Write the export of ``plan_file`` for ``target`` into ``out``; the summary shown. A user
+    error naming ``--upstream-key-secret`` when given for another target or without a key."""
+    if key_secret is not None and target != "kuberay":
+        fail(f"--upstream-key-secret: only for --target kuberay, not {target} (the RayService's pods read "
+             "the key from that Secret)")
+    if key_secret is not None and key_env is None:
+        fail("--upstream-key-secret needs --upstream-key-env NAME: the pods get the Secret's key as NAME")
     plan = load_plan(plan_file)
-    ex, files = export_files(plan, target, hosts, key_env)
+    ex, files = export_files(plan, target, hosts, key_env, key_secret)
     write_files(out, files)
     return {
         "plan": plan.spec.name,
@@ -83,7 +100,14 @@ def write_export(plan_file: Path, target: str, hosts: str | None, out: Path,
                                  "hosts": ex.placement.hosts_of(d.name)} for d in ex.deployments},
         "routing": {t: {s.deployment: s.p for s in shares} for t, shares in ex.routing.types.items()},
         "upstream_key_env": key_env,
+        **({"upstream_key_secret": "/".join(_secret(key_secret))} if target == "kuberay" and key_env else {}),
     }
+
+
+def _secret(text: str | None) -> tuple[str, str]:
+    from omniplane.deploy.export_ray import KEY_SECRET, key_secret
+
+    return KEY_SECRET if text is None else key_secret(text)
 
 
 def export(
@@ -100,6 +124,10 @@ def export(
         "--upstream-key-env", help="Environment variable holding the deployments' API key: the routing "
         "file names it (api_key_env) and each vLLM server gets it as VLLM_API_KEY; never written.",
         parser=_key_env, metavar="NAME")] = None,
+    key_secret: Annotated[str | None, opt.option(
+        "--upstream-key-secret", help="kuberay: the Kubernetes Secret, and its key, the pods read "
+        "--upstream-key-env's key from (default omniplane-upstream-key/api-key).",
+        parser=_key_secret, metavar="NAME[/KEY]")] = None,
     json_out: Annotated[bool, opt.json_opt()] = False,
 ) -> None:
     """Write a plan's deployment: per vLLM-Omni deployment a deploy YAML and the launch commands
@@ -108,7 +136,7 @@ def export(
     The plan must be a set of whole vLLM-Omni pipelines (made with --runtime vllm-omni); any other
     is refused naming the node and what it lacks.
     """
-    summary = write_export(plan_file, target, hosts, out, key_env)
+    summary = write_export(plan_file, target, hosts, out, key_env, key_secret)
     if json_out:
         print_json(summary)
         return

@@ -31,8 +31,14 @@ Keys (``export --upstream-key-env NAME``): each application's args and the route
 document carry only the name ``NAME``. On ``serve deploy`` the operator sets ``NAME`` in the
 environment ``ray start`` runs in on every node (Ray's workers inherit it; a ``runtime_env``
 would write the key into the config); ``OmniServer`` passes it to its API server as
-``VLLM_API_KEY``. The RayService sets ``NAME`` in every pod from the Kubernetes Secret
-``omniplane-upstream-key``, key ``api-key`` (``valueFrom.secretKeyRef``).
+``VLLM_API_KEY``. The RayService sets ``NAME`` in every pod from a Kubernetes Secret
+(``valueFrom.secretKeyRef``): ``omniplane-upstream-key``, key ``api-key``, or the one
+``export --upstream-key-secret NAME[/KEY]`` names (:func:`key_secret`).
+
+The head's dashboard listens on every interface of its pod (``dashboard-host: 0.0.0.0``,
+KubeRay's own default): the RayService controller submits ``serveConfigV2`` to it and polls
+Serve's status through the head's Service, from the operator's pod. Ray's dashboard has no
+authentication: restrict port 8265 to the operator with a NetworkPolicy.
 """
 
 from __future__ import annotations
@@ -56,7 +62,25 @@ KIND_RESOURCE = "gpu_{kind}"  # a KubeRay node's GPUs of one catalog kind, as a 
 PRODUCT_LABEL = "nvidia.com/gpu.product"  # GPU feature discovery's node label (catalog gpu_product_label)
 CPUS_PER_GPU = 4  # assumption: CPU cores per GPU for a replica (tokenisation, stage processes)
 MEMORY_PER_GPU_GI = 64  # assumption: host memory per GPU (checkpoint loading, shared-memory connectors)
-KEY_SECRET = ("omniplane-upstream-key", "api-key")  # the Kubernetes Secret (name, key) holding the key
+KEY_SECRET = ("omniplane-upstream-key", "api-key")  # the default Kubernetes Secret (name, key) of the key
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+SECRET_NAME = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")  # Kubernetes: a DNS subdomain (RFC 1123)
+SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")  # Kubernetes: a ConfigMap / Secret data key
+
+
+def key_secret(text: str) -> tuple[str, str]:
+    """``NAME[/KEY]`` (``export --upstream-key-secret``) as the Secret's (name, key), the key
+    ``api-key`` when not given; ValueError saying what Kubernetes accepts (its rules for a
+    Secret's name, a DNS subdomain, and for a data key)."""
+    name, slash, key = text.partition("/")
+    key = key if slash else KEY_SECRET[1]
+    if len(name) > 253 or not SECRET_NAME.fullmatch(name):
+        raise ValueError(f"{name!r} is not a Kubernetes Secret name (expected lowercase letters, digits, "
+                         "'-' and '.', starting and ending with a letter or digit, at most 253 characters)")
+    if len(key) > 253 or not SECRET_KEY.fullmatch(key) or key == "." or key.startswith(".."):
+        raise ValueError(f"key {key!r} is not a Secret data key (expected letters, digits, '-', '_' and "
+                         "'.', at most 253 characters, not '.' and not starting with '..')")
+    return name, key
 
 
 def host_resource(host: str) -> str:
@@ -124,11 +148,13 @@ def _k8s_name(text: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:50] or "plan"
 
 
-def ray_service(plan: ResolvedPlan, ex: OmniExport, serve: dict[str, Any]) -> dict[str, Any]:
+def ray_service(plan: ResolvedPlan, ex: OmniExport, serve: dict[str, Any],
+                secret: tuple[str, str] = KEY_SECRET) -> dict[str, Any]:
     """The KubeRay ``RayService`` (apiVersion ray.io/v1): ``serveConfigV2`` is ``serve``; a head
     group without GPUs (the router and Serve's controller) and one worker group per host of the
     placement, each a pod with the host's GPUs on a node of its kind, its ``omniplane-<host>`` and
-    ``gpu_<KIND>`` resources (module docstring). ValueError for a kind without a product label."""
+    ``gpu_<KIND>`` resources; ``secret``: the Secret (name, key) holding the key (module
+    docstring). ValueError for a kind without a product label."""
     G = ex.placement.host_gpus
     used = [h for h in ex.placement.hosts if any(e.host == h for e in ex.placement.executors)]
     gpus = load_gpus()
@@ -149,8 +175,7 @@ def ray_service(plan: ResolvedPlan, ex: OmniExport, serve: dict[str, Any]) -> di
                   "memory": f"{max(16, MEMORY_PER_GPU_GI * gpus)}Gi"}
         if gpus:
             limits["nvidia.com/gpu"] = str(gpus)
-        secret = {"name": KEY_SECRET[0], "key": KEY_SECRET[1]}
-        env = [{"name": ex.key_env, "valueFrom": {"secretKeyRef": secret}}]
+        env = [{"name": ex.key_env, "valueFrom": {"secretKeyRef": {"name": secret[0], "key": secret[1]}}}]
         select = {"nodeSelector": {PRODUCT_LABEL: labels[kind]}} if kind is not None else {}
         return {"spec": {**select, "containers": [{
             "name": name, "image": IMAGE, "resources": {"limits": limits, "requests": dict(limits)},
@@ -173,7 +198,7 @@ def ray_service(plan: ResolvedPlan, ex: OmniExport, serve: dict[str, Any]) -> di
             "serveConfigV2": yaml.safe_dump(serve, sort_keys=False, width=110),
             "rayClusterConfig": {
                 "rayVersion": RAY_VERSION,
-                "headGroupSpec": {"rayStartParams": {"num-gpus": "0", "dashboard-host": "127.0.0.1"},
+                "headGroupSpec": {"rayStartParams": {"num-gpus": "0", "dashboard-host": "0.0.0.0"},
                                   "template": pod("ray-head", 0)},
                 "workerGroupSpecs": workers,
             },
@@ -181,8 +206,10 @@ def ray_service(plan: ResolvedPlan, ex: OmniExport, serve: dict[str, Any]) -> di
     }
 
 
-def ray_files(plan: ResolvedPlan, ex: OmniExport, target: str) -> dict[str, str]:
-    """``serve-config.yaml`` (ray-serve) or ``rayservice.yaml`` (kuberay), with a header."""
+def ray_files(plan: ResolvedPlan, ex: OmniExport, target: str,
+              secret: tuple[str, str] = KEY_SECRET) -> dict[str, str]:
+    """``serve-config.yaml`` (ray-serve) or ``rayservice.yaml`` (kuberay, the key from ``secret``),
+    with a header."""
     serve = serve_config(plan, ex, kinds=target == "kuberay")
     if target == "ray-serve":
         head = ("# Ray Serve config (serve deploy serve-config.yaml) written by omniplane export; start\n"
@@ -194,8 +221,9 @@ def ray_files(plan: ResolvedPlan, ex: OmniExport, target: str) -> dict[str, str]
             "assumption,\n# replace with one that has ray[serve], vllm-omni 0.30.0 and omniplane; worker "
             f"pods select nodes\n# by {PRODUCT_LABEL} (NVIDIA GPU feature discovery: the GPU Operator)\n")
     if ex.key_env is not None:
-        head += (f"# {ex.key_env} (the deployments' API key) comes from the Secret {KEY_SECRET[0]}, key "
-                 f"{KEY_SECRET[1]}:\n# kubectl create secret generic {KEY_SECRET[0]} "
-                 f"--from-file={KEY_SECRET[1]}=<(printf %s \"${ex.key_env}\")\n")
-    text = yaml.safe_dump(ray_service(plan, ex, serve), sort_keys=False, width=110)
+        head += (f"# {ex.key_env} (the deployments' API key) comes from the Secret {secret[0]}, key "
+                 f"{secret[1]}:\n# kubectl create secret generic {secret[0]} "
+                 f"--from-file={secret[1]}=<(printf %s \"${ex.key_env}\")\n")
+    head += "# The head's dashboard (8265, no authentication): open it to the KubeRay operator only\n"
+    text = yaml.safe_dump(ray_service(plan, ex, serve, secret), sort_keys=False, width=110)
     return {"rayservice.yaml": head + text}
