@@ -16,7 +16,7 @@ import pytest
 
 from omniplane.deploy.auth import Guard
 from omniplane.deploy.proxy_auth import LIMITS_ENV, ProxyKeys, install, middlewares
-from omniplane.deploy.proxy_limits import ProxyLimits, watch_idle
+from omniplane.deploy.proxy_limits import ProxyLimits, watch_connections
 
 LIMIT = 1 << 20
 CHUNK = 1 << 16
@@ -128,7 +128,7 @@ def test_install_and_the_callback_put_the_limits_in_front_of_every_request(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import uvicorn
 
-    monkeypatch.setattr(uvicorn.Server, "startup", uvicorn.Server.startup)  # watch_idle patches it
+    monkeypatch.setattr(uvicorn.Server, "startup", uvicorn.Server.startup)  # watch_connections patches it
     env: dict[str, str] = {}
     install(Guard(max_body_bytes=LIMIT, body_timeout_s=5.0), env, idle_s=2.0)  # no keys: limits still
     monkeypatch.setenv(LIMITS_ENV, env[LIMITS_ENV])
@@ -140,11 +140,11 @@ def test_install_and_the_callback_put_the_limits_in_front_of_every_request(
     assert [m.cls for m in middlewares()] == [ProxyKeys, ProxyLimits]
 
 
-def test_watch_idle_closes_half_sent_headers(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_watch_connections_closes_half_sent_headers(monkeypatch: pytest.MonkeyPatch) -> None:
     import uvicorn
 
     monkeypatch.setattr(uvicorn.Server, "startup", uvicorn.Server.startup)
-    watch_idle(0.5)
+    watch_connections(0.5)
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": []})

@@ -27,7 +27,7 @@ from typing import Any
 
 from omniplane.deploy.auth import Guard, Refused
 from omniplane.deploy.conn_watch import IDLE_S
-from omniplane.deploy.proxy_limits import ProxyLimits, watch_idle
+from omniplane.deploy.proxy_limits import ProxyLimits, watch_connections
 
 CALLBACK_ENV = "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"
 CALLBACK = "omniplane.deploy.proxy_auth:middlewares"
@@ -99,7 +99,7 @@ def middlewares() -> list[Any]:
     digests = tuple(d for d in os.environ.get(DIGESTS_ENV, "").split(",") if d.strip())
     limits = json.loads(os.environ.get(LIMITS_ENV) or "{}")
     guard = Guard()
-    watch_idle(float(limits.get("idle_s", IDLE_S)))
+    watch_connections(float(limits.get("idle_s", IDLE_S)))
     out = [Middleware(ProxyKeys, digests=digests)] if digests else []
     out.append(Middleware(ProxyLimits, max_body_bytes=int(limits.get("max_body_bytes", guard.max_body_bytes)),
                           body_timeout_s=float(limits.get("body_timeout_s", guard.body_timeout_s))))

@@ -8,9 +8,9 @@ app (installed by :mod:`omniplane.deploy.proxy_auth`): a ``Content-Length`` over
 HTTP 413 before anything reaches the proxy; a body's bytes are counted as the proxy reads them,
 and the request is answered 413 as soon as they pass the limit, or 408 when the body is not all
 in within the body timeout; either way the proxy is told the client left (so it stops reading
-and cancels the request) and the connection closes. :func:`watch_idle` closes the proxy's
-connections that send no request (half-sent headers, slowloris) as ``route`` does
-(:mod:`omniplane.deploy.conn_watch`). No Ray here.
+and cancels the request) and the connection closes. :func:`watch_connections` closes the
+proxy's connections that send no request (half-sent headers, slowloris) and caps a request's
+headers, as ``route`` does (:mod:`omniplane.deploy.conn_watch`). No Ray here.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import MutableMapping
 from typing import Any
 
 from omniplane.deploy.auth import Guard, Refused, body_timeout
-from omniplane.deploy.conn_watch import close_idle
+from omniplane.deploy.conn_watch import bounded_head, close_idle
 
 Message = MutableMapping[str, Any]
 
@@ -97,20 +97,23 @@ class ProxyLimits:
         await self.app(scope, limited_receive, guarded_send)
 
 
-def watch_idle(idle_s: float) -> None:
+def watch_connections(idle_s: float) -> None:
     """From now on, every uvicorn server this process starts closes its connections that have no
-    request in progress for ``idle_s`` (:func:`omniplane.deploy.conn_watch.close_idle`). Ray
-    Serve's proxy runs one uvicorn server per process and has no such timeout of its own."""
+    request in progress for ``idle_s`` (:func:`omniplane.deploy.conn_watch.close_idle`) and
+    answers a request whose line and headers pass 64 KiB with 431
+    (:func:`omniplane.deploy.conn_watch.bounded_head`). Ray Serve's proxy runs one uvicorn server
+    per process and has neither of its own."""
     import uvicorn
 
-    if getattr(uvicorn.Server.startup, "watches_idle", False):
+    if getattr(uvicorn.Server.startup, "watches_connections", False):
         return
     startup = uvicorn.Server.startup
 
     async def watched(self: Any, sockets: Any = None) -> None:
+        self.config.http_protocol_class = bounded_head(self.config.http_protocol_class)
         await startup(self, sockets=sockets)
         self.omniplane_idle_watch = asyncio.ensure_future(
             close_idle(lambda: self.server_state.connections, idle_s))
 
-    watched.watches_idle = True  # type: ignore[attr-defined]
+    watched.watches_connections = True  # type: ignore[attr-defined]
     uvicorn.Server.startup = watched  # type: ignore[method-assign]
