@@ -305,6 +305,32 @@ def test_keys_and_limits_are_checked_before_routing() -> None:
     assert sum(len(v) for v in backends.got.values()) == 1
 
 
+def test_a_body_refused_before_its_end_closes_the_connection() -> None:
+    """413 (a declared or a chunked body over the limit) and 408 (a stalled body) leave the rest
+    of the body unread: ``Connection: close`` ends it rather than reading it to its end."""
+    backends = Backends({"a": answer, "b": answer})
+    gw = Gateway(routing(), GatewayOptions(guard=Guard(max_body_bytes=4096, max_prompt_tokens=100,
+                                                       body_timeout_s=0.2)))
+
+    async def chunked() -> AsyncIterator[bytes]:
+        for _ in range(8):
+            yield b"x" * 1024
+
+    async def stalled() -> AsyncIterator[bytes]:
+        yield b"{"
+        await asyncio.sleep(5)
+
+    async def calls(c: httpx.AsyncClient) -> list[httpx.Response]:
+        return [await post(b"x" * 5000)(c),
+                await c.post("/v1/chat/completions", content=chunked()),
+                await c.post("/v1/chat/completions", content=stalled()),
+                await post(chat(text="x" * 1000))(c)]  # read to its end: the prompt is too long
+
+    resps = run(gw, backends, calls)
+    assert [r.status_code for r in resps] == [413, 413, 408, 413]
+    assert [r.headers.get("connection") for r in resps] == ["close", "close", "close", None]
+
+
 @pytest.mark.parametrize("key, value", [("max_tokens", 10**12), ("max_tokens", "99999999"),
                                         ("max_tokens", 1e12), ("max_completion_tokens", " 70000 "),
                                         ("max_tokens", 10**400),

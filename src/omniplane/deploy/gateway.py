@@ -258,6 +258,11 @@ class Gateway:
         m = self.metrics
         try:
             raw = await read_body(request, self.options.guard)
+        except Refused as exc:  # the rest of the body is never read: the connection ends with this
+            m.outcomes[("", "refused")] += 1
+            return JSONResponse(exc.body(), status_code=exc.status,
+                                headers={**exc.headers, **ids, "Connection": "close"})
+        try:
             try:
                 body = json.loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
