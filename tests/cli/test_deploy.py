@@ -199,18 +199,19 @@ def test_the_api_key_in_clear_leaves_the_environment_before_ray_starts(
 
     import omniplane.cli.deploy as cli_deploy
     from omniplane.deploy.auth import API_KEY_ENV
-    from omniplane.deploy.proxy_auth import CALLBACK, CALLBACK_ENV, DIGESTS_ENV
+    from omniplane.deploy.proxy_auth import CALLBACK, CALLBACK_ENV, DIGESTS_ENV, LIMITS_ENV
 
     seen: list[tuple[Any, ...]] = []
     env = os.environ.get
     monkeypatch.setattr(cli_deploy, "_serve_forever", lambda plan, options, *a: seen.append(
-        (env(API_KEY_ENV), options.guard, env(CALLBACK_ENV), env(DIGESTS_ENV))))
+        (env(API_KEY_ENV), options.guard, env(CALLBACK_ENV), env(DIGESTS_ENV), env(LIMITS_ENV))))
     monkeypatch.setenv(API_KEY_ENV, "s3cret-key")
     monkeypatch.delenv(CALLBACK_ENV, raising=False)
-    res = runner.invoke(app, ["deploy", PLAN, "--host", "0.0.0.0"])
+    res = runner.invoke(app, ["deploy", PLAN, "--host", "0.0.0.0", "--max-body-mb", "2"])
     assert res.exit_code == 0, res.output
-    (env_key, guard, callback, digests), = seen
+    (env_key, guard, callback, digests, limits), = seen
     assert env_key is None and guard.keyed and "s3cret-key" not in repr(guard)
     # while it serves, Ray Serve's proxy would load the key check with the digest (not the key)
     assert callback == CALLBACK and digests == ",".join(guard.key_digests)
-    assert CALLBACK_ENV not in os.environ and DIGESTS_ENV not in os.environ  # restored after
+    assert json.loads(limits)["max_body_bytes"] == 2 * 2**20  # and the body limit, ahead of the app
+    assert not {CALLBACK_ENV, DIGESTS_ENV, LIMITS_ENV} & set(os.environ)  # restored after

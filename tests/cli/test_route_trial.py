@@ -7,7 +7,9 @@ a 500 and a traceback)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import select
 import signal
 import socket
 import subprocess
@@ -171,6 +173,16 @@ def test_keys_abandoned_streams_and_signals_over_raw_sockets(tmp_path: Path, sig
             assert answer.startswith(b"HTTP/1.1 413"), answer
             big.settimeout(15)
             assert _closed(half) and _closed(big)  # by the router, within --idle-s (a timeout here)
+            # header lines without end: 431 once they pass 64 KiB (uvicorn alone reads them all)
+            endless = socket.create_connection(("127.0.0.1", port), timeout=15)
+            endless.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n")
+            with contextlib.suppress(OSError):
+                for _ in range(64):  # 4 MiB at most
+                    if select.select([endless], [], [], 0)[0]:
+                        break
+                    endless.sendall((b"x-a: " + b"a" * 1000 + b"\r\n") * 64)
+            assert endless.recv(12) == b"HTTP/1.1 431"
+            endless.close()
         streaming, waiting = _post(port, "stream"), _post(port, "hang")  # both slots taken
         _first_event(streaming)
         _until(lambda: up.requests[-1:] == ["hang"], "the second request did not reach the deployment")

@@ -135,6 +135,7 @@ def test_http_401_without_or_with_a_wrong_key(keyed_url: str) -> None:
         assert res.status_code == 401
         assert res.json()["error"]["type"] == "authentication_error"
         assert res.headers["www-authenticate"] == "Bearer"
+        assert res.headers["connection"] == "close"  # the body is not read to its end
     assert httpx.get(f"{keyed_url}/v1/omniplane/info").status_code == 401
     assert httpx.get(f"{keyed_url}/v1/omniplane/stats").status_code == 401
     assert httpx.get(f"{keyed_url}/health").json() == {"status": "ok"}

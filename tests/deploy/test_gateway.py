@@ -305,6 +305,57 @@ def test_keys_and_limits_are_checked_before_routing() -> None:
     assert sum(len(v) for v in backends.got.values()) == 1
 
 
+def test_a_body_refused_before_its_end_closes_the_connection() -> None:
+    """413 (a declared or a chunked body over the limit) and 408 (a stalled body) leave the rest
+    of the body unread: ``Connection: close`` ends it rather than reading it to its end."""
+    backends = Backends({"a": answer, "b": answer})
+    gw = Gateway(routing(), GatewayOptions(guard=Guard(max_body_bytes=4096, max_prompt_tokens=100,
+                                                       body_timeout_s=0.2)))
+
+    async def chunked() -> AsyncIterator[bytes]:
+        for _ in range(8):
+            yield b"x" * 1024
+
+    async def stalled() -> AsyncIterator[bytes]:
+        yield b"{"
+        await asyncio.sleep(5)
+
+    async def calls(c: httpx.AsyncClient) -> list[httpx.Response]:
+        return [await post(b"x" * 5000)(c),
+                await c.post("/v1/chat/completions", content=chunked()),
+                await c.post("/v1/chat/completions", content=stalled()),
+                await post(chat(text="x" * 1000))(c)]  # read to its end: the prompt is too long
+
+    resps = run(gw, backends, calls)
+    assert [r.status_code for r in resps] == [413, 413, 408, 413]
+    assert [r.headers.get("connection") for r in resps] == ["close", "close", "close", None]
+
+
+@pytest.mark.parametrize("key, value", [("max_tokens", 10**12), ("max_tokens", "99999999"),
+                                        ("max_tokens", 1e12), ("max_completion_tokens", " 70000 "),
+                                        ("max_tokens", 10**400),
+                                        ("n", 100_000), ("n", "1000"), ("best_of", 500.0)])
+def test_output_tokens_and_choices_over_the_limit_are_413_however_spelled(key: str, value: Any) -> None:
+    """vLLM's request models take a numeric string or a whole float as an integer: the router
+    counts them as the engine will."""
+    backends = Backends({"a": answer, "b": answer})
+    gw = Gateway(routing(), GatewayOptions(guard=Guard(max_prompt_tokens=65_536)))
+    body = {**json.loads(chat()), key: value}
+    (resp,) = run(gw, backends, lambda c: asyncio.gather(post(json.dumps(body).encode())(c)))
+    assert resp.status_code == 413 and resp.json()["error"]["param"] == key, resp.text
+    assert not any(backends.got.values())  # never forwarded
+
+
+@pytest.mark.parametrize("key, value", [("max_tokens", "16"), ("max_tokens", 16.0), ("n", 2), ("n", "nan"),
+                                        ("max_tokens", None), ("max_tokens", True)])
+def test_counts_within_the_limits_or_not_counts_pass_to_the_engine(key: str, value: Any) -> None:
+    backends = Backends({"a": answer, "b": answer})
+    gw = Gateway(routing(), GatewayOptions(guard=Guard(max_prompt_tokens=65_536)))
+    body = {**json.loads(chat()), key: value}
+    (resp,) = run(gw, backends, lambda c: asyncio.gather(post(json.dumps(body).encode())(c)))
+    assert resp.status_code == 200, resp.text  # the engine judges what is not a count
+
+
 def test_metrics_count_arrivals_draws_and_attainment_per_type() -> None:
     gw = Gateway(routing())
 

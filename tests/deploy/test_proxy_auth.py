@@ -4,7 +4,9 @@ middleware alone, and on a local Ray Serve whose proxy inherits it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import select
 import socket
 from typing import Any
 
@@ -16,6 +18,7 @@ from omniplane.deploy.proxy_auth import (
     CALLBACK,
     CALLBACK_ENV,
     DIGESTS_ENV,
+    LIMITS_ENV,
     ProxyKeys,
     install,
     installed,
@@ -57,7 +60,7 @@ def test_the_proxy_routes_need_the_key_and_healthz_and_the_apps_pass() -> None:
 def test_install_puts_digests_never_the_key_in_the_environment() -> None:
     env: dict[str, str] = {}
     install(Guard(), env)
-    assert env == {}
+    assert set(env) == {CALLBACK_ENV, LIMITS_ENV}  # no keys: the limits only
     install(Guard.with_keys([KEY, "other"]), env)
     assert env[CALLBACK_ENV] == CALLBACK and KEY not in "".join(env.values())
     assert env[DIGESTS_ENV].split(",") == list(Guard.with_keys([KEY, "other"]).key_digests)
@@ -65,13 +68,18 @@ def test_install_puts_digests_never_the_key_in_the_environment() -> None:
     with installed(Guard.with_keys([KEY]), before):
         assert before[CALLBACK_ENV] == CALLBACK and DIGESTS_ENV in before
     assert before == {CALLBACK_ENV: "someone.else:callback"}  # as it was
+    install(Guard(), env)
+    assert DIGESTS_ENV not in env  # keys from an earlier install do not stay
 
 
 def test_the_callback_reads_the_digests(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn.Server, "startup", uvicorn.Server.startup)  # the callback patches it
     monkeypatch.delenv(DIGESTS_ENV, raising=False)
-    assert middlewares() == []
+    assert ProxyKeys not in [m.cls for m in middlewares()]
     monkeypatch.setenv(DIGESTS_ENV, ",".join(Guard.with_keys([KEY]).key_digests))
-    (mw,) = middlewares()
+    mw, _ = middlewares()
     assert mw.cls is ProxyKeys and _codes(mw.cls(_inner, *mw.args, **mw.kwargs))["routes"] == 401
 
 
@@ -83,7 +91,7 @@ def test_a_local_ray_serve_asks_the_key_on_its_routes(monkeypatch: pytest.Monkey
     from omniplane.deploy.cluster import ray_cluster
 
     env: dict[str, str] = {}
-    install(Guard.with_keys([KEY]), env)
+    install(Guard.with_keys([KEY], max_body_bytes=2**20), env, idle_s=1.0)
     for k, v in env.items():  # before Ray starts: the cluster's processes inherit it
         monkeypatch.setenv(k, v)
     assert KEY not in os.environ.values()
@@ -105,3 +113,18 @@ def test_a_local_ray_serve_asks_the_key_on_its_routes(monkeypatch: pytest.Monkey
             assert ok.status_code == 200 and "/hello" in ok.text
             assert c.get(f"{base}/-/healthz").status_code == 200
             assert c.get(f"{base}/hello").text == "hello"  # the app's own paths pass
+            # the proxy refuses a body over the limit, though this app never reads its body
+            big = c.post(f"{base}/hello", content=iter([b"a" * 65536] * 32))  # chunked, 2 MiB
+            assert big.status_code == 413 and big.headers["connection"] == "close"
+            assert c.post(f"{base}/hello", content=iter([b"a" * 65536])).text == "hello"
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as half:  # slowloris
+            half.sendall(b"POST /hello HTTP/1.1\r\nhost: x\r\n")
+            assert half.recv(100) == b""  # closed by the proxy after idle_s
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as endless:  # headers without end
+            endless.sendall(b"POST /hello HTTP/1.1\r\nhost: x\r\n")
+            with contextlib.suppress(OSError):
+                for _ in range(64):  # 4 MiB at most
+                    if select.select([endless], [], [], 0)[0]:
+                        break
+                    endless.sendall((b"x-a: " + b"a" * 1000 + b"\r\n") * 64)
+            assert endless.recv(12) == b"HTTP/1.1 431"

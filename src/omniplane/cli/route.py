@@ -21,7 +21,7 @@ from omniplane.cli.serving_options import (
     port_free,
 )
 from omniplane.deploy.auth import API_KEY_ENV, MAX_BODY_BYTES, MAX_PROMPT_TOKENS, Guard, is_loopback
-from omniplane.deploy.conn_watch import IDLE_S, close_idle
+from omniplane.deploy.conn_watch import IDLE_S, bounded_head, close_idle
 from omniplane.deploy.gateway_health import EJECT_AFTER, EJECT_BASE_S, EJECT_MAX_S, PROBE_INTERVAL_S
 from omniplane.deploy.ingress import REQUEST_DEADLINE_S
 
@@ -106,6 +106,10 @@ def route(
         def handle_exit(self, sig: int, frame: Any) -> None:
             super().handle_exit(sig, frame)
             gateway.stop_soon()  # open streams end now with an error event, not cut at GRACE_S
+
+        async def startup(self, sockets: Any = None) -> None:
+            self.config.http_protocol_class = bounded_head(self.config.http_protocol_class)
+            await super().startup(sockets=sockets)
 
     server = Server(uvicorn.Config(gateway, host=host.strip("[]"), port=port, log_level="warning",
                                    access_log=False, lifespan="on", timeout_graceful_shutdown=GRACE_S))

@@ -21,8 +21,8 @@ async def read_body(request: Request, guard: Guard) -> bytes:
     a body not all in within ``guard.body_timeout_s`` (stalled, or trickled a byte at a time) is
     refused with 408. Under Ray Serve,
     the proxy reads the client's body into a queue of its own while this runs
-    (``proxy_asgi_receive`` in ray/serve/_private/proxy.py) and stops once this answers; a hard
-    cap on what it holds needs a proxy in front (the deploy guide says so)."""
+    (``proxy_asgi_receive`` in ray/serve/_private/proxy.py): ``deploy`` caps what it reads with
+    the same limits in the proxy itself (:mod:`omniplane.deploy.proxy_limits`)."""
     guard.check_length(request.headers.get("content-length"))
     chunks: list[bytes] = []
     size = 0

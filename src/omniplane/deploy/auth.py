@@ -75,9 +75,11 @@ class Refused(Exception):
 
 
 def unauthorized() -> Refused:
+    """401; the connection ends with it (``Connection: close``), so a body sent with a missing
+    or wrong key is not read to its end."""
     return Refused(401, "authentication_error",
                    "missing or wrong API key: send 'Authorization: Bearer <key>'",
-                   {"WWW-Authenticate": "Bearer"})
+                   {"WWW-Authenticate": "Bearer", "Connection": "close"})
 
 
 def body_timeout(seconds: float) -> Refused:

@@ -50,7 +50,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 
 from omniplane.deploy import api
 from omniplane.deploy.asgi import read_body, unless_disconnected
-from omniplane.deploy.auth import Guard, Refused, too_large
+from omniplane.deploy.auth import Guard, Refused
 from omniplane.deploy.gateway_health import HEALTH_PATH, Health, HealthOptions
 from omniplane.deploy.gateway_metrics import RouterMetrics
 from omniplane.deploy.ingress import REQUEST_DEADLINE_S
@@ -60,6 +60,7 @@ PATHS = ("/v1/chat/completions", "/v1/completions")
 RETRYABLE = frozenset({502, 503, 504})  # a deployment that cannot take the request now
 MAX_ATTEMPTS = 2  # the first deployment and one retry on another
 CONNECT_TIMEOUT_S = 5.0  # assumption: a deployment on the same network accepts a connection in 5 s
+MAX_CHOICES = 128  # assumption: choices per request (n, best_of), OpenAI's own limit on n
 MAX_RESPONSE_BYTES = 256 * 2**20  # assumption: a non-streamed answer (minutes of base64 audio) fits
 HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "te", "trailer",
                  "upgrade", "proxy-authenticate", "proxy-authorization"})
@@ -257,6 +258,11 @@ class Gateway:
         m = self.metrics
         try:
             raw = await read_body(request, self.options.guard)
+        except Refused as exc:  # the rest of the body is never read: the connection ends with this
+            m.outcomes[("", "refused")] += 1
+            return JSONResponse(exc.body(), status_code=exc.status,
+                                headers={**exc.headers, **ids, "Connection": "close"})
+        try:
             try:
                 body = json.loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
@@ -298,12 +304,18 @@ class Gateway:
         return done
 
     def _check_limits(self, body: dict[str, Any]) -> None:
+        """The prompt, the output tokens and the choices a request asks for, as the engine will
+        read them: vLLM's request models (pydantic, lax) take ``"99999999"`` and ``1e12`` as
+        integers too."""
         guard = self.options.guard
         guard.check_prompt(prompt_tokens(body))
-        for key in ("max_completion_tokens", "max_tokens"):
-            v = body.get(key)
-            if isinstance(v, int) and not isinstance(v, bool) and v > guard.max_prompt_tokens:
-                raise too_large(key, v, guard.max_prompt_tokens, "tokens")
+        for key, limit, unit in (("max_completion_tokens", guard.max_prompt_tokens, "tokens"),
+                                 ("max_tokens", guard.max_prompt_tokens, "tokens"),
+                                 ("n", MAX_CHOICES, "choices"), ("best_of", MAX_CHOICES, "choices")):
+            v = _count(body.get(key))
+            if v is not None and v > limit:
+                raise Refused(413, "request_too_large", f"{key} of {v:,.0f} {unit} is over the limit "
+                              f"of {limit:,}", param=key)
 
     async def _forward(self, path: str, raw: bytes, type_name: str, rid: str, arrival: float,
                        slot: _Slot, ids: dict[str, str]) -> Response:
@@ -440,6 +452,20 @@ class Gateway:
             except httpx.HTTPError:
                 pass
             await asyncio.sleep(o.probe_interval_s)
+
+
+def _count(v: Any) -> float | None:
+    """A request's number as an engine parses it (an int, a float, or a string of one); None
+    for anything else, which the engine refuses itself."""
+    if isinstance(v, bool) or not isinstance(v, int | float | str):
+        return None
+    if isinstance(v, int):
+        return float(v) if abs(v) < 10**300 else float("inf")
+    try:
+        n = float(v)
+    except (ValueError, OverflowError):
+        return None
+    return n if n == n else None  # NaN: not a count
 
 
 def _why(exc: BaseException) -> str:
