@@ -111,7 +111,8 @@ def test_the_engine_is_refused_where_it_cannot_run() -> None:
         engine_model_path(small, "")
     assert engine_model_path(small, "/weights") == "/weights"
     assert replica_actor_options("emulated", 4) == {"num_cpus": 0, "num_gpus": 0}
-    assert replica_actor_options("vllm-omni", 2)["num_gpus"] == 2
+    with pytest.raises(ValueError, match="vllm-omni"):
+        replica_actor_options("vllm-omni", 2)  # the runtime's own servers, not node replicas
 
 
 # ---- real vLLM engines on a local Ray Serve cluster ------------------------------------------

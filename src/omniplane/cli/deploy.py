@@ -87,8 +87,9 @@ def _workload(ref: str) -> ResolvedWorkload:
 def deploy(
     plan_file: PlanArg,
     engine: Annotated[str, opt.choice_opt(
-        "--engine", help="emulated (rehearsal: the simulator's engines), vllm (one LLM per node) or "
-        "vllm-omni (the export's Serve applications: vLLM-Omni's own servers behind the router).",
+        "--engine", help="emulated (rehearsal: the simulator's engines), vllm (rehearsal on real vLLM "
+        "engines, one LLM per node) or vllm-omni (the export's Serve applications: vLLM-Omni's own "
+        "servers behind the router).",
         choices=ENGINES, what="engine")] = "emulated",
     engine_model: EngineModelOpt = "",
     address: Annotated[

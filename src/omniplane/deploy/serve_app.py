@@ -209,10 +209,8 @@ class Ingress:
 
 def replica_actor_options(engine: str, tp: int) -> dict[str, Any]:
     """Ray resources (and environment) of one node replica: the emulated engine takes nothing;
-    vLLM-Omni takes its TP degree in GPUs; vLLM takes them when the cluster has GPUs and runs
-    its CPU build otherwise."""
-    if engine == "emulated":
-        return {"num_cpus": 0, "num_gpus": 0}
+    vLLM takes its TP degree in GPUs when the cluster has GPUs and runs its CPU build otherwise.
+    (``--engine vllm-omni`` runs no node replicas: cli/deploy_omni.py.)"""
     if engine == "vllm":
         import ray
 
@@ -220,7 +218,9 @@ def replica_actor_options(engine: str, tp: int) -> dict[str, Any]:
 
         gpus = tp if ray.cluster_resources().get("GPU", 0) > 0 else 0  # type: ignore[no-untyped-call]
         return {"num_cpus": 0, "num_gpus": gpus, "runtime_env": {"env_vars": dict(REPLICA_ENV)}}
-    return {"num_cpus": 0, "num_gpus": tp}
+    if engine != "emulated":
+        raise ValueError(f"no node replicas for engine {engine!r}")
+    return {"num_cpus": 0, "num_gpus": 0}
 
 
 def build_app(plan: ResolvedPlan, options: DeployOptions) -> Any:
