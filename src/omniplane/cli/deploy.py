@@ -248,7 +248,8 @@ def _serve_forever(
 
     real_stdout = sys.stdout
     # Ray's driver prints its processes' warnings to sys.stdout; stdout is for our document
-    replicas = sum(d["replicas"] for d in summary["deployments"])
+    replicas = (sum(d["replicas"] for d in summary["deployments"]) if omni is None
+                else sum(len(a.get("deployments", [])) or 1 for a in omni.doc["applications"]))
     notice(f"starting {'a local Ray cluster' if address is None else 'on ' + address} and deploying "
            f"{replicas} replicas (a minute or two) ...")
     # SIGINT / SIGTERM raise Interrupted (cli/errors.py) from start-up to the end, and leaving the
