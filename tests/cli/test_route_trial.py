@@ -7,9 +7,7 @@ a 500 and a traceback)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import select
 import signal
 import socket
 import subprocess
@@ -21,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_route import CLI, ENV, ROUTES, free_port
+from tests.raw_http import endless_headers
 
 pytest.importorskip("uvicorn")
 
@@ -122,25 +121,39 @@ def _until(check: object, what: str, within: float = 10.0) -> None:
         time.sleep(0.05)
 
 
+def _start_router(tmp_path: Path, up: Upstream, port: int, *args: str,
+                  stderr: int) -> subprocess.Popen[bytes]:
+    """``omniplane route`` (key ``k``) in front of ``up`` as deployment ``a``, once it listens."""
+    routes = tmp_path / "routing.yaml"
+    routes.write_text(json.dumps({**ROUTES, "deployments": {"a": {"url": f"http://127.0.0.1:{up.port}"}}}))
+    proc = subprocess.Popen([sys.executable, "-c", CLI, "route", str(routes), "--port", str(port),
+                             "--api-key", "k", *args],
+                            cwd=tmp_path, env=ENV, stderr=stderr, start_new_session=True)
+
+    def listens() -> bool:
+        assert proc.poll() is None
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    try:
+        _until(listens, "the router did not listen", 60)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_keys_abandoned_streams_and_signals_over_raw_sockets(tmp_path: Path, sig: signal.Signals) -> None:
     up = Upstream()
-    routes = tmp_path / "routing.yaml"
-    routes.write_text(json.dumps({**ROUTES, "deployments": {"a": {"url": f"http://127.0.0.1:{up.port}"}}}))
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-c", CLI, "route", str(routes), "--port", str(port),
-                             "--api-key", "k", "--max-in-flight", "2", "--max-body-mb", "1", "--idle-s", "1"],
-                            cwd=tmp_path, env=ENV, stderr=subprocess.PIPE, start_new_session=True)
+    proc = _start_router(tmp_path, up, port, "--max-in-flight", "2", "--max-body-mb", "1", "--idle-s", "1",
+                         stderr=subprocess.PIPE)
     try:
-        def listens() -> bool:
-            assert proc.poll() is None
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return True
-            except OSError:
-                return False
-
-        _until(listens, "the router did not listen", 60)
         if sig == signal.SIGTERM:  # keys: refused before the body reaches anyone; /health open
             for key, query in ((None, ""), ("wrong", ""), (None, "?api_key=k")):
                 assert _read_all(_post(port, "stream", key, query)).startswith(b"HTTP/1.1 401")
@@ -174,15 +187,7 @@ def test_keys_abandoned_streams_and_signals_over_raw_sockets(tmp_path: Path, sig
             big.settimeout(15)
             assert _closed(half) and _closed(big)  # by the router, within --idle-s (a timeout here)
             # header lines without end: 431 once they pass 64 KiB (uvicorn alone reads them all)
-            endless = socket.create_connection(("127.0.0.1", port), timeout=15)
-            endless.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n")
-            with contextlib.suppress(OSError):
-                for _ in range(64):  # 4 MiB at most
-                    if select.select([endless], [], [], 0)[0]:
-                        break
-                    endless.sendall((b"x-a: " + b"a" * 1000 + b"\r\n") * 64)
-            assert endless.recv(12) == b"HTTP/1.1 431"
-            endless.close()
+            assert endless_headers(port, "/v1/chat/completions") == b"HTTP/1.1 431"
         streaming, waiting = _post(port, "stream"), _post(port, "hang")  # both slots taken
         _first_event(streaming)
         _until(lambda: up.requests[-1:] == ["hang"], "the second request did not reach the deployment")
@@ -203,22 +208,10 @@ def test_keys_abandoned_streams_and_signals_over_raw_sockets(tmp_path: Path, sig
 
 def test_a_client_that_stops_reading_its_stream_gives_its_slot_back_at_the_deadline(tmp_path: Path) -> None:
     up = Upstream()
-    routes = tmp_path / "routing.yaml"
-    routes.write_text(json.dumps({**ROUTES, "deployments": {"a": {"url": f"http://127.0.0.1:{up.port}"}}}))
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-c", CLI, "route", str(routes), "--port", str(port),
-                             "--api-key", "k", "--max-in-flight", "1", "--deadline-s", "1"],
-                            cwd=tmp_path, env=ENV, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = _start_router(tmp_path, up, port, "--max-in-flight", "1", "--deadline-s", "1",
+                         stderr=subprocess.DEVNULL)
     try:
-        def listens() -> bool:
-            assert proc.poll() is None
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return True
-            except OSError:
-                return False
-
-        _until(listens, "the router did not listen", 60)
         stuck = _post(port, "big")  # read its first event, then never again: the router's send blocks
         _first_event(stuck)
         codes: list[bytes] = []

@@ -23,7 +23,6 @@ from omniplane.spec import ResolvedPlan
 # heuristic: on a local cluster the vLLM-Omni replicas reserve at most half of the machine's
 # cores (the export's CPUS_PER_GPU = 4 per GPU otherwise), the rest for the router, Serve and Ray
 LOCAL_CPU_SHARE = 0.5
-HOST_RESOURCE_PREFIX = "omniplane-"  # export_ray.HOST_RESOURCE without its host
 
 
 @dataclass(frozen=True)
@@ -32,9 +31,12 @@ class OmniDeploy:
     (``omniplane-<host>``), the GPUs the processes pinned there take."""
 
     doc: dict[str, Any]
-    apps: tuple[str, ...]
     gpus: dict[str, int]
     files: tuple[Path, ...] = ()  # what was written
+
+    @property
+    def apps(self) -> tuple[str, ...]:
+        return tuple(a["name"] for a in self.doc["applications"])
 
     @property
     def local_resources(self) -> dict[str, float]:
@@ -57,7 +59,7 @@ def omni_deploy(plan: ResolvedPlan, guard: Guard, *, max_in_flight: int, deadlin
     gets the keys and limits. ``local``: a local cluster will run it, one host (of ``num_gpus``
     GPUs when given)."""
     from omniplane.cli.export import export_files, write_files
-    from omniplane.deploy.export_ray import CPUS_PER_GPU, serve_config
+    from omniplane.deploy.export_ray import CPUS_PER_GPU, host_resource, serve_config
 
     ex, files = export_files(plan, "ray-serve", f"1x{num_gpus}" if local and num_gpus else None)
     used = sorted({e.host for e in ex.placement.executors})
@@ -71,6 +73,7 @@ def omni_deploy(plan: ResolvedPlan, guard: Guard, *, max_in_flight: int, deadlin
         cpus = min(CPUS_PER_GPU, LOCAL_CPU_SHARE * (os.cpu_count() or 2) / max(1, total))
     doc = serve_config(plan, ex, cpus_per_gpu=cpus)
     gpus: dict[str, int] = {}
+    pins = {host_resource(h) for h in ex.placement.hosts}
     for app in doc["applications"]:
         if app["name"] == "router":
             app["args"]["limits"] = {
@@ -80,10 +83,9 @@ def omni_deploy(plan: ResolvedPlan, guard: Guard, *, max_in_flight: int, deadlin
         for dep in app.get("deployments", []):
             opts = dep["ray_actor_options"]
             for res in opts.get("resources", {}):
-                if res.startswith(HOST_RESOURCE_PREFIX):
+                if res in pins:
                     gpus[res] = gpus.get(res, 0) + int(opts.get("num_gpus", 0))
-    return OmniDeploy(doc, tuple(a["name"] for a in doc["applications"]), gpus,
-                      tuple(config_dir / name for name in sorted(files)))
+    return OmniDeploy(doc, gpus, tuple(config_dir / name for name in sorted(files)))
 
 
 def check_offer(need: OmniDeploy, nodes: list[dict[str, Any]]) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 
 from omniplane.deploy.auth import Guard, Refused
 from omniplane.deploy.conn_watch import IDLE_S
-from omniplane.deploy.proxy_limits import ProxyLimits, watch_connections
+from omniplane.deploy.proxy_limits import ProxyLimits, answer, watch_connections
 
 CALLBACK_ENV = "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"
 CALLBACK = "omniplane.deploy.proxy_auth:middlewares"
@@ -80,12 +80,7 @@ class ProxyKeys:
             try:
                 self.guard.authorize(str(scope.get("method", "GET")), path, auth or None)
             except Refused as exc:
-                body = json.dumps(exc.body()).encode()
-                headers = [(b"content-type", b"application/json"),
-                           (b"content-length", str(len(body)).encode()),
-                           *((k.lower().encode(), v.encode()) for k, v in exc.headers.items())]
-                await send({"type": "http.response.start", "status": exc.status, "headers": headers})
-                await send({"type": "http.response.body", "body": body})
+                await answer(send, exc)
                 return
         await self.app(scope, receive, send)
 
